@@ -1,0 +1,489 @@
+//! Options with their defaults, validation, and node addresses.
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::resp;
+
+/// The largest TTL any lock may have: `u32::MAX` milliseconds (about 49.7 days). This is also
+/// the range of the C API's `uint32_t ttl_ms`.
+pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
+
+/// The longest resource name accepted, in bytes.
+pub const MAX_RESOURCE_LEN: usize = 1024;
+
+/// The constant part of the clock-drift allowance added to `TTL × drift_factor`.
+pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
+
+/// The prefix of every lock key: the key for resource `R` is `redlock:` followed by the bytes
+/// of `R`. A fixed prefix keeps lock keys in a namespace of their own (see the crate docs).
+pub const KEY_PREFIX: &[u8] = b"redlock:";
+
+/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
+///
+/// Its `Display` form never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NodeAddr {
+    host: String,
+    port: u16,
+    username: Option<String>,
+    password: Option<String>,
+    db: i64,
+}
+
+impl NodeAddr {
+    /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
+    /// when omitted) and `host:port`. Rejects other schemes (`rediss://`, `unix://`), query
+    /// strings, port 0 and database numbers that are not non-negative integers.
+    pub fn parse(url: &str) -> Result<NodeAddr, Error> {
+        let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
+        Ok(NodeAddr {
+            host: p.host,
+            port: p.port,
+            username: p.username,
+            password: p.password,
+            db: p.db,
+        })
+    }
+
+    /// The host name or IP address.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The ACL user name, if any.
+    pub fn username(&self) -> Option<&str> {
+        self.username.as_deref()
+    }
+
+    /// True when a password is configured (the password itself is never exposed).
+    pub fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+
+    /// The logical database (`SELECT`), 0 by default.
+    pub fn db(&self) -> i64 {
+        self.db
+    }
+
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Resolves the host to socket addresses (a blocking DNS look-up for names).
+    pub(crate) fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = (host, self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {self}: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{self} resolves to no address"));
+        }
+        Ok(addrs)
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match (&self.username, &self.password) {
+            (Some(u), Some(_)) => write!(f, "{u}:***@")?,
+            (None, Some(_)) => f.write_str(":***@")?,
+            (Some(u), None) => write!(f, "{u}@")?,
+            (None, None) => {}
+        }
+        write!(f, "{host}:{}", self.port)?;
+        if self.db != 0 {
+            write!(f, "/{}", self.db)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeAddr({self})")
+    }
+}
+
+/// Configuration for a [`Redlock`](crate::Redlock) manager.
+///
+/// Every option has a documented default; [`Redlock::new`](crate::Redlock::new) validates the
+/// whole configuration and fails with [`Error::InvalidInput`] before any connection is made.
+///
+/// ```
+/// use std::time::Duration;
+/// let cfg = redlock::Config::new(["redis://127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"])
+///     .retry_count(5)
+///     .retry_delay(Duration::from_millis(100));
+/// assert_eq!(cfg.node_urls().len(), 3);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) nodes: Vec<String>,
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) node_timeout_floor: Duration,
+    pub(crate) node_timeout_cap: Duration,
+    pub(crate) stale_limit: Duration,
+    pub(crate) reconnect_backoff_min: Duration,
+    pub(crate) reconnect_backoff_max: Duration,
+    pub(crate) max_idle_connection_sets: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            nodes: Vec::new(),
+            retry_count: 3,
+            retry_delay: Duration::from_millis(200),
+            drift_factor: 0.01,
+            connect_timeout: Duration::from_millis(250),
+            node_timeout: None,
+            node_timeout_floor: Duration::from_millis(10),
+            node_timeout_cap: Duration::from_millis(50),
+            stale_limit: Duration::from_secs(1),
+            reconnect_backoff_min: Duration::from_millis(20),
+            reconnect_backoff_max: Duration::from_secs(1),
+            max_idle_connection_sets: 32,
+        }
+    }
+}
+
+impl Config {
+    /// A configuration with the given nodes and every other option at its default.
+    pub fn new<I, S>(nodes: I) -> Config
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Config {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+            ..Config::default()
+        }
+    }
+
+    /// Adds one node: `redis://[user:password@]host[:port][/db]` or `host:port`. The nodes
+    /// must be independent masters (no replication between them), each listed once.
+    pub fn node(mut self, url: impl Into<String>) -> Config {
+        self.nodes.push(url.into());
+        self
+    }
+
+    /// The node URLs as given (passwords included; do not log them).
+    pub fn node_urls(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// How many more attempts [`Redlock::lock`](crate::Redlock::lock) makes after a failed
+    /// first one. Defaults to 3 (so at most 4 attempts).
+    pub fn retry_count(mut self, n: u32) -> Config {
+        self.retry_count = n;
+        self
+    }
+
+    /// The upper bound of the random pause before each retry: each pause is drawn uniformly
+    /// from `[0, delay]` ("full jitter"), so that contending clients spread out. Defaults to
+    /// 200 ms.
+    pub fn retry_delay(mut self, delay: Duration) -> Config {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// The clock-drift factor: a lock's validity is shortened by `TTL × factor + 2 ms` to
+    /// allow for clocks on the nodes running at different rates. Must be in `[0, 1)`.
+    /// Defaults to 0.01.
+    pub fn drift_factor(mut self, factor: f64) -> Config {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// How long to wait for a TCP connection to a node to be established, in addition to the
+    /// per-node timeout of the step that needed it. Must be > 0. Defaults to 250 ms.
+    pub fn connect_timeout(mut self, t: Duration) -> Config {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Overrides the per-node I/O timeout of every step (how long to wait for one node's reply
+    /// once the command is sent). Must be > 0. By default it is derived from the TTL: TTL / 200,
+    /// clamped to [`node_timeout_floor`](Self::node_timeout_floor) and
+    /// [`node_timeout_cap`](Self::node_timeout_cap) (50 ms for a 10 s TTL).
+    pub fn node_timeout(mut self, t: Duration) -> Config {
+        self.node_timeout = Some(t);
+        self
+    }
+
+    /// The smallest derived per-node timeout. Must be > 0. Defaults to 10 ms.
+    pub fn node_timeout_floor(mut self, t: Duration) -> Config {
+        self.node_timeout_floor = t;
+        self
+    }
+
+    /// The largest derived per-node timeout. Must be at least the floor. Defaults to 50 ms.
+    pub fn node_timeout_cap(mut self, t: Duration) -> Config {
+        self.node_timeout_cap = t;
+        self
+    }
+
+    /// How long a connection may owe a reply before it is closed and the node reconnected
+    /// (replies that arrive after the step that asked for them are read and discarded, so a
+    /// slow node does not need a new connection, but one that never answers does). Must be
+    /// > 0. Defaults to 1 s.
+    pub fn stale_limit(mut self, t: Duration) -> Config {
+        self.stale_limit = t;
+        self
+    }
+
+    /// The reconnect backoff after a node fails: no new connection is attempted for `min`,
+    /// doubling with each consecutive failure up to `max`. Both must be > 0 and `min <= max`.
+    /// Defaults to 20 ms and 1 s.
+    pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Config {
+        self.reconnect_backoff_min = min;
+        self.reconnect_backoff_max = max;
+        self
+    }
+
+    /// How many idle connection sets (one connection to every node) the manager keeps for
+    /// reuse; concurrent operations beyond this open more and close them afterwards. Must be
+    /// at least 1. Defaults to 32.
+    pub fn max_idle_connection_sets(mut self, n: usize) -> Config {
+        self.max_idle_connection_sets = n;
+        self
+    }
+
+    /// The per-node I/O timeout used for a step on a lock with this TTL.
+    pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
+        match self.node_timeout {
+            Some(t) => t,
+            None => (ttl / 200).clamp(self.node_timeout_floor, self.node_timeout_cap),
+        }
+    }
+
+    /// Checks that a drift factor is usable: finite and in `[0, 1)`.
+    pub fn check_drift_factor(factor: f64) -> Result<(), Error> {
+        if factor.is_finite() && (0.0..1.0).contains(&factor) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "drift factor must be in [0, 1), got {factor}"
+            )))
+        }
+    }
+
+    /// Validates every option and parses every node, without resolving host names.
+    pub fn validate(&self) -> Result<Vec<NodeAddr>, Error> {
+        if self.nodes.is_empty() {
+            return Err(Error::invalid("at least one node is required"));
+        }
+        Self::check_drift_factor(self.drift_factor)?;
+        let positive = [
+            ("connect timeout", self.connect_timeout),
+            ("node timeout floor", self.node_timeout_floor),
+            ("node timeout cap", self.node_timeout_cap),
+            ("stale limit", self.stale_limit),
+            ("minimum reconnect backoff", self.reconnect_backoff_min),
+            ("maximum reconnect backoff", self.reconnect_backoff_max),
+        ];
+        for (what, d) in positive {
+            if d.is_zero() {
+                return Err(Error::invalid(format!("{what} must be > 0")));
+            }
+        }
+        if self.node_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::invalid("node timeout must be > 0"));
+        }
+        if self.node_timeout_cap < self.node_timeout_floor {
+            return Err(Error::invalid(
+                "node timeout cap must not be below the node timeout floor",
+            ));
+        }
+        if self.reconnect_backoff_max < self.reconnect_backoff_min {
+            return Err(Error::invalid(
+                "maximum reconnect backoff must not be below the minimum",
+            ));
+        }
+        if self.max_idle_connection_sets == 0 {
+            return Err(Error::invalid(
+                "max idle connection sets must be at least 1",
+            ));
+        }
+        let mut parsed: Vec<NodeAddr> = Vec::with_capacity(self.nodes.len());
+        for (i, url) in self.nodes.iter().enumerate() {
+            let addr = NodeAddr::parse(url).map_err(|e| match e {
+                Error::InvalidInput(m) => Error::InvalidInput(format!("node {i}: {m}")),
+                other => other,
+            })?;
+            if let Some(j) = parsed
+                .iter()
+                .position(|p| p.host.eq_ignore_ascii_case(&addr.host) && p.port == addr.port)
+            {
+                return Err(Error::invalid(format!(
+                    "node {i} ({addr}) is listed twice (also node {j}); the nodes must be \
+                     distinct servers"
+                )));
+            }
+            parsed.push(addr);
+        }
+        Ok(parsed)
+    }
+}
+
+/// The drift allowance for a TTL: `TTL × factor + 2 ms`, rounded up to whole microseconds.
+pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
+    let micros = (ttl.as_micros() as f64 * factor).ceil();
+    Duration::from_micros(micros as u64) + DRIFT_CONSTANT
+}
+
+/// Checks a TTL: at least 1 ms, at most [`MAX_TTL`], and longer than its own drift allowance
+/// (otherwise no acquisition could ever leave a positive validity).
+pub(crate) fn check_ttl(ttl: Duration, factor: f64) -> Result<(), Error> {
+    if ttl < Duration::from_millis(1) {
+        return Err(Error::invalid(format!(
+            "TTL must be at least 1 ms, got {} µs",
+            ttl.as_micros()
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::invalid(format!(
+            "TTL must be at most {} ms, got {} ms",
+            MAX_TTL.as_millis(),
+            ttl.as_millis()
+        )));
+    }
+    if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(Error::invalid(format!(
+            "TTL must be a whole number of milliseconds (Redis PX), got {} µs",
+            ttl.as_micros()
+        )));
+    }
+    let d = drift(ttl, factor);
+    if ttl <= d {
+        return Err(Error::invalid(format!(
+            "TTL of {} ms is not longer than its clock-drift allowance of {} µs",
+            ttl.as_millis(),
+            d.as_micros()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a resource name: 1 to [`MAX_RESOURCE_LEN`] bytes, any bytes.
+pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
+    if resource.is_empty() {
+        return Err(Error::invalid("resource name must not be empty"));
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(Error::invalid(format!(
+            "resource name is {} bytes; the limit is {MAX_RESOURCE_LEN}",
+            resource.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let c = Config::default();
+        assert_eq!(c.retry_count, 3);
+        assert_eq!(c.retry_delay, Duration::from_millis(200));
+        assert_eq!(c.drift_factor, 0.01);
+        assert_eq!(
+            c.node_timeout_for(Duration::from_secs(10)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            c.node_timeout_for(Duration::from_secs(1)),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            c.node_timeout_for(Duration::from_secs(4)),
+            Duration::from_millis(20)
+        );
+        let c = c.node_timeout(Duration::from_millis(7));
+        assert_eq!(
+            c.node_timeout_for(Duration::from_secs(10)),
+            Duration::from_millis(7)
+        );
+    }
+
+    #[test]
+    fn validation() {
+        assert!(Config::new(Vec::<String>::new()).validate().is_err());
+        assert!(Config::new(["127.0.0.1:1"]).validate().is_ok());
+        let dup = Config::new(["127.0.0.1:1", "redis://127.0.0.1:1/3"]).validate();
+        assert!(matches!(dup, Err(Error::InvalidInput(m)) if m.contains("listed twice")));
+        for f in [-0.1, 1.0, f64::NAN, f64::INFINITY] {
+            assert!(
+                Config::new(["127.0.0.1:1"])
+                    .drift_factor(f)
+                    .validate()
+                    .is_err()
+            );
+        }
+        assert!(
+            Config::new(["127.0.0.1:1"])
+                .connect_timeout(Duration::ZERO)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            Config::new(["127.0.0.1:1"])
+                .node_timeout(Duration::ZERO)
+                .validate()
+                .is_err()
+        );
+        let bad = Config::new(["127.0.0.1:1", "redis://x:pw@127.0.0.1:99999"]).validate();
+        assert!(matches!(bad, Err(Error::InvalidInput(m)) if m.starts_with("node 1")));
+    }
+
+    #[test]
+    fn display_redacts_passwords() {
+        let a = NodeAddr::parse("redis://alice:topsecret@127.0.0.1:7001/2").unwrap();
+        assert_eq!(a.to_string(), "alice:***@127.0.0.1:7001/2");
+        assert!(!format!("{a:?}").contains("topsecret"));
+        let a = NodeAddr::parse("redis://:topsecret@127.0.0.1:7001").unwrap();
+        assert_eq!(a.to_string(), ":***@127.0.0.1:7001");
+    }
+
+    #[test]
+    fn ttl_rules() {
+        assert!(check_ttl(Duration::ZERO, 0.01).is_err());
+        assert!(check_ttl(Duration::from_millis(2), 0.01).is_err());
+        assert!(check_ttl(Duration::from_millis(3), 0.01).is_ok());
+        assert!(check_ttl(Duration::from_micros(1500), 0.0).is_err());
+        assert!(check_ttl(MAX_TTL, 0.01).is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_millis(1), 0.01).is_err());
+        assert_eq!(
+            drift(Duration::from_secs(10), 0.01),
+            Duration::from_millis(102)
+        );
+    }
+
+    #[test]
+    fn resource_rules() {
+        assert!(check_resource(b"").is_err());
+        assert!(check_resource(b"\0\r\n\xff").is_ok());
+        assert!(check_resource(&[b'a'; MAX_RESOURCE_LEN]).is_ok());
+        assert!(check_resource(&[b'a'; MAX_RESOURCE_LEN + 1]).is_err());
+    }
+}

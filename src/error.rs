@@ -1,0 +1,225 @@
+//! The one public error type, with the outcome on every node.
+
+use std::fmt;
+
+/// Which step of the algorithm a [`Report`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Op {
+    /// `SET key token NX PX ttl` on every node.
+    Acquire,
+    /// The owner-checked delete script on every node.
+    Release,
+    /// The owner-checked `PEXPIRE` script on every node.
+    Extend,
+}
+
+impl Op {
+    fn verb(self) -> &'static str {
+        match self {
+            Op::Acquire => "granted",
+            Op::Release => "released",
+            Op::Extend => "extended",
+        }
+    }
+}
+
+/// What happened on one node during one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeOutcome {
+    /// The node did what was asked: granted the lock, deleted our key, or extended it.
+    Success,
+    /// The node answered but refused: for an acquisition the key is held by another token; for
+    /// release and extend the key is absent or holds another token.
+    Rejected,
+    /// The command was sent but the step's outcome was decided (a quorum reached, or a quorum
+    /// no longer possible) before this node replied. Its late reply is read and discarded
+    /// before the connection carries anything else.
+    Pending,
+    /// No reply within the per-node timeout.
+    Timeout,
+    /// The node could not be reached: connection refused, reset or closed, or a socket error.
+    /// The text says which.
+    Unreachable(String),
+    /// Not contacted during this step: the node failed recently and is waiting out its
+    /// reconnect backoff. The text is the last failure.
+    Backoff(String),
+    /// The node answered with an error reply (`-ERR …`, `-WRONGTYPE …`, `-NOAUTH …`); the text
+    /// is the server's.
+    ServerError(String),
+    /// The node sent something that is not the expected RESP reply.
+    Protocol(String),
+}
+
+impl NodeOutcome {
+    /// True for [`NodeOutcome::Success`].
+    pub fn is_success(&self) -> bool {
+        matches!(self, NodeOutcome::Success)
+    }
+
+    /// True when the node gave a definite answer, success or refusal; false for timeouts,
+    /// unreachable nodes, errors and replies still pending.
+    pub fn is_answer(&self) -> bool {
+        matches!(self, NodeOutcome::Success | NodeOutcome::Rejected)
+    }
+
+    fn describe(&self, op: Op, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeOutcome::Success => f.write_str(op.verb()),
+            NodeOutcome::Rejected => f.write_str(match op {
+                Op::Acquire => "held by another owner",
+                Op::Release | Op::Extend => "not held by this token",
+            }),
+            NodeOutcome::Pending => f.write_str("no reply before the outcome was decided"),
+            NodeOutcome::Timeout => f.write_str("timeout"),
+            NodeOutcome::Unreachable(s) => f.write_str(s),
+            NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
+            NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
+            NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
+        }
+    }
+}
+
+/// One node's line in a [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node's position in the configured node list, from 0.
+    pub index: usize,
+    /// The node's address, with any password replaced by `***`.
+    pub addr: String,
+    /// What happened there.
+    pub outcome: NodeOutcome,
+}
+
+/// The per-node outcome of one step (an acquisition, a release or an extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The step described.
+    pub op: Op,
+    /// How many nodes succeeded.
+    pub successes: usize,
+    /// The number of successes needed: `N / 2 + 1`.
+    pub quorum: usize,
+    /// One entry per configured node, in configuration order.
+    pub nodes: Vec<NodeReport>,
+    /// Extra detail, for example "validity exhausted: 1203 ms elapsed of a 1000 ms TTL".
+    pub detail: Option<String>,
+}
+
+impl Report {
+    /// True when at least a quorum of nodes succeeded.
+    pub fn has_quorum(&self) -> bool {
+        self.successes >= self.quorum
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.nodes.is_empty() {
+            // Decided locally, before any node was contacted.
+            return f.write_str(self.detail.as_deref().unwrap_or("no node contacted"));
+        }
+        write!(
+            f,
+            "{}/{} {} (quorum {})",
+            self.successes,
+            self.nodes.len(),
+            self.op.verb(),
+            self.quorum
+        )?;
+        if let Some(d) = &self.detail {
+            write!(f, "; {d}")?;
+        }
+        for n in self.nodes.iter().filter(|n| !n.outcome.is_success()) {
+            write!(f, "; node {} ({}): ", n.index, n.addr)?;
+            n.outcome.describe(self.op, f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong.
+///
+/// Lock-level failures carry a [`Report`] with the outcome on every node; its `Display` reads
+/// like `not acquired: 2/5 granted (quorum 3); node 1 (127.0.0.1:7002): timeout; …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock is held elsewhere: too few nodes granted it for a quorum, or the grants came
+    /// too late to leave any validity. Retrying later may succeed.
+    NotAcquired(Report),
+    /// Release or extend could not confirm ownership on a quorum: the lock expired, was
+    /// already released, or was taken over. The caller must assume it no longer holds it.
+    NotHeld(Report),
+    /// Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
+    /// possible. Nothing is known about who holds the lock.
+    Unavailable(Report),
+    /// Bad input: a malformed node URL, a TTL out of range, an empty resource name, … Nothing
+    /// was sent to any node.
+    InvalidInput(String),
+    /// An operating-system facility failed (the random number source, `poll(2)`), or a
+    /// condition this library believed impossible happened.
+    Internal(String),
+}
+
+impl Error {
+    /// The per-node report, for the variants that have one.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            Error::NotAcquired(r) | Error::NotHeld(r) | Error::Unavailable(r) => Some(r),
+            Error::InvalidInput(_) | Error::Internal(_) => None,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidInput(msg.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotAcquired(r) => write!(f, "not acquired: {r}"),
+            Error::NotHeld(r) => write!(f, "not held: {r}"),
+            Error::Unavailable(r) => write!(f, "unavailable: {r}"),
+            Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
+            Error::Internal(s) => write!(f, "internal error: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_failing_nodes() {
+        let node = |index, outcome| NodeReport {
+            index,
+            addr: format!("127.0.0.1:700{index}"),
+            outcome,
+        };
+        let r = Report {
+            op: Op::Acquire,
+            successes: 2,
+            quorum: 3,
+            nodes: vec![
+                node(0, NodeOutcome::Success),
+                node(1, NodeOutcome::Timeout),
+                node(2, NodeOutcome::Success),
+                node(3, NodeOutcome::Rejected),
+                node(4, NodeOutcome::Unreachable("connection refused".into())),
+            ],
+            detail: None,
+        };
+        assert_eq!(
+            Error::NotAcquired(r).to_string(),
+            "not acquired: 2/5 granted (quorum 3); node 1 (127.0.0.1:7001): timeout; \
+             node 3 (127.0.0.1:7003): held by another owner; \
+             node 4 (127.0.0.1:7004): connection refused"
+        );
+    }
+}

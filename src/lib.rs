@@ -1,0 +1,70 @@
+//! # redlock — the Redlock distributed lock over independent Redis masters
+//!
+//! A lock that holds as long as a majority of N independent Redis masters is up: one round
+//! trip per step (every command is written to all nodes at once and the step returns as soon
+//! as a quorum has decided), a minority of dead, slow or hostile nodes tolerated, and no lock
+//! ever reported as held when it is not.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock::{Config, Redlock, Error};
+//!
+//! let mgr = Redlock::new(Config::new([
+//!     "redis://127.0.0.1:7001",
+//!     "redis://127.0.0.1:7002",
+//!     "redis://127.0.0.1:7003",
+//! ]))?;
+//! let lease = mgr.lock("orders:42", Duration::from_secs(10))?;   // retries 3 times by default
+//! assert!(lease.validity() > Duration::from_secs(9));
+//! // ... critical section: finish within lease.validity() ...
+//! lease.extend(Duration::from_secs(10))?;
+//! lease.unlock()?;
+//!
+//! // Or unlock on drop:
+//! let _guard = mgr.try_lock("orders:43", Duration::from_secs(5))?.into_guard();
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! ## The algorithm
+//!
+//! * **Acquire**: `SET redlock:<resource> <token> NX PX <ttl>` on every node at once, with a
+//!   random 20-byte token. The lock is granted when `N/2 + 1` nodes granted it and the
+//!   remaining validity, `TTL − elapsed − (TTL × drift_factor + 2 ms)`, measured on a monotonic
+//!   clock, is positive. Otherwise the key is released on every node at once.
+//! * **Release**: a Lua script deletes the key only where it still holds our token.
+//! * **Extend**: a Lua script sets a new TTL only where the key still holds our token; the
+//!   extension counts only when a quorum confirms it before the current validity ends.
+//! * **Retries** wait a random pause of up to the retry delay, a bounded number of times or
+//!   until a deadline.
+//!
+//! ## Keys
+//!
+//! The key for resource `R` is `redlock:` followed by the bytes of `R`. Resource names are 1 to
+//! [`MAX_RESOURCE_LEN`] arbitrary bytes (NUL, CR/LF and invalid UTF-8 are fine); an empty name
+//! is rejected as invalid input.
+//!
+//! ## Guarantees and their limits
+//!
+//! Mutual exclusion holds while the holder finishes within [`Lease::validity`], clocks on the
+//! nodes run at rates within the drift factor of each other, and a node that granted a lock
+//! does not restart without its data and then grant it again within the TTL. A process pause
+//! longer than the validity (GC, swap, a stopped VM) breaks the first assumption: the holder
+//! must check [`Lease::validity`] before acting, and storage that must never see a stale
+//! writer needs fencing tokens.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+mod lock;
+mod mux;
+mod node;
+mod pool;
+mod resp;
+pub mod scripts;
+mod token;
+
+pub use config::{Config, DRIFT_CONSTANT, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr};
+pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
+pub use lock::{Lease, LeaseGuard, Redlock, quorum};
+pub use token::TOKEN_BYTES;

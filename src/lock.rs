@@ -1,0 +1,930 @@
+//! The Redlock algorithm: quorum, validity, retries, release and extend.
+//!
+//! This module never sees a socket: it builds commands, hands them to a connection set for one
+//! step, and judges the per-node results.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::config::{self, Config, KEY_PREFIX};
+use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
+use crate::node::{Command, ConnSet, ConnSettings, Node, NodeResult, StepLimits, Ticket};
+use crate::pool::Pool;
+use crate::resp::{self, Reply};
+use crate::scripts;
+use crate::token;
+
+/// A monotonic time source. Production code uses [`Instant::now`]; unit tests inject a manual
+/// clock so that validity arithmetic is tested without sleeping.
+pub(crate) trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// The number of nodes that must agree: `n / 2 + 1`.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// The instant a lock acquired by a step that started at `start` stops being valid:
+/// `start + TTL − drift`. Each node set the key at or after `start`, so each holds it until at
+/// least `start + TTL` by its own clock; the drift allowance covers clocks that run at
+/// different rates. The lock is granted only if this instant is still in the future when the
+/// step ends, so an acquisition that took longer than the TTL can never yield a validity.
+pub(crate) fn expiry(start: Instant, ttl: Duration, drift_factor: f64) -> Instant {
+    start + ttl.saturating_sub(config::drift(ttl, drift_factor))
+}
+
+/// The remaining validity at `now` of a lock that expires at `expires`: zero once passed.
+pub(crate) fn remaining(expires: Instant, now: Instant) -> Duration {
+    expires.saturating_duration_since(now)
+}
+
+/// Everything the manager and its leases share.
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) cfg: Config,
+    settings: ConnSettings,
+    quorum: usize,
+    pool: Pool,
+    clock: Arc<dyn Clock>,
+    epoch: Instant,
+    release_sha: String,
+    extend_sha: String,
+}
+
+impl Shared {
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    fn checkout(&self) -> ConnSet {
+        self.pool.checkout()
+    }
+
+    fn checkin(&self, set: ConnSet) {
+        self.pool.checkin(set);
+    }
+
+    /// Runs one step on a pooled connection set, deciding as soon as a quorum of successes is
+    /// reached or no longer possible.
+    fn step(
+        &self,
+        set: &mut ConnSet,
+        op: Op,
+        cmd: &Command<'_>,
+        node_timeout: Duration,
+        cap: Option<Instant>,
+    ) -> Result<Vec<NodeOutcome>, Error> {
+        let q = self.quorum;
+        let now = || self.clock.now();
+        let results = set
+            .step(
+                &self.nodes,
+                &self.settings,
+                cmd,
+                StepLimits { node_timeout, cap },
+                &now,
+                |results| {
+                    let mut ok = 0;
+                    let mut waiting = 0;
+                    for r in results {
+                        match r {
+                            NodeResult::Waiting => waiting += 1,
+                            NodeResult::Reply(reply) if classify(op, reply).is_success() => ok += 1,
+                            _ => {}
+                        }
+                    }
+                    ok >= q || ok + waiting < q
+                },
+            )
+            .map_err(|e| Error::Internal(format!("poll(2) failed: {e}")))?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                NodeResult::Reply(reply) => classify(op, &reply),
+                NodeResult::Failed(o) => o,
+                NodeResult::Waiting => NodeOutcome::Pending,
+            })
+            .collect())
+    }
+
+    fn report(&self, op: Op, outcomes: Vec<NodeOutcome>, detail: Option<String>) -> Report {
+        let successes = outcomes.iter().filter(|o| o.is_success()).count();
+        for (node, o) in self.nodes.iter().zip(outcomes.iter()) {
+            if !o.is_answer() && *o != NodeOutcome::Pending {
+                log::debug!("{op:?} on node {} ({}): {o:?}", node.index, node.addr);
+            }
+        }
+        Report {
+            op,
+            successes,
+            quorum: self.quorum,
+            nodes: self
+                .nodes
+                .iter()
+                .zip(outcomes)
+                .map(|(n, outcome)| NodeReport {
+                    index: n.index,
+                    addr: n.addr.to_string(),
+                    outcome,
+                })
+                .collect(),
+            detail,
+        }
+    }
+
+    /// Sorts a failed step into "unavailable" (too few nodes answered at all for a quorum to be
+    /// possible) or the refusal `refused` (enough nodes answered, too few said yes).
+    fn failure(&self, report: Report, refused: fn(Report) -> Error) -> Error {
+        let answers = report
+            .nodes
+            .iter()
+            .filter(|n| n.outcome.is_answer())
+            .count();
+        if answers < self.quorum && report.successes < self.quorum {
+            Error::Unavailable(report)
+        } else {
+            refused(report)
+        }
+    }
+
+    fn script_cmds(&self, sha: &str, src: &str, key: &[u8], args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        let mut a: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"1", key];
+        a.extend_from_slice(args);
+        let mut sha_cmd = Vec::with_capacity(64 + key.len());
+        resp::pack(&a, &mut sha_cmd);
+        a[0] = b"EVAL";
+        a[1] = src.as_bytes();
+        let mut eval_cmd = Vec::with_capacity(160 + key.len());
+        resp::pack(&a, &mut eval_cmd);
+        (sha_cmd, eval_cmd)
+    }
+}
+
+/// What a reply means for a step.
+fn classify(op: Op, reply: &Reply) -> NodeOutcome {
+    match (op, reply) {
+        (Op::Acquire, Reply::Ok) => NodeOutcome::Success,
+        (Op::Acquire, Reply::Nil) => NodeOutcome::Rejected,
+        (Op::Release | Op::Extend, Reply::Int(1)) => NodeOutcome::Success,
+        (Op::Release | Op::Extend, Reply::Int(0)) => NodeOutcome::Rejected,
+        (_, Reply::Error { text, .. }) => NodeOutcome::ServerError(text.clone()),
+        (_, other) => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
+    }
+}
+
+fn key_for(resource: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(KEY_PREFIX.len() + resource.len());
+    k.extend_from_slice(KEY_PREFIX);
+    k.extend_from_slice(resource);
+    k
+}
+
+/// A lock manager over N independent Redis masters.
+///
+/// Cheap to clone (the clones share connections), `Send + Sync`: many threads may lock at once;
+/// each operation borrows one pooled connection set (one connection per node) and returns it.
+#[derive(Clone)]
+pub struct Redlock {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Redlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redlock")
+            .field(
+                "nodes",
+                &self
+                    .shared
+                    .nodes
+                    .iter()
+                    .map(|n| n.addr.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("quorum", &self.shared.quorum)
+            .finish()
+    }
+}
+
+impl Redlock {
+    /// Validates `config`, parses and resolves every node, and builds a manager. No connection
+    /// is made until the first operation.
+    ///
+    /// Fails with [`Error::InvalidInput`] for no nodes, a malformed URL, a node listed twice
+    /// (also when two names resolve to the same address and port), a drift factor outside
+    /// `[0, 1)` or a zero timeout.
+    pub fn new(config: Config) -> Result<Redlock, Error> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    pub(crate) fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Redlock, Error> {
+        let addrs = config.validate()?;
+        let mut nodes = Vec::with_capacity(addrs.len());
+        let mut seen: Vec<(usize, std::net::SocketAddr)> = Vec::new();
+        for (i, addr) in addrs.into_iter().enumerate() {
+            let resolved = addr
+                .resolve()
+                .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
+            for sa in &resolved {
+                if let Some((j, _)) = seen.iter().find(|(_, s)| s == sa) {
+                    return Err(Error::InvalidInput(format!(
+                        "node {i} ({addr}) resolves to {sa}, the same as node {j}; the nodes \
+                         must be distinct servers"
+                    )));
+                }
+            }
+            seen.extend(resolved.iter().map(|sa| (i, *sa)));
+            nodes.push(Node::new(i, addr, resolved.first().copied(), &scripts::ALL));
+        }
+        let settings = ConnSettings {
+            connect_timeout: config.connect_timeout,
+            stale_limit: config.stale_limit,
+            backoff_min: config.reconnect_backoff_min,
+            backoff_max: config.reconnect_backoff_max,
+        };
+        let n = nodes.len();
+        let epoch = clock.now();
+        Ok(Redlock {
+            shared: Arc::new(Shared {
+                nodes,
+                settings,
+                quorum: quorum(n),
+                pool: Pool::new(n, config.max_idle_connection_sets),
+                clock,
+                epoch,
+                release_sha: resp::script_sha(scripts::RELEASE),
+                extend_sha: resp::script_sha(scripts::EXTEND),
+                cfg: config,
+            }),
+        })
+    }
+
+    /// The number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.shared.nodes.len()
+    }
+
+    /// The number of nodes that must agree: `N / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.shared.quorum
+    }
+
+    /// The node addresses, passwords redacted, in configuration order.
+    pub fn node_addrs(&self) -> Vec<String> {
+        self.shared
+            .nodes
+            .iter()
+            .map(|n| n.addr.to_string())
+            .collect()
+    }
+
+    /// The configuration this manager was built from.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    fn check(&self, resource: &[u8], ttl: Duration) -> Result<(), Error> {
+        config::check_resource(resource)?;
+        config::check_ttl(ttl, self.shared.cfg.drift_factor)
+    }
+
+    /// One attempt to acquire `resource` for `ttl`, with no retry.
+    ///
+    /// Sends `SET key token NX PX ttl` to every node at once and returns as soon as a quorum
+    /// has granted it (or can no longer grant it). The lock is granted only with a quorum and
+    /// a positive remaining validity (`TTL − elapsed − drift`). On failure the key is released
+    /// on every node, including those that did not seem to grant it.
+    ///
+    /// Errors: [`Error::InvalidInput`] (empty or oversized resource, TTL out of range; nothing
+    /// is sent), [`Error::NotAcquired`], [`Error::Unavailable`].
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        let resource = resource.as_ref();
+        self.check(resource, ttl)?;
+        self.attempt(resource, ttl)
+    }
+
+    /// Acquires `resource` for `ttl`, retrying up to the configured retry count (3 by default)
+    /// after a random pause of up to the retry delay (200 ms by default). Returns the last
+    /// attempt's error when every attempt failed. Never waits forever.
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        let resource = resource.as_ref();
+        self.check(resource, ttl)?;
+        let mut retries = 0;
+        loop {
+            match self.attempt(resource, ttl) {
+                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_)))
+                    if retries < self.shared.cfg.retry_count =>
+                {
+                    log::debug!("attempt {} failed: {e}", retries + 1);
+                    retries += 1;
+                    self.pause(None)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Acquires `resource` for `ttl`, retrying after random pauses (up to the retry delay)
+    /// until `deadline`; no attempt starts after it. The retry count does not apply.
+    pub fn lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease, Error> {
+        let resource = resource.as_ref();
+        self.check(resource, ttl)?;
+        loop {
+            match self.attempt(resource, ttl) {
+                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => {
+                    if self.shared.now() >= deadline {
+                        return Err(e);
+                    }
+                    self.pause(Some(deadline))?;
+                    if self.shared.now() >= deadline {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`lock_until`](Self::lock_until) with a deadline `wait` from now.
+    pub fn lock_timeout(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, Error> {
+        let deadline = self.shared.now() + wait;
+        self.lock_until(resource, ttl, deadline)
+    }
+
+    fn pause(&self, deadline: Option<Instant>) -> Result<(), Error> {
+        let max = self
+            .shared
+            .cfg
+            .retry_delay
+            .as_micros()
+            .min(u64::MAX as u128) as u64;
+        let mut d = Duration::from_micros(token::uniform_inclusive(max)?);
+        if let Some(deadline) = deadline {
+            d = d.min(deadline.saturating_duration_since(self.shared.now()));
+        }
+        std::thread::sleep(d);
+        Ok(())
+    }
+
+    fn attempt(&self, resource: &[u8], ttl: Duration) -> Result<Lease, Error> {
+        let sh = &self.shared;
+        let token = token::new_token()?;
+        let key = key_for(resource);
+        let ttl_ms = ttl.as_millis().to_string();
+        let mut set_cmd = Vec::with_capacity(64 + key.len());
+        resp::pack(
+            &[
+                b"SET",
+                &key,
+                token.as_bytes(),
+                b"NX",
+                b"PX",
+                ttl_ms.as_bytes(),
+            ],
+            &mut set_cmd,
+        );
+        let node_timeout = sh.cfg.node_timeout_for(ttl);
+        let mut set = sh.checkout();
+        let start = sh.now();
+        let outcomes = sh.step(
+            &mut set,
+            Op::Acquire,
+            &Command {
+                bytes: &set_cmd,
+                noscript_fallback: None,
+            },
+            node_timeout,
+            None,
+        );
+        let outcomes = match outcomes {
+            Ok(o) => o,
+            Err(e) => {
+                sh.checkin(set);
+                return Err(e);
+            }
+        };
+        let now = sh.now();
+        let expires = expiry(start, ttl, sh.cfg.drift_factor);
+        let granted = outcomes.iter().filter(|o| o.is_success()).count();
+        if granted >= sh.quorum && expires > now {
+            // Nodes that had not answered when the quorum was reached may not have run the
+            // SET yet; remember how to tell, so that unlock can keep the order (see pool.rs).
+            let tickets: Vec<Ticket> = outcomes
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| **o == NodeOutcome::Pending)
+                .filter_map(|(i, _)| set.ticket(i))
+                .filter(|t| !t.done())
+                .collect();
+            let acq_set = set.id;
+            sh.checkin(set);
+            let report = sh.report(Op::Acquire, outcomes, None);
+            return Ok(Lease {
+                inner: Arc::new(LeaseInner {
+                    shared: Arc::clone(&self.shared),
+                    resource: resource.to_vec(),
+                    key,
+                    token,
+                    expires: AtomicU64::new(sh.offset(expires)),
+                    state: Mutex::new(LeaseState {
+                        released: false,
+                        ttl,
+                    }),
+                    acquisition: report,
+                    acq_set,
+                    tickets,
+                }),
+            });
+        }
+        // Not granted: release everywhere at once, including on nodes that did not seem to
+        // grant (a timed-out SET may still have been applied). The replies are discarded
+        // later, so a failed attempt costs no extra round trip. The EVAL form is used because
+        // a NOSCRIPT reply would not be seen.
+        let (_, eval_cmd) =
+            sh.script_cmds(&sh.release_sha, scripts::RELEASE, &key, &[token.as_bytes()]);
+        sh.send_detached(&mut set, &eval_cmd, now);
+        sh.checkin(set);
+        let detail = (granted >= sh.quorum).then(|| {
+            format!(
+                "validity exhausted: the quorum answered after {} ms of a {} ms TTL",
+                now.duration_since(start).as_millis(),
+                ttl.as_millis()
+            )
+        });
+        let report = sh.report(Op::Acquire, outcomes, detail);
+        if granted >= sh.quorum {
+            return Err(Error::NotAcquired(report));
+        }
+        Err(sh.failure(report, Error::NotAcquired))
+    }
+}
+
+impl Shared {
+    fn send_detached(&self, set: &mut ConnSet, bytes: &[u8], now: Instant) {
+        set.send_detached(&self.nodes, &self.settings, bytes, now);
+    }
+
+    /// Nanoseconds from the epoch to `t`, plus one so that 0 can mean "not valid".
+    fn offset(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch)
+            .as_nanos()
+            .min(u64::MAX as u128 - 1) as u64
+            + 1
+    }
+
+    fn instant(&self, offset: u64) -> Option<Instant> {
+        (offset != 0).then(|| self.epoch + Duration::from_nanos(offset - 1))
+    }
+}
+
+struct LeaseState {
+    released: bool,
+    ttl: Duration,
+}
+
+struct LeaseInner {
+    shared: Arc<Shared>,
+    resource: Vec<u8>,
+    key: Vec<u8>,
+    token: String,
+    /// When the validity ends, as an offset from the manager's epoch (see `Shared::offset`);
+    /// 0 once released or known lost. Read without locking.
+    expires: AtomicU64,
+    /// Serialises unlock and extend on one lease.
+    state: Mutex<LeaseState>,
+    acquisition: Report,
+    /// The connection set that carried the acquisition, and tickets for the nodes whose
+    /// reply to the SET had not arrived when the quorum was reached.
+    acq_set: u64,
+    tickets: Vec<Ticket>,
+}
+
+impl LeaseInner {
+    fn expires_at(&self) -> Option<Instant> {
+        self.shared.instant(self.expires.load(Ordering::Acquire))
+    }
+
+    fn set_expires(&self, t: Option<Instant>) {
+        let v = t.map_or(0, |t| self.shared.offset(t));
+        self.expires.store(v, Ordering::Release);
+    }
+}
+
+/// A held lock.
+///
+/// Dropping a `Lease` does **not** unlock it (the key then expires after its TTL); call
+/// [`unlock`](Self::unlock), or use [`into_guard`](Self::into_guard) for unlock-on-drop. A lease
+/// keeps the manager's connections alive, so it may outlive the [`Redlock`] that made it.
+pub struct Lease {
+    inner: Arc<LeaseInner>,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &String::from_utf8_lossy(&self.inner.resource))
+            .field("token", &format_args!("{}…", &self.inner.token[..8]))
+            .field("validity", &self.validity())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// The resource name, as given.
+    pub fn resource(&self) -> &[u8] {
+        &self.inner.resource
+    }
+
+    /// The Redis key that holds the lock on every node: `redlock:` followed by the resource.
+    pub fn key(&self) -> &[u8] {
+        &self.inner.key
+    }
+
+    /// The random token (40 hex characters) stored under the key: the proof of ownership.
+    pub fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// The TTL of the last successful acquisition or extension.
+    pub fn ttl(&self) -> Duration {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ttl
+    }
+
+    /// The remaining validity: how much longer the holder may assume it holds the lock. Zero
+    /// once expired, released or lost; never anything else after that.
+    pub fn validity(&self) -> Duration {
+        match self.inner.expires_at() {
+            Some(t) => remaining(t, self.inner.shared.now()),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// True while the remaining validity is positive.
+    pub fn is_valid(&self) -> bool {
+        !self.validity().is_zero()
+    }
+
+    /// The instant the validity ends, or `None` once released or lost.
+    pub fn expires_at(&self) -> Option<Instant> {
+        self.inner.expires_at()
+    }
+
+    /// The per-node outcome of the acquisition that granted this lease: how many nodes granted
+    /// it and what happened on the others.
+    pub fn acquisition(&self) -> &Report {
+        &self.inner.acquisition
+    }
+
+    /// Releases the lock: the owner-checked delete script on every node at once, returning as
+    /// soon as a quorum has confirmed (or can no longer confirm).
+    ///
+    /// The lease reads as invalid from the moment this is called, whatever the outcome.
+    /// Errors: [`Error::NotHeld`] if the lock had already expired, was already unlocked, or a
+    /// quorum did not hold our token (the keys are still deleted wherever they are ours);
+    /// [`Error::Unavailable`] if too many nodes failed to tell.
+    pub fn unlock(&self) -> Result<(), Error> {
+        let inner = &self.inner;
+        let sh = &inner.shared;
+        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.released {
+            return Err(Error::NotHeld(sh.report(
+                Op::Release,
+                vec![NodeOutcome::Pending; 0],
+                Some("already unlocked; nothing sent".into()),
+            )));
+        }
+        st.released = true;
+        let start = sh.now();
+        let was_valid = inner.expires_at().is_some_and(|t| t > start);
+        inner.set_expires(None);
+        let (sha_cmd, eval_cmd) = sh.script_cmds(
+            &sh.release_sha,
+            scripts::RELEASE,
+            &inner.key,
+            &[inner.token.as_bytes()],
+        );
+        let node_timeout = sh.cfg.node_timeout_for(st.ttl);
+        // If a node may not have run our SET yet, release over the same connections so that
+        // it runs the release after the SET, never before (see pool.rs).
+        let unconfirmed = || inner.tickets.iter().any(|t| !t.done());
+        let mut set = if unconfirmed() {
+            sh.pool
+                .checkout_preferring(inner.acq_set, start + node_timeout, unconfirmed)
+        } else {
+            sh.checkout()
+        };
+        let outcomes = sh.step(
+            &mut set,
+            Op::Release,
+            &Command {
+                bytes: &sha_cmd,
+                noscript_fallback: Some(&eval_cmd),
+            },
+            node_timeout,
+            None,
+        );
+        sh.checkin(set);
+        let outcomes = outcomes?;
+        let successes = outcomes.iter().filter(|o| o.is_success()).count();
+        if !was_valid {
+            let report = sh.report(
+                Op::Release,
+                outcomes,
+                Some("the lock's validity had ended before unlock".into()),
+            );
+            return Err(Error::NotHeld(report));
+        }
+        let report = sh.report(Op::Release, outcomes, None);
+        if successes >= sh.quorum {
+            Ok(())
+        } else {
+            Err(sh.failure(report, Error::NotHeld))
+        }
+    }
+
+    /// Extends the lock to `ttl` from now: the owner-checked `PEXPIRE` script on every node.
+    /// It succeeds only if a quorum confirms before the current validity ends; the validity is
+    /// then recomputed as `ttl − elapsed − drift`. It never recreates a key that expired.
+    ///
+    /// Errors: [`Error::InvalidInput`] (TTL out of range; nothing sent), [`Error::NotHeld`]
+    /// (already expired locally, unlocked, or not confirmed by a quorum in time),
+    /// [`Error::Unavailable`]. After a failed extension the validity is never longer than
+    /// before it (it is shortened if the new TTL was shorter, since some nodes may have
+    /// applied it).
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let inner = &self.inner;
+        let sh = &inner.shared;
+        config::check_ttl(ttl, sh.cfg.drift_factor)?;
+        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let no_io = |detail: &str| {
+            Err(Error::NotHeld(sh.report(
+                Op::Extend,
+                Vec::new(),
+                Some(detail.to_string()),
+            )))
+        };
+        if st.released {
+            return no_io("already unlocked; nothing sent");
+        }
+        let start = sh.now();
+        let old = match inner.expires_at() {
+            Some(t) if t > start => t,
+            _ => {
+                inner.set_expires(None);
+                return no_io("the lock's validity had ended; nothing sent");
+            }
+        };
+        let ttl_ms = ttl.as_millis().to_string();
+        let (sha_cmd, eval_cmd) = sh.script_cmds(
+            &sh.extend_sha,
+            scripts::EXTEND,
+            &inner.key,
+            &[inner.token.as_bytes(), ttl_ms.as_bytes()],
+        );
+        let mut set = sh.checkout();
+        let outcomes = sh.step(
+            &mut set,
+            Op::Extend,
+            &Command {
+                bytes: &sha_cmd,
+                noscript_fallback: Some(&eval_cmd),
+            },
+            sh.cfg.node_timeout_for(ttl),
+            Some(old),
+        );
+        sh.checkin(set);
+        let outcomes = outcomes?;
+        let now = sh.now();
+        let new = expiry(start, ttl, sh.cfg.drift_factor);
+        let successes = outcomes.iter().filter(|o| o.is_success()).count();
+        if successes >= sh.quorum && now < old && now < new {
+            inner.set_expires(Some(new));
+            st.ttl = ttl;
+            return Ok(());
+        }
+        // Some nodes may have applied a shorter TTL: never keep a validity longer than either.
+        let keep = old.min(new);
+        inner.set_expires((keep > now).then_some(keep));
+        let detail = (successes >= sh.quorum)
+            .then(|| "the quorum confirmed only after the validity had ended".to_string());
+        let report = sh.report(Op::Extend, outcomes, detail);
+        if successes >= sh.quorum {
+            return Err(Error::NotHeld(report));
+        }
+        Err(sh.failure(report, Error::NotHeld))
+    }
+
+    /// Wraps the lease in a guard that unlocks it when dropped.
+    pub fn into_guard(self) -> LeaseGuard {
+        LeaseGuard { lease: Some(self) }
+    }
+}
+
+/// A [`Lease`] that is unlocked when the guard is dropped. A failed unlock on drop is logged
+/// at warning level, never a panic. Dereferences to the lease.
+#[derive(Debug)]
+pub struct LeaseGuard {
+    lease: Option<Lease>,
+}
+
+impl LeaseGuard {
+    /// Unlocks now and reports the outcome (instead of only logging it on drop).
+    pub fn unlock(mut self) -> Result<(), Error> {
+        match self.lease.take() {
+            Some(l) => l.unlock(),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives the lease back without unlocking it.
+    pub fn into_inner(mut self) -> Lease {
+        self.lease
+            .take()
+            .expect("a guard always holds its lease until dropped")
+    }
+}
+
+impl std::ops::Deref for LeaseGuard {
+    type Target = Lease;
+    fn deref(&self) -> &Lease {
+        self.lease
+            .as_ref()
+            .expect("a guard always holds its lease until dropped")
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(l) = self.lease.take()
+            && let Err(e) = l.unlock()
+        {
+            log::warn!(
+                "unlock of {:?} on drop failed: {e}",
+                String::from_utf8_lossy(l.resource())
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    /// A clock that moves only when told to.
+    struct ManualClock(StdMutex<Instant>);
+
+    impl ManualClock {
+        fn advance(&self, d: Duration) {
+            *self.0.lock().unwrap() += d;
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    #[test]
+    fn quorum_edges() {
+        let expected = [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)];
+        for (n, q) in expected {
+            assert_eq!(quorum(n), q, "n = {n}");
+            // A majority: two quorums always intersect, and a minority can fail.
+            assert!(2 * q > n);
+            assert!(n - q < q);
+        }
+    }
+
+    #[test]
+    fn validity_arithmetic() {
+        let t0 = Instant::now();
+        let ttl = Duration::from_secs(10);
+        // drift = 10 s × 0.01 + 2 ms = 102 ms
+        let e = expiry(t0, ttl, 0.01);
+        assert_eq!(e - t0, Duration::from_millis(9898));
+        // After 1 s elapsed, 8.898 s remain: TTL − elapsed − drift.
+        assert_eq!(
+            remaining(e, t0 + Duration::from_secs(1)),
+            Duration::from_millis(8898)
+        );
+        // Elapsed beyond the TTL: zero, never a huge value from an underflow.
+        assert_eq!(remaining(e, t0 + Duration::from_secs(11)), Duration::ZERO);
+        assert_eq!(remaining(e, t0 + Duration::from_secs(3600)), Duration::ZERO);
+        // Exactly at the boundary: zero.
+        assert_eq!(remaining(e, e), Duration::ZERO);
+        // A TTL shorter than its drift cannot produce a later expiry than its start.
+        assert_eq!(expiry(t0, Duration::from_millis(1), 0.01), t0);
+    }
+
+    #[test]
+    fn lease_validity_follows_an_injected_clock() {
+        let clock = Arc::new(ManualClock(StdMutex::new(Instant::now())));
+        let mgr = Redlock::with_clock(Config::new(["127.0.0.1:1"]), clock.clone()).unwrap();
+        let sh = &mgr.shared;
+        let start = clock.now();
+        let ttl = Duration::from_millis(1000);
+        let inner = LeaseInner {
+            shared: Arc::clone(sh),
+            resource: b"r".to_vec(),
+            key: key_for(b"r"),
+            token: "0".repeat(40),
+            expires: AtomicU64::new(sh.offset(expiry(start, ttl, 0.01))),
+            state: Mutex::new(LeaseState {
+                released: false,
+                ttl,
+            }),
+            acquisition: sh.report(Op::Acquire, vec![NodeOutcome::Success], None),
+            acq_set: 0,
+            tickets: Vec::new(),
+        };
+        let lease = Lease {
+            inner: Arc::new(inner),
+        };
+        // drift = 10 ms + 2 ms
+        assert_eq!(lease.validity(), Duration::from_millis(988));
+        clock.advance(Duration::from_millis(500));
+        assert_eq!(lease.validity(), Duration::from_millis(488));
+        assert!(lease.is_valid());
+        clock.advance(Duration::from_millis(488));
+        assert_eq!(lease.validity(), Duration::ZERO);
+        assert!(!lease.is_valid());
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(lease.validity(), Duration::ZERO);
+        // Extend refuses an expired lease without any I/O (node 127.0.0.1:1 is never
+        // contacted: the report has no node lines).
+        match lease.extend(Duration::from_secs(1)) {
+            Err(Error::NotHeld(r)) => assert!(r.nodes.is_empty(), "{r}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn classify_replies() {
+        assert!(classify(Op::Acquire, &Reply::Ok).is_success());
+        assert_eq!(classify(Op::Acquire, &Reply::Nil), NodeOutcome::Rejected);
+        assert_eq!(classify(Op::Release, &Reply::Int(0)), NodeOutcome::Rejected);
+        assert!(classify(Op::Extend, &Reply::Int(1)).is_success());
+        assert!(matches!(
+            classify(Op::Release, &Reply::Ok),
+            NodeOutcome::Protocol(_)
+        ));
+        assert!(matches!(
+            classify(Op::Acquire, &Reply::Int(1)),
+            NodeOutcome::Protocol(_)
+        ));
+        assert!(matches!(
+            classify(
+                Op::Release,
+                &Reply::Error {
+                    code: "WRONGTYPE".into(),
+                    text: "WRONGTYPE x".into()
+                }
+            ),
+            NodeOutcome::ServerError(_)
+        ));
+    }
+
+    #[test]
+    fn bad_input_is_rejected_before_any_io() {
+        let mgr = Redlock::new(Config::new(["127.0.0.1:1"])).unwrap();
+        for (res, ttl) in [
+            (&b""[..], Duration::from_secs(1)),
+            (&[b'x'; 1025][..], Duration::from_secs(1)),
+            (&b"r"[..], Duration::ZERO),
+            (&b"r"[..], Duration::from_millis(2)),
+            (&b"r"[..], config::MAX_TTL + Duration::from_millis(1)),
+        ] {
+            assert!(matches!(
+                mgr.try_lock(res, ttl),
+                Err(Error::InvalidInput(_))
+            ));
+            assert!(matches!(mgr.lock(res, ttl), Err(Error::InvalidInput(_))));
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Poor man's multiplexing: wait on many sockets at once against fixed deadlines.
+//!
+//! This is the only caller of `poll(2)`. It knows file descriptors, readiness and deadlines;
+//! it never sees a Redis command. Each source keeps its own per-step state; the caller decides
+//! when the step is over (a quorum reached or no longer possible) through `decided`.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// What a source waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Interest {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// What `poll(2)` reported for a source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Readiness {
+    pub readable: bool,
+    pub writable: bool,
+    /// `POLLERR`, `POLLHUP` or `POLLNVAL`: the source should read to find out what happened.
+    pub error: bool,
+}
+
+/// One participant in a step.
+pub(crate) trait Source {
+    /// The descriptor and what to wait for, or `None` once this source needs nothing more in
+    /// this step (answered, failed, or idle).
+    fn interest(&self) -> Option<(RawFd, Interest)>;
+    /// When this source gives up. Fixed for the whole step.
+    fn deadline(&self) -> Instant;
+    /// Called when `poll` reported readiness; the source does its non-blocking I/O.
+    fn on_ready(&mut self, ready: Readiness, now: Instant);
+    /// Called once its deadline has passed while it still had an interest.
+    fn on_deadline(&mut self, now: Instant);
+}
+
+/// The `poll` timeout for a remaining wait: whole milliseconds, rounded **up** so that a
+/// sub-millisecond remainder never becomes a zero timeout (which would spin), and capped to
+/// what a C `int` holds.
+pub(crate) fn timeout_ms(remaining: Duration) -> libc::c_int {
+    let ms = remaining.as_nanos().div_ceil(1_000_000).max(1);
+    ms.min(libc::c_int::MAX as u128) as libc::c_int
+}
+
+/// Drives `sources` until `decided` returns true or no source has anything left to wait for.
+///
+/// The remaining time is recomputed from each source's fixed deadline after every wake-up, so
+/// interrupted or partial waits never extend a step. `EINTR` is retried.
+pub(crate) fn drive<S: Source>(
+    sources: &mut [S],
+    now: &dyn Fn() -> Instant,
+    mut decided: impl FnMut(&[S]) -> bool,
+) -> io::Result<()> {
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(sources.len());
+    // Parallel to `fds`: which source each descriptor belongs to.
+    let mut owner: Vec<usize> = Vec::with_capacity(sources.len());
+    loop {
+        if decided(sources) {
+            return Ok(());
+        }
+        let t = now();
+        fds.clear();
+        owner.clear();
+        let mut expired = false;
+        let mut earliest: Option<Instant> = None;
+        for (i, s) in sources.iter_mut().enumerate() {
+            let Some((fd, interest)) = s.interest() else {
+                continue;
+            };
+            let deadline = s.deadline();
+            if deadline <= t {
+                s.on_deadline(t);
+                expired = true;
+                continue;
+            }
+            earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+            let mut events = 0;
+            if interest.read {
+                events |= libc::POLLIN;
+            }
+            if interest.write {
+                events |= libc::POLLOUT;
+            }
+            fds.push(libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+            owner.push(i);
+        }
+        if expired {
+            // An expiry may have decided the step; ask again before waiting.
+            continue;
+        }
+        let Some(earliest) = earliest else {
+            return Ok(());
+        };
+        let timeout = timeout_ms(earliest.saturating_duration_since(t));
+        // SAFETY: `fds` is a live, exclusively borrowed array of `fds.len()` initialised
+        // `pollfd` structs; poll(2) writes only their `revents` fields.
+        #[allow(unsafe_code)] // the one poll(2) call; see SAFETY above
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            continue;
+        }
+        let t = now();
+        for (pfd, &i) in fds.iter().zip(owner.iter()) {
+            if pfd.revents == 0 {
+                continue;
+            }
+            let r = pfd.revents;
+            sources[i].on_ready(
+                Readiness {
+                    readable: r & libc::POLLIN != 0,
+                    writable: r & libc::POLLOUT != 0,
+                    error: r & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
+                },
+                t,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::thread;
+
+    #[test]
+    fn sub_millisecond_waits_round_up() {
+        assert_eq!(timeout_ms(Duration::ZERO), 1);
+        assert_eq!(timeout_ms(Duration::from_micros(1)), 1);
+        assert_eq!(timeout_ms(Duration::from_micros(999)), 1);
+        assert_eq!(timeout_ms(Duration::from_micros(1000)), 1);
+        assert_eq!(timeout_ms(Duration::from_micros(1001)), 2);
+        assert_eq!(timeout_ms(Duration::from_secs(10)), 10_000);
+        assert_eq!(timeout_ms(Duration::from_secs(u64::MAX)), libc::c_int::MAX);
+    }
+
+    /// Expects one byte from its peer.
+    struct OneByte {
+        sock: UnixStream,
+        deadline: Instant,
+        got: Option<u8>,
+        timed_out_at: Option<Instant>,
+    }
+
+    impl Source for OneByte {
+        fn interest(&self) -> Option<(RawFd, Interest)> {
+            if self.got.is_some() || self.timed_out_at.is_some() {
+                return None;
+            }
+            Some((
+                self.sock.as_raw_fd(),
+                Interest {
+                    read: true,
+                    write: false,
+                },
+            ))
+        }
+        fn deadline(&self) -> Instant {
+            self.deadline
+        }
+        fn on_ready(&mut self, _: Readiness, _: Instant) {
+            let mut b = [0u8; 1];
+            if let Ok(1) = (&self.sock).read(&mut b) {
+                self.got = Some(b[0]);
+            }
+        }
+        fn on_deadline(&mut self, now: Instant) {
+            self.timed_out_at = Some(now);
+        }
+    }
+
+    fn pair(deadline: Instant) -> (OneByte, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (
+            OneByte {
+                sock: a,
+                deadline,
+                got: None,
+                timed_out_at: None,
+            },
+            b,
+        )
+    }
+
+    #[test]
+    fn prompt_late_and_silent_peers() {
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(150);
+        let (s0, mut p0) = pair(deadline);
+        let (s1, p1) = pair(deadline);
+        let (s2, _p2) = pair(deadline);
+        p0.write_all(b"a").unwrap();
+        let late = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(40));
+            (&p1).write_all(b"b").unwrap();
+            p1
+        });
+        let mut sources = [s0, s1, s2];
+        drive(&mut sources, &Instant::now, |_| false).unwrap();
+        let _p1 = late.join().unwrap();
+        assert_eq!(sources[0].got, Some(b'a'));
+        assert_eq!(sources[1].got, Some(b'b'));
+        assert_eq!(sources[2].got, None);
+        let t = sources[2].timed_out_at.expect("silent peer times out");
+        // Never before the deadline, and not long after it.
+        assert!(t >= deadline);
+        assert!(
+            t < deadline + Duration::from_millis(100),
+            "{:?}",
+            t - deadline
+        );
+    }
+
+    #[test]
+    fn returns_as_soon_as_decided() {
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(5);
+        let (s0, mut p0) = pair(deadline);
+        let (s1, mut p1) = pair(deadline);
+        let (s2, _silent) = pair(deadline);
+        p0.write_all(b"x").unwrap();
+        p1.write_all(b"y").unwrap();
+        let mut sources = [s0, s1, s2];
+        drive(&mut sources, &Instant::now, |s| {
+            s.iter().filter(|s| s.got.is_some()).count() >= 2
+        })
+        .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert!(sources[2].got.is_none() && sources[2].timed_out_at.is_none());
+    }
+
+    #[test]
+    fn nothing_to_wait_for_returns_at_once() {
+        let mut none: [OneByte; 0] = [];
+        drive(&mut none, &Instant::now, |_| false).unwrap();
+    }
+}

@@ -1,0 +1,1083 @@
+//! Connections to the nodes: non-blocking connect, handshake, write and read buffers, and the
+//! bookkeeping that keeps every reply matched to the command that asked for it.
+//!
+//! This is the only module that uses `socket2`. A [`ConnSet`] holds one connection per node and
+//! runs one *step*: the same command written to every node, replies read as they arrive, until
+//! the caller's `decided` says the outcome is known or every node has answered or timed out.
+//!
+//! A reply that arrives after its step ended is not lost track of: the connection counts the
+//! replies it still owes and discards exactly that many before handing anything to a later
+//! step. Replies are in order on a connection, so a late reply can never be taken for the
+//! answer to a later command. A connection that owes a reply for longer than the stale limit is
+//! closed instead (the node is hung or paused), and the node is reconnected with backoff.
+
+use std::io::{self, Read};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::NodeAddr;
+use crate::error::NodeOutcome;
+use crate::mux::{self, Interest, Readiness, Source};
+use crate::resp::{self, ReadError, Reply, ReplyReader};
+
+/// More unanswered bytes than this from one node between two replies is a protocol error: our
+/// replies are tiny, so only a broken or hostile node sends this much.
+const MAX_REPLY_BYTES: usize = 4 << 20;
+
+/// More queued outgoing bytes than this to one node means it stopped reading.
+const MAX_QUEUED_BYTES: usize = 4 << 20;
+
+/// Settings that apply to every connection of a manager.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnSettings {
+    pub connect_timeout: Duration,
+    pub stale_limit: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+/// A configured node and its shared health (reconnect backoff).
+pub(crate) struct Node {
+    pub index: usize,
+    pub addr: NodeAddr,
+    sockaddr: Option<SocketAddr>,
+    handshake: Vec<u8>,
+    handshake_replies: usize,
+    failures: AtomicU32,
+    health: Mutex<Health>,
+}
+
+#[derive(Default)]
+struct Health {
+    retry_at: Option<Instant>,
+    last_error: String,
+    /// A warning was logged in the current failure streak.
+    warned: bool,
+}
+
+impl Node {
+    /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`,
+    /// `SELECT`) followed by `SCRIPT LOAD` of every script.
+    pub(crate) fn new(
+        index: usize,
+        addr: NodeAddr,
+        sockaddr: Option<SocketAddr>,
+        scripts: &[&str],
+    ) -> Node {
+        let mut handshake = Vec::new();
+        let mut handshake_replies = 0;
+        if let Some(pw) = addr.password() {
+            match addr.username() {
+                Some(user) => {
+                    resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut handshake)
+                }
+                None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
+            }
+            handshake_replies += 1;
+        }
+        if addr.db() != 0 {
+            resp::pack(
+                &[b"SELECT", addr.db().to_string().as_bytes()],
+                &mut handshake,
+            );
+            handshake_replies += 1;
+        }
+        for s in scripts {
+            resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
+            handshake_replies += 1;
+        }
+        Node {
+            index,
+            addr,
+            sockaddr,
+            handshake,
+            handshake_replies,
+            failures: AtomicU32::new(0),
+            health: Mutex::new(Health::default()),
+        }
+    }
+
+    fn backoff(&self, now: Instant) -> Option<String> {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        match h.retry_at {
+            Some(t) if now < t => Some(h.last_error.clone()),
+            _ => None,
+        }
+    }
+
+    /// Records a failure. Connection-level failures start (or lengthen) the reconnect backoff
+    /// and warn once per failure streak; timeouts and error replies only count.
+    fn record_failure(&self, now: Instant, what: &str, settings: &ConnSettings, connection: bool) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        h.last_error = what.to_string();
+        if connection {
+            let shift = (n - 1).min(20);
+            let wait = settings
+                .backoff_min
+                .saturating_mul(1u32 << shift)
+                .min(settings.backoff_max);
+            h.retry_at = Some(now + wait);
+            if !h.warned {
+                h.warned = true;
+                log::warn!("node {} ({}) unreachable: {what}", self.index, self.addr);
+            }
+        }
+        log::debug!("node {} ({}): {what}", self.index, self.addr);
+    }
+
+    fn record_success(&self) {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        self.failures.store(0, Ordering::Relaxed);
+        if h.warned {
+            log::info!("node {} ({}) reachable again", self.index, self.addr);
+        }
+        h.warned = false;
+        h.retry_at = None;
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    Handshake,
+    Ready,
+}
+
+/// One connection to one node.
+pub(crate) struct Conn {
+    sock: Socket,
+    phase: Phase,
+    out: Vec<u8>,
+    out_pos: usize,
+    reader: ReplyReader,
+    bytes_since_reply: usize,
+    handshake_left: usize,
+    /// Replies owed for commands of earlier steps; discarded on arrival.
+    owed: usize,
+    /// When the oldest owed reply (or the unfinished connect/handshake) was asked for.
+    owed_since: Option<Instant>,
+    /// Commands written (or queued) on this connection over its life, handshake included.
+    sent: u64,
+    /// Replies received over its life, discarded ones included; `u64::MAX` once closed.
+    /// Shared with [`Ticket`]s so that a lease can tell whether its command was processed.
+    acked: Arc<AtomicU64>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // Closed: whatever was sent is either processed or never will be.
+        self.acked.store(u64::MAX, Ordering::Release);
+    }
+}
+
+/// Tells whether one command sent on one connection has been answered (and therefore
+/// processed by the node), or the connection is gone.
+#[derive(Clone, Debug)]
+pub(crate) struct Ticket {
+    acked: Arc<AtomicU64>,
+    seq: u64,
+}
+
+impl Ticket {
+    /// True once the node has answered the command or the connection was closed.
+    pub(crate) fn done(&self) -> bool {
+        self.acked.load(Ordering::Acquire) >= self.seq
+    }
+}
+
+impl Conn {
+    /// Starts a non-blocking connect and queues the handshake (`AUTH`, `SELECT`,
+    /// `SCRIPT LOAD`). Commands queued after it are pipelined behind it: they are written as
+    /// soon as the connection is established, without waiting for the handshake replies, so a
+    /// fresh connection costs one round trip more than a warm one, not two. If a handshake
+    /// command fails, the node is failed and the connection closed, and the replies behind it
+    /// are never used.
+    fn connect(node: &Node, now: Instant) -> io::Result<Conn> {
+        let addr = node
+            .sockaddr
+            .ok_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, "no address"))?;
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        sock.set_nonblocking(true)?;
+        sock.set_tcp_nodelay(true)?;
+        let connected = match sock.connect(&addr.into()) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
+            Err(e) => return Err(e),
+        };
+        let mut c = Conn {
+            sock,
+            phase: Phase::Connecting,
+            out: node.handshake.clone(),
+            out_pos: 0,
+            reader: ReplyReader::new(),
+            bytes_since_reply: 0,
+            handshake_left: node.handshake_replies,
+            owed: 0,
+            owed_since: Some(now),
+            sent: node.handshake_replies as u64,
+            acked: Arc::new(AtomicU64::new(0)),
+        };
+        if connected {
+            c.connected();
+        }
+        Ok(c)
+    }
+
+    /// A ready connection over an already connected socket (tests use socket pairs).
+    #[cfg(test)]
+    pub(crate) fn from_socket(sock: Socket) -> Conn {
+        sock.set_nonblocking(true).unwrap();
+        Conn {
+            sock,
+            phase: Phase::Ready,
+            out: Vec::new(),
+            out_pos: 0,
+            reader: ReplyReader::new(),
+            bytes_since_reply: 0,
+            handshake_left: 0,
+            owed: 0,
+            owed_since: None,
+            sent: 0,
+            acked: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn connected(&mut self) {
+        if self.handshake_left > 0 {
+            self.phase = Phase::Handshake;
+        } else {
+            self.phase = Phase::Ready;
+            if self.owed == 0 {
+                self.owed_since = None;
+            }
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+
+    /// Writes as much of the output buffer as the socket takes now.
+    fn flush(&mut self) -> io::Result<()> {
+        if self.phase == Phase::Connecting {
+            return Ok(());
+        }
+        while self.out_pos < self.out.len() {
+            // MSG_NOSIGNAL: a write to a connection the node closed must be an error here,
+            // not a SIGPIPE that kills the host process (C, Python and Go hosts do not all
+            // ignore it).
+            match self
+                .sock
+                .send_with_flags(&self.out[self.out_pos..], libc::MSG_NOSIGNAL)
+            {
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        } else if self.queued() > MAX_QUEUED_BYTES {
+            return Err(io::Error::other("the node stopped reading its socket"));
+        }
+        Ok(())
+    }
+
+    fn next_reply(&mut self) -> Result<Option<Reply>, ReadError> {
+        let mut limited = Limited {
+            sock: &self.sock,
+            used: &mut self.bytes_since_reply,
+        };
+        let r = self.reader.next(&mut limited);
+        if let Ok(Some(_)) = r {
+            self.bytes_since_reply = 0;
+            // Single writer (the thread holding this connection); readers only compare.
+            let n = self.acked.load(Ordering::Relaxed);
+            self.acked.store(n.saturating_add(1), Ordering::Release);
+        }
+        r
+    }
+
+    fn stale(&self, now: Instant, limit: Duration) -> bool {
+        let owing = self.owed > 0 || self.phase != Phase::Ready;
+        owing
+            && self
+                .owed_since
+                .is_some_and(|t| now.duration_since(t) > limit)
+    }
+}
+
+/// A socket reader that refuses to deliver more than [`MAX_REPLY_BYTES`] between two replies.
+struct Limited<'a> {
+    sock: &'a Socket,
+    used: &'a mut usize,
+}
+
+impl Read for Limited<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if *self.used >= MAX_REPLY_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "reply larger than 4 MiB",
+            ));
+        }
+        loop {
+            match (&*self.sock).read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(n) => {
+                    *self.used += n;
+                    return Ok(n);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The result of one node in one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NodeResult {
+    /// Still waiting (only seen by `decided` during the step).
+    Waiting,
+    /// The node answered.
+    Reply(Reply),
+    /// The node did not answer; why.
+    Failed(NodeOutcome),
+}
+
+/// What one step sends: the same command to every node, and an optional fallback sent to a
+/// node that answers `NOSCRIPT` (the `EVAL` form of an `EVALSHA`).
+pub(crate) struct Command<'a> {
+    pub bytes: &'a [u8],
+    pub noscript_fallback: Option<&'a [u8]>,
+}
+
+struct Slot<'a> {
+    node: &'a Node,
+    conn: &'a mut Option<Conn>,
+    settings: &'a ConnSettings,
+    cmd: &'a Command<'a>,
+    sent: bool,
+    used_fallback: bool,
+    deadline: Instant,
+    result: NodeResult,
+}
+
+impl Slot<'_> {
+    fn fail(&mut self, now: Instant, outcome: NodeOutcome) {
+        let what = match &outcome {
+            NodeOutcome::Unreachable(s) | NodeOutcome::Protocol(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        self.node.record_failure(now, &what, self.settings, true);
+        *self.conn = None;
+        self.result = NodeResult::Failed(outcome);
+    }
+
+    fn send(&mut self, bytes: &[u8], now: Instant) {
+        let Some(c) = self.conn.as_mut() else { return };
+        c.out.extend_from_slice(bytes);
+        c.sent += 1;
+        self.sent = true;
+        if let Err(e) = c.flush() {
+            self.fail(now, unreachable_from(&e));
+        }
+    }
+
+    fn on_reply(&mut self, reply: Reply, now: Instant) {
+        let Some(c) = self.conn.as_mut() else { return };
+        // On the wire: the handshake replies first, then replies owed to earlier steps, then
+        // this step's reply.
+        match c.phase {
+            Phase::Connecting => {
+                self.fail(now, NodeOutcome::Protocol("reply before connect".into()));
+            }
+            Phase::Handshake => {
+                if let Reply::Error { text, .. } = &reply {
+                    // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
+                    // configured. Close the connection so that the commands pipelined behind
+                    // the handshake are never taken for answers.
+                    let text = format!("handshake failed: {text}");
+                    self.node.record_failure(now, &text, self.settings, true);
+                    *self.conn = None;
+                    self.result = NodeResult::Failed(NodeOutcome::ServerError(text));
+                    return;
+                }
+                c.handshake_left -= 1;
+                if c.handshake_left == 0 {
+                    c.phase = Phase::Ready;
+                    if c.owed == 0 {
+                        c.owed_since = None;
+                    }
+                    self.node.record_success();
+                }
+            }
+            Phase::Ready if c.owed > 0 => {
+                // A late reply to a command of an earlier step: discard it.
+                c.owed -= 1;
+                if c.owed == 0 {
+                    c.owed_since = None;
+                }
+            }
+            Phase::Ready => {
+                if !self.sent {
+                    self.fail(now, NodeOutcome::Protocol("unsolicited reply".into()));
+                    return;
+                }
+                if !self.used_fallback
+                    && reply.is_error_code("NOSCRIPT")
+                    && let Some(fb) = self.cmd.noscript_fallback
+                {
+                    self.used_fallback = true;
+                    self.send(fb, now);
+                    return;
+                }
+                self.node.record_success();
+                self.result = NodeResult::Reply(reply);
+            }
+        }
+    }
+
+    fn read_replies(&mut self, now: Instant) {
+        loop {
+            if !matches!(self.result, NodeResult::Waiting) {
+                return;
+            }
+            let Some(c) = self.conn.as_mut() else { return };
+            match c.next_reply() {
+                Ok(Some(reply)) => self.on_reply(reply, now),
+                Ok(None) => return,
+                Err(ReadError::Closed) => {
+                    return self.fail(
+                        now,
+                        NodeOutcome::Unreachable("connection closed by the node".into()),
+                    );
+                }
+                Err(ReadError::Io(e)) => return self.fail(now, unreachable_from(&e)),
+                Err(ReadError::Protocol(s)) => return self.fail(now, NodeOutcome::Protocol(s)),
+            }
+        }
+    }
+}
+
+fn unreachable_from(e: &io::Error) -> NodeOutcome {
+    let text = match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        io::ErrorKind::ConnectionReset => "connection reset".to_string(),
+        io::ErrorKind::BrokenPipe => "connection closed by the node".to_string(),
+        io::ErrorKind::InvalidData => format!("protocol error: {e}"),
+        _ => e.to_string(),
+    };
+    if e.kind() == io::ErrorKind::InvalidData {
+        NodeOutcome::Protocol(text)
+    } else {
+        NodeOutcome::Unreachable(text)
+    }
+}
+
+impl Source for Slot<'_> {
+    fn interest(&self) -> Option<(RawFd, Interest)> {
+        if !matches!(self.result, NodeResult::Waiting) {
+            return None;
+        }
+        let c = self.conn.as_ref()?;
+        let fd = c.sock.as_raw_fd();
+        if c.phase == Phase::Connecting {
+            return Some((
+                fd,
+                Interest {
+                    read: false,
+                    write: true,
+                },
+            ));
+        }
+        Some((
+            fd,
+            Interest {
+                read: true,
+                write: c.queued() > 0,
+            },
+        ))
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn on_ready(&mut self, ready: Readiness, now: Instant) {
+        let Some(c) = self.conn.as_mut() else { return };
+        if c.phase == Phase::Connecting {
+            if !(ready.writable || ready.error) {
+                return;
+            }
+            match c.sock.take_error() {
+                Ok(None) => {}
+                Ok(Some(e)) | Err(e) => return self.fail(now, unreachable_from(&e)),
+            }
+            c.connected();
+            if let Err(e) = c.flush() {
+                self.fail(now, unreachable_from(&e));
+            }
+            return;
+        }
+        if ready.writable
+            && c.queued() > 0
+            && let Err(e) = c.flush()
+        {
+            return self.fail(now, unreachable_from(&e));
+        }
+        if ready.readable || ready.error {
+            self.read_replies(now);
+        }
+    }
+
+    fn on_deadline(&mut self, now: Instant) {
+        // Keep the connection: a slow node's reply is discarded when it comes (the step's
+        // command is counted as owed at the end of the step), and a node that stays silent is
+        // closed by the stale limit at the start of a later step.
+        let connecting = self.conn.as_ref().is_some_and(|c| c.phase != Phase::Ready);
+        let what = if connecting {
+            "connect or handshake timeout"
+        } else {
+            "timeout"
+        };
+        self.node.record_failure(now, what, self.settings, false);
+        self.result = NodeResult::Failed(NodeOutcome::Timeout);
+    }
+}
+
+/// How long one step may wait for each node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepLimits {
+    /// How long to wait for a node's reply once its command is sent (plus the connect timeout
+    /// when the node must be connected first).
+    pub node_timeout: Duration,
+    /// No node waits past this instant (an extension must not outlive the current validity).
+    pub cap: Option<Instant>,
+}
+
+#[cfg(test)]
+impl StepLimits {
+    /// Limits with no cap.
+    pub(crate) fn timeout(node_timeout: Duration) -> StepLimits {
+        StepLimits {
+            node_timeout,
+            cap: None,
+        }
+    }
+}
+
+/// One connection (or none yet) per node, parallel to the manager's node list. Owned by one
+/// thread at a time; the manager pools them.
+pub(crate) struct ConnSet {
+    /// Unique within its manager, so that a lease can ask for the set that carried its
+    /// acquisition (see `Pool::checkout_preferring`).
+    pub(crate) id: u64,
+    conns: Vec<Option<Conn>>,
+}
+
+impl ConnSet {
+    pub(crate) fn new(n: usize, id: u64) -> ConnSet {
+        ConnSet {
+            id,
+            conns: (0..n).map(|_| None).collect(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn from_conns(conns: Vec<Option<Conn>>) -> ConnSet {
+        ConnSet { id: 0, conns }
+    }
+
+    /// A ticket for the last command sent to node `i`, if it has a connection.
+    pub(crate) fn ticket(&self, i: usize) -> Option<Ticket> {
+        self.conns.get(i)?.as_ref().map(|c| Ticket {
+            acked: Arc::clone(&c.acked),
+            seq: c.sent,
+        })
+    }
+
+    /// Runs one step: writes `cmd` to every node (connecting first where needed), then reads
+    /// replies until `decided` returns true or every node has answered, failed or passed its
+    /// deadline. Each node's deadline is `node_timeout` after the start (plus the connect
+    /// timeout when it must connect), never later than `cap`.
+    ///
+    /// Returns one result per node; nodes still waiting when the step was decided are
+    /// reported as [`NodeOutcome::Pending`].
+    pub(crate) fn step(
+        &mut self,
+        nodes: &[Node],
+        settings: &ConnSettings,
+        cmd: &Command<'_>,
+        limits: StepLimits,
+        now: &dyn Fn() -> Instant,
+        mut decided: impl FnMut(&[NodeResult]) -> bool,
+    ) -> io::Result<Vec<NodeResult>> {
+        let start = now();
+        let mut slots: Vec<Slot<'_>> = Vec::with_capacity(nodes.len());
+        for (node, conn) in nodes.iter().zip(self.conns.iter_mut()) {
+            let mut slot = Slot {
+                node,
+                conn,
+                settings,
+                cmd,
+                sent: false,
+                used_fallback: false,
+                deadline: start,
+                result: NodeResult::Waiting,
+            };
+            prepare(&mut slot, start, limits);
+            slots.push(slot);
+        }
+        let mut results: Vec<NodeResult> = Vec::with_capacity(slots.len());
+        let r = mux::drive(&mut slots, now, |slots| {
+            results.clear();
+            results.extend(slots.iter().map(|s| s.result.clone()));
+            decided(&results)
+        });
+        // Bytes still queued (say, a connect that completed just as the step was decided):
+        // push them out now rather than at this set's next step.
+        for slot in slots.iter_mut() {
+            if let Some(c) = slot.conn.as_mut()
+                && c.queued() > 0
+                && c.flush().is_err()
+            {
+                *slot.conn = None;
+            }
+        }
+        let mut out = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let result = match slot.result {
+                NodeResult::Waiting => NodeResult::Failed(NodeOutcome::Pending),
+                other => other,
+            };
+            // A command sent but not answered within the step: its reply is owed, and will
+            // be discarded when it arrives.
+            if matches!(
+                result,
+                NodeResult::Failed(NodeOutcome::Pending | NodeOutcome::Timeout)
+            ) && slot.sent
+                && let Some(c) = slot.conn.as_mut()
+            {
+                c.owed += 1;
+                c.owed_since.get_or_insert(start);
+            }
+            out.push(result);
+        }
+        r.map(|_| out)
+    }
+
+    /// Writes `bytes` to every node that has a connection, without waiting for replies
+    /// (they are discarded when they arrive). Used to release after a failed acquisition, so
+    /// that the caller does not wait a round trip for cleanup.
+    pub(crate) fn send_detached(
+        &mut self,
+        nodes: &[Node],
+        settings: &ConnSettings,
+        bytes: &[u8],
+        now: Instant,
+    ) {
+        for (node, slot) in nodes.iter().zip(self.conns.iter_mut()) {
+            // Queued behind whatever this connection already carries (a handshake, the
+            // command being cleaned up), so the node runs it after them.
+            let Some(c) = slot.as_mut() else { continue };
+            c.out.extend_from_slice(bytes);
+            c.sent += 1;
+            c.owed += 1;
+            c.owed_since.get_or_insert(now);
+            if let Err(e) = c.flush() {
+                node.record_failure(now, &e.to_string(), settings, true);
+                *slot = None;
+            }
+        }
+    }
+
+    /// How many replies each connection still owes (tests and diagnostics).
+    #[cfg(test)]
+    pub(crate) fn owed(&self) -> Vec<Option<usize>> {
+        self.conns
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.owed))
+            .collect()
+    }
+}
+
+/// Gets a slot's connection ready to carry the step's command and sets its deadline.
+fn prepare(slot: &mut Slot<'_>, now: Instant, limits: StepLimits) {
+    let StepLimits { node_timeout, cap } = limits;
+    let settings = slot.settings;
+    if slot
+        .conn
+        .as_ref()
+        .is_some_and(|c| c.stale(now, settings.stale_limit))
+    {
+        // Owed a reply for longer than the stale limit: the node is hung or paused. Close the
+        // connection rather than pile more commands behind the missing reply.
+        slot.node.record_failure(
+            now,
+            &format!("no reply for over {} ms", settings.stale_limit.as_millis()),
+            settings,
+            true,
+        );
+        *slot.conn = None;
+    }
+    let mut deadline = now + node_timeout;
+    if slot.conn.is_none() {
+        if let Some(last) = slot.node.backoff(now) {
+            slot.result = NodeResult::Failed(NodeOutcome::Backoff(last));
+            return;
+        }
+        match Conn::connect(slot.node, now) {
+            Ok(c) => *slot.conn = Some(c),
+            Err(e) => return slot.fail(now, unreachable_from(&e)),
+        }
+    }
+    if slot.conn.as_ref().is_some_and(|c| c.phase != Phase::Ready) {
+        deadline += settings.connect_timeout;
+    }
+    slot.deadline = match cap {
+        Some(cap) => deadline.min(cap),
+        None => deadline,
+    };
+    // Written now if the connection is up; otherwise queued behind the handshake and
+    // written the moment the connect completes.
+    let bytes = slot.cmd.bytes;
+    slot.send(bytes, now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::thread;
+
+    fn settings() -> ConnSettings {
+        ConnSettings {
+            connect_timeout: Duration::from_millis(100),
+            stale_limit: Duration::from_secs(5),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(100),
+        }
+    }
+
+    fn nodes(n: usize) -> Vec<Node> {
+        (0..n)
+            .map(|i| {
+                Node::new(
+                    i,
+                    NodeAddr::parse(&format!("127.0.0.1:{}", 1 + i)).unwrap(),
+                    None,
+                    &[],
+                )
+            })
+            .collect()
+    }
+
+    /// A connection set over socket pairs; returns the peers' ends.
+    fn pairs(n: usize) -> (ConnSet, Vec<UnixStream>) {
+        let mut conns = Vec::new();
+        let mut peers = Vec::new();
+        for _ in 0..n {
+            let (a, b) = UnixStream::pair().unwrap();
+            conns.push(Some(Conn::from_socket(Socket::from(a))));
+            peers.push(b);
+        }
+        (ConnSet::from_conns(conns), peers)
+    }
+
+    fn read_cmd(peer: &mut UnixStream, expect: &[u8]) {
+        let mut buf = vec![0u8; expect.len()];
+        peer.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, expect);
+    }
+
+    fn replies(r: &[NodeResult]) -> usize {
+        r.iter()
+            .filter(|r| matches!(r, NodeResult::Reply(_)))
+            .count()
+    }
+
+    #[test]
+    fn late_silent_and_half_replies() {
+        let nodes = nodes(4);
+        let (mut set, mut peers) = pairs(4);
+        let cmd = Command {
+            bytes: b"*1\r\n$4\r\nPING\r\n",
+            noscript_fallback: None,
+        };
+        let mut p3 = peers.pop().unwrap();
+        let p2 = peers.pop().unwrap();
+        let mut p1 = peers.pop().unwrap();
+        let mut p0 = peers.pop().unwrap();
+        // Node 0 answers at once; node 1 late but in time; node 2 never; node 3 half a reply.
+        let h1 = thread::spawn(move || {
+            read_cmd(&mut p1, cmd_bytes());
+            thread::sleep(Duration::from_millis(30));
+            p1.write_all(b"+PONG\r\n").unwrap();
+            p1
+        });
+        p0.write_all(b"").unwrap();
+        let h0 = thread::spawn(move || {
+            read_cmd(&mut p0, cmd_bytes());
+            p0.write_all(b"+PONG\r\n").unwrap();
+            p0
+        });
+        let h3 = thread::spawn(move || {
+            read_cmd(&mut p3, cmd_bytes());
+            p3.write_all(b"+PO").unwrap();
+            p3
+        });
+        let start = Instant::now();
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_millis(200)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        let elapsed = start.elapsed();
+        let (_p0, mut p1, mut p3) = (h0.join().unwrap(), h1.join().unwrap(), h3.join().unwrap());
+        assert_eq!(out[0], NodeResult::Reply(Reply::Status("PONG".into())));
+        assert_eq!(out[1], NodeResult::Reply(Reply::Status("PONG".into())));
+        assert_eq!(out[2], NodeResult::Failed(NodeOutcome::Timeout));
+        assert_eq!(out[3], NodeResult::Failed(NodeOutcome::Timeout));
+        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(2));
+        // Nodes 2 and 3 owe a reply now.
+        assert_eq!(set.owed(), vec![Some(0), Some(0), Some(1), Some(1)]);
+
+        // Next step: node 3 completes its stale reply then answers the new command with a
+        // different value; node 1 answers; the stale half reply must not be taken for the new
+        // one.
+        let cmd2 = Command {
+            bytes: b"*1\r\n$4\r\nECHO\r\n",
+            noscript_fallback: None,
+        };
+        let h3 = thread::spawn(move || {
+            read_cmd(&mut p3, b"*1\r\n$4\r\nECHO\r\n");
+            p3.write_all(b"NG\r\n:42\r\n").unwrap();
+            p3
+        });
+        let h1 = thread::spawn(move || {
+            read_cmd(&mut p1, b"*1\r\n$4\r\nECHO\r\n");
+            p1.write_all(b":7\r\n").unwrap();
+            p1
+        });
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd2,
+                StepLimits::timeout(Duration::from_millis(300)),
+                &Instant::now,
+                |r| matches!(r[3], NodeResult::Reply(_)) && matches!(r[1], NodeResult::Reply(_)),
+            )
+            .unwrap();
+        h3.join().unwrap();
+        h1.join().unwrap();
+        assert_eq!(out[3], NodeResult::Reply(Reply::Int(42)));
+        assert_eq!(out[1], NodeResult::Reply(Reply::Int(7)));
+        drop(p2);
+    }
+
+    fn cmd_bytes() -> &'static [u8] {
+        b"*1\r\n$4\r\nPING\r\n"
+    }
+
+    #[test]
+    fn early_return_counts_owed_replies_and_discards_them() {
+        let nodes = nodes(3);
+        let (mut set, mut peers) = pairs(3);
+        let cmd = Command {
+            bytes: b"*1\r\n$1\r\nA\r\n",
+            noscript_fallback: None,
+        };
+        for p in peers.iter_mut().take(2) {
+            p.write_all(b":1\r\n").unwrap();
+        }
+        let start = Instant::now();
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_secs(5)),
+                &Instant::now,
+                |r| replies(r) >= 2,
+            )
+            .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert_eq!(out[2], NodeResult::Failed(NodeOutcome::Pending));
+        assert_eq!(set.owed(), vec![Some(0), Some(0), Some(1)]);
+        // The slow node answers the old command (":1") and then the new one (":2").
+        peers[2].write_all(b":1\r\n").unwrap();
+        for p in peers.iter_mut().take(2) {
+            p.write_all(b":2\r\n").unwrap();
+        }
+        peers[2].write_all(b":2\r\n").unwrap();
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_secs(5)),
+                &Instant::now,
+                |r| replies(r) == 3,
+            )
+            .unwrap();
+        assert!(
+            out.iter().all(|r| *r == NodeResult::Reply(Reply::Int(2))),
+            "{out:?}"
+        );
+        assert_eq!(set.owed(), vec![Some(0), Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn closed_and_garbage_peers_fail_without_waiting() {
+        let nodes = nodes(2);
+        let (mut set, mut peers) = pairs(2);
+        drop(peers.remove(0));
+        peers[0].write_all(b"?garbage\r\n").unwrap();
+        let cmd = Command {
+            bytes: b"*1\r\n$1\r\nA\r\n",
+            noscript_fallback: None,
+        };
+        let start = Instant::now();
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_secs(5)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert!(
+            matches!(&out[0], NodeResult::Failed(NodeOutcome::Unreachable(_))),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[1], NodeResult::Failed(NodeOutcome::Protocol(_))),
+            "{out:?}"
+        );
+        assert_eq!(set.owed(), vec![None, None]);
+    }
+
+    #[test]
+    fn noscript_falls_back_once() {
+        let nodes = nodes(1);
+        let (mut set, mut peers) = pairs(1);
+        let cmd = Command {
+            bytes: b"SHA\r\n",
+            noscript_fallback: Some(b"EVAL\r\n"),
+        };
+        let mut p = peers.pop().unwrap();
+        let h = thread::spawn(move || {
+            read_cmd(&mut p, b"SHA\r\n");
+            p.write_all(b"-NOSCRIPT No matching script\r\n").unwrap();
+            read_cmd(&mut p, b"EVAL\r\n");
+            p.write_all(b":1\r\n").unwrap();
+            p
+        });
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_secs(5)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        h.join().unwrap();
+        assert_eq!(out[0], NodeResult::Reply(Reply::Int(1)));
+    }
+
+    #[test]
+    fn stale_connections_are_closed_and_backoff_applies() {
+        let nodes = nodes(1);
+        let (mut set, _peers) = pairs(1);
+        let s = ConnSettings {
+            stale_limit: Duration::from_millis(20),
+            ..settings()
+        };
+        let cmd = Command {
+            bytes: b"X\r\n",
+            noscript_fallback: None,
+        };
+        let out = set
+            .step(
+                &nodes,
+                &s,
+                &cmd,
+                StepLimits::timeout(Duration::from_millis(5)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        assert_eq!(out[0], NodeResult::Failed(NodeOutcome::Timeout));
+        thread::sleep(Duration::from_millis(30));
+        // The owed reply is older than the stale limit: the connection is dropped, and the
+        // node (which has no address here) is in backoff, so it is not contacted at all.
+        let out = set
+            .step(
+                &nodes,
+                &s,
+                &cmd,
+                StepLimits::timeout(Duration::from_millis(5)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        assert!(
+            matches!(&out[0], NodeResult::Failed(NodeOutcome::Backoff(_))),
+            "{out:?}"
+        );
+        assert_eq!(set.owed(), vec![None]);
+    }
+
+    #[test]
+    fn cap_shortens_the_deadline() {
+        let nodes = nodes(1);
+        let (mut set, _peers) = pairs(1);
+        let cmd = Command {
+            bytes: b"X\r\n",
+            noscript_fallback: None,
+        };
+        let start = Instant::now();
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits {
+                    node_timeout: Duration::from_secs(5),
+                    cap: Some(start + Duration::from_millis(20)),
+                },
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        assert_eq!(out[0], NodeResult::Failed(NodeOutcome::Timeout));
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,638 @@
+//! Integration tests against real `redis-server` processes started by the tests.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock::{Config, Error, NodeOutcome, Redlock};
+use support::{Cluster, RedisServer, SilentListener, eventually};
+
+/// How long nodes decided after the quorum get to apply a command before a test complains.
+/// Shorter than every TTL these tests leave behind, so a key that is only gone because it
+/// expired still fails the test.
+const SETTLE: Duration = Duration::from_secs(3);
+
+fn key(resource: &[u8]) -> Vec<u8> {
+    let mut k = b"redlock:".to_vec();
+    k.extend_from_slice(resource);
+    k
+}
+
+fn manager(urls: Vec<String>) -> Redlock {
+    Redlock::new(
+        Config::new(urls)
+            .retry_delay(Duration::from_millis(20))
+            // Generous: CI machines are small and busy. Early return at quorum means a
+            // timeout only costs time when a node's answer is really needed.
+            .node_timeout(Duration::from_millis(500)),
+    )
+    .unwrap()
+}
+
+fn lock_unlock_extend(n: usize) {
+    let cluster = Cluster::start(n);
+    let mgr = manager(cluster.urls());
+    let ttl = Duration::from_secs(10);
+    let lease = mgr.try_lock("orders:42", ttl).unwrap();
+    let k = key(b"orders:42");
+    assert_eq!(lease.key(), &k[..]);
+    assert_eq!(lease.token().len(), 40);
+    assert!(lease.is_valid());
+    assert!(lease.validity() <= ttl && lease.validity() > Duration::from_secs(9));
+    assert!(lease.acquisition().successes >= mgr.quorum());
+    // Give the nodes decided after the quorum a moment to apply the SET.
+    assert!(eventually(SETTLE, || cluster
+        .holding(&k, lease.token().as_bytes())
+        == n));
+    for s in &cluster.servers {
+        let pttl = s.pttl(&k);
+        assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
+    }
+
+    // Held: a second attempt (another token) is refused, and says so per node.
+    match mgr.try_lock("orders:42", ttl) {
+        Err(Error::NotAcquired(r)) => {
+            assert!(r.successes < r.quorum);
+            assert!(r.nodes.iter().any(|n| n.outcome == NodeOutcome::Rejected));
+        }
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    // The refused attempt released only its own token: ours is intact everywhere.
+    assert!(eventually(SETTLE, || cluster
+        .holding(&k, lease.token().as_bytes())
+        == n));
+
+    lease.extend(Duration::from_secs(30)).unwrap();
+    assert!(lease.validity() > Duration::from_secs(29));
+    assert_eq!(lease.ttl(), Duration::from_secs(30));
+    assert!(eventually(SETTLE, || cluster
+        .servers
+        .iter()
+        .all(|s| s.pttl(&k) > 29_000)));
+
+    lease.unlock().unwrap();
+    assert_eq!(lease.validity(), Duration::ZERO);
+    assert!(eventually(SETTLE, || cluster.present(&k) == 0));
+    // Double unlock: a typed "not held", without contacting anyone.
+    match lease.unlock() {
+        Err(Error::NotHeld(r)) => assert!(r.nodes.is_empty()),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    assert!(matches!(
+        lease.extend(Duration::from_secs(1)),
+        Err(Error::NotHeld(_))
+    ));
+    // Free again.
+    mgr.try_lock("orders:42", ttl).unwrap().unlock().unwrap();
+}
+
+#[test]
+fn lock_unlock_extend_one_node() {
+    lock_unlock_extend(1);
+}
+
+#[test]
+fn lock_unlock_extend_three_nodes() {
+    lock_unlock_extend(3);
+}
+
+#[test]
+fn lock_unlock_extend_five_nodes() {
+    lock_unlock_extend(5);
+}
+
+#[test]
+fn eight_threads_keep_mutual_exclusion_on_a_non_atomic_counter() {
+    let cluster = Cluster::start(5);
+    let mgr = manager(cluster.urls());
+    let counter = Arc::new(AtomicU64::new(0));
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let per_thread = 25;
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let (mgr, counter, inside, overlaps) = (
+                mgr.clone(),
+                Arc::clone(&counter),
+                Arc::clone(&inside),
+                Arc::clone(&overlaps),
+            );
+            thread::spawn(move || {
+                for _ in 0..per_thread {
+                    let lease = mgr
+                        .lock_timeout("counter", Duration::from_secs(30), Duration::from_secs(60))
+                        .expect("acquire within 60 s");
+                    if inside.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Deliberately non-atomic read-modify-write with a pause in between.
+                    let v = counter.load(Ordering::SeqCst);
+                    thread::sleep(Duration::from_micros(200));
+                    counter.store(v + 1, Ordering::SeqCst);
+                    assert!(lease.is_valid(), "critical section outlived the validity");
+                    inside.store(false, Ordering::SeqCst);
+                    lease.unlock().expect("unlock");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(counter.load(Ordering::SeqCst), 8 * per_thread);
+    // Every unlock reached every node, after that node's SET: nothing is left behind.
+    assert!(eventually(SETTLE, || cluster.present(&key(b"counter")) == 0));
+    assert_eq!(cluster.present(&key(b"counter")), 0);
+}
+
+#[test]
+fn separate_managers_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let la = a.try_lock("shared", Duration::from_secs(5)).unwrap();
+    assert!(matches!(
+        b.try_lock("shared", Duration::from_secs(5)),
+        Err(Error::NotAcquired(_))
+    ));
+    la.unlock().unwrap();
+    b.try_lock("shared", Duration::from_secs(5))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn one_of_five_killed_locking_still_works_and_the_node_comes_back() {
+    let mut cluster = Cluster::start(5);
+    let mgr = Redlock::new(
+        Config::new(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50)),
+    )
+    .unwrap();
+    mgr.try_lock("r", Duration::from_secs(5))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    cluster.servers[2].kill();
+    for _ in 0..20 {
+        let lease = mgr.try_lock("r", Duration::from_secs(5)).unwrap();
+        // The step returns at the quorum of 3; the fourth live node may still be pending.
+        assert!(lease.acquisition().successes >= 3);
+        assert!(matches!(
+            lease.acquisition().nodes[2].outcome,
+            NodeOutcome::Unreachable(_) | NodeOutcome::Backoff(_)
+        ));
+        lease.unlock().unwrap();
+    }
+    cluster.servers[2].restart();
+    // After its backoff the node is reconnected and grants again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lease = mgr.try_lock("r", Duration::from_secs(5)).unwrap();
+        let back = lease.acquisition().nodes[2].outcome == NodeOutcome::Success;
+        lease.unlock().unwrap();
+        if back {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 2 never came back");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_of_five_paused_locking_decided_by_the_live_three() {
+    let cluster = Cluster::start(5);
+    // A long per-node timeout: if a step waited for the paused nodes, each would take 3 s.
+    let mgr = Redlock::new(
+        Config::new(cluster.urls())
+            .node_timeout(Duration::from_secs(3))
+            .stale_limit(Duration::from_secs(30)),
+    )
+    .unwrap();
+    // Warm the connections so the paused nodes hold live connections with owed replies.
+    mgr.try_lock("p", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    cluster.servers[1].pause();
+    cluster.servers[3].pause();
+    let start = Instant::now();
+    let cycles = 20;
+    for i in 0..cycles {
+        let lease = mgr
+            .try_lock(format!("p{i}"), Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(lease.acquisition().successes, 3);
+        assert_eq!(
+            lease.acquisition().nodes[1].outcome,
+            NodeOutcome::Pending,
+            "{}",
+            lease.acquisition()
+        );
+        lease.unlock().unwrap();
+    }
+    // 20 cycles that each waited for a paused node would take at least 40 × 3 s.
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "steps waited for paused nodes: {:?}",
+        start.elapsed()
+    );
+    cluster.servers[1].resume();
+    cluster.servers[3].resume();
+    // The resumed nodes now answer a backlog of 40 commands; every late reply must be
+    // discarded, never taken for a later command's reply.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut all_five = 0;
+    while all_five < 10 {
+        let lease = mgr.try_lock("after", Duration::from_secs(10)).unwrap();
+        let acq = lease.acquisition().clone();
+        for n in &acq.nodes {
+            assert!(
+                !matches!(n.outcome, NodeOutcome::Protocol(_)),
+                "misattributed reply: {acq}"
+            );
+        }
+        lease.unlock().unwrap();
+        if acq.successes == 5 {
+            all_five += 1;
+        }
+        assert!(Instant::now() < deadline, "paused nodes never caught up");
+    }
+    // The backlog on the resumed nodes executed SET then release for each key: nothing left.
+    assert!(eventually(SETTLE, || cluster
+        .servers
+        .iter()
+        .all(|s| s.dbsize() == 0)));
+}
+
+#[test]
+fn three_of_five_down_fails_fast_with_unavailable() {
+    let mut cluster = Cluster::start(5);
+    for i in [0, 2, 4] {
+        cluster.servers[i].kill();
+    }
+    let mgr = Redlock::new(
+        Config::new(cluster.urls())
+            .retry_count(2)
+            .retry_delay(Duration::from_millis(10))
+            .node_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    let start = Instant::now();
+    match mgr.lock("x", Duration::from_secs(5)) {
+        Err(Error::Unavailable(r)) => {
+            let msg = Error::Unavailable(r.clone()).to_string();
+            assert!(msg.starts_with("unavailable: "), "{msg}");
+            assert!(r.successes < r.quorum);
+            for i in [0, 2, 4] {
+                assert!(
+                    matches!(
+                        r.nodes[i].outcome,
+                        NodeOutcome::Unreachable(_) | NodeOutcome::Backoff(_)
+                    ),
+                    "{msg}"
+                );
+            }
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    // Refused connections decide at once: no per-node timeout was waited out.
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    // Nothing was left behind on the live minority.
+    assert!(eventually(SETTLE, || cluster.present(&key(b"x")) == 0));
+}
+
+#[test]
+fn a_listener_that_never_answers_is_outvoted_and_then_times_out() {
+    let cluster = Cluster::start(2);
+    let silent = SilentListener::start();
+    let mut urls = cluster.urls();
+    urls.insert(1, silent.url());
+    let mgr = Redlock::new(Config::new(urls).node_timeout(Duration::from_millis(100))).unwrap();
+    let lease = mgr.try_lock("s", Duration::from_secs(5)).unwrap();
+    assert_eq!(lease.acquisition().successes, 2);
+    assert!(matches!(
+        lease.acquisition().nodes[1].outcome,
+        NodeOutcome::Pending | NodeOutcome::Timeout
+    ));
+    // With the lock held elsewhere, the silent node's answer is needed: the step waits for
+    // its timeout and then reports it.
+    let start = Instant::now();
+    match mgr.try_lock("s", Duration::from_secs(5)) {
+        Err(Error::NotAcquired(r)) | Err(Error::Unavailable(r)) => {
+            assert_eq!(r.successes, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(2));
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn a_key_of_the_wrong_type_on_one_node() {
+    let cluster = Cluster::start(5);
+    let k = key(b"typed");
+    redis::cmd("HSET")
+        .arg(&k)
+        .arg("f")
+        .arg("v")
+        .exec(&mut cluster.servers[0].client())
+        .unwrap();
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("typed", Duration::from_secs(5)).unwrap();
+    assert!(lease.acquisition().successes >= 3);
+    // SET NX does not overwrite an existing key of any type: a refusal on that node (unless
+    // the quorum was reached before it answered).
+    assert!(matches!(
+        lease.acquisition().nodes[0].outcome,
+        NodeOutcome::Rejected | NodeOutcome::Pending
+    ));
+    lease.extend(Duration::from_secs(5)).unwrap();
+    lease.unlock().unwrap();
+    // The hash is untouched.
+    let t: String = redis::cmd("TYPE")
+        .arg(&k)
+        .query(&mut cluster.servers[0].client())
+        .unwrap();
+    assert_eq!(t, "hash");
+    // The release script's GET fails with WRONGTYPE there; a lock held through a 4/5 quorum
+    // reports it per node.
+    let lease = mgr.try_lock("typed", Duration::from_secs(5)).unwrap();
+    let mgr1 = Redlock::new(Config::new(vec![cluster.servers[0].url()])).unwrap();
+    match mgr1.try_lock("typed", Duration::from_secs(5)) {
+        Err(Error::NotAcquired(r)) => assert_eq!(r.nodes[0].outcome, NodeOutcome::Rejected),
+        other => panic!("{other:?}"),
+    }
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn wrong_type_key_makes_scripts_report_server_errors() {
+    let server = RedisServer::start();
+    let mgr = Redlock::new(Config::new(vec![server.url()])).unwrap();
+    let lease = mgr.try_lock("w", Duration::from_secs(5)).unwrap();
+    // Someone replaces our key by a list behind our back.
+    let mut c = server.client();
+    redis::cmd("DEL").arg(key(b"w")).exec(&mut c).unwrap();
+    redis::cmd("LPUSH")
+        .arg(key(b"w"))
+        .arg("x")
+        .exec(&mut c)
+        .unwrap();
+    match lease.extend(Duration::from_secs(5)) {
+        Err(Error::Unavailable(r)) => match &r.nodes[0].outcome {
+            NodeOutcome::ServerError(s) => assert!(s.contains("WRONGTYPE"), "{s}"),
+            o => panic!("{o:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn passwords_and_acl_users() {
+    let plain = RedisServer::start();
+    let pw = RedisServer::start_with(&["--requirepass", "s3cret-pw"]);
+    let acl = RedisServer::start_with(&["--user", "alice", "on", ">alice-pw", "~*", "&*", "+@all"]);
+    let urls = vec![
+        plain.url(),
+        format!("redis://:s3cret-pw@127.0.0.1:{}", pw.port),
+        format!("redis://alice:alice-pw@127.0.0.1:{}/3", acl.port),
+    ];
+    let mgr = manager(urls);
+    let lease = mgr.try_lock("auth", Duration::from_secs(5)).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let on_pw: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(key(b"auth"))
+        .query(&mut pw.client_url(&format!("redis://:s3cret-pw@127.0.0.1:{}", pw.port)))
+        .unwrap();
+    assert_eq!(on_pw.as_deref(), Some(lease.token().as_bytes()));
+    let db3: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(key(b"auth"))
+        .query(&mut acl.client_url(&format!("redis://alice:alice-pw@127.0.0.1:{}/3", acl.port)))
+        .unwrap();
+    assert_eq!(db3.as_deref(), Some(lease.token().as_bytes()));
+    lease.unlock().unwrap();
+    assert!(!format!("{:?}", mgr).contains("s3cret-pw"));
+    assert!(!mgr.node_addrs().concat().contains("alice-pw"));
+}
+
+#[test]
+fn a_wrong_password_on_one_node_is_reported_without_the_password() {
+    let a = RedisServer::start();
+    let b = RedisServer::start_with(&["--requirepass", "right-pw"]);
+    let c = RedisServer::start();
+    let urls = vec![
+        a.url(),
+        format!("redis://:wrong-pw@127.0.0.1:{}", b.port),
+        c.url(),
+    ];
+    let mgr = manager(urls.clone());
+    let lease = mgr.try_lock("pw", Duration::from_secs(5)).unwrap();
+    match &lease.acquisition().nodes[1].outcome {
+        NodeOutcome::ServerError(s) => assert!(s.contains("WRONGPASS"), "{s}"),
+        // The two good nodes may have decided before the bad one answered.
+        NodeOutcome::Pending => {}
+        o => panic!("{o:?}"),
+    }
+    lease.unlock().unwrap();
+    // With two of three wrong, the failure message names the node, not the password.
+    let urls = vec![
+        a.url(),
+        format!("redis://:wrong-pw@127.0.0.1:{}", b.port),
+        format!("redis://user:wrong-too@127.0.0.1:{}", c.port),
+    ];
+    let mgr = Redlock::new(Config::new(urls).retry_count(0)).unwrap();
+    let err = mgr.lock("pw", Duration::from_secs(5)).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Unavailable(_)), "{msg}");
+    assert!(msg.contains("WRONGPASS"), "{msg}");
+    assert!(
+        !msg.contains("wrong-pw") && !msg.contains("wrong-too"),
+        "{msg}"
+    );
+    assert!(msg.contains(":***@127.0.0.1"), "{msg}");
+}
+
+#[test]
+fn expiry_then_another_client_acquires_and_the_first_is_not_held() {
+    let cluster = Cluster::start(3);
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let lease = a.try_lock("exp", Duration::from_millis(300)).unwrap();
+    assert!(lease.validity() <= Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(400));
+    assert_eq!(lease.validity(), Duration::ZERO);
+    assert!(!lease.is_valid());
+    let lb = b.try_lock("exp", Duration::from_secs(5)).unwrap();
+    // The expired holder can neither extend nor unlock, and does not disturb the new one.
+    match lease.extend(Duration::from_secs(5)) {
+        Err(Error::NotHeld(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    let start = Instant::now();
+    match lease.unlock() {
+        Err(Error::NotHeld(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(eventually(SETTLE, || cluster
+        .holding(&key(b"exp"), lb.token().as_bytes())
+        == 3));
+    lb.unlock().unwrap();
+}
+
+#[test]
+fn unlock_after_expiry_with_keys_gone_is_not_held() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("gone", Duration::from_millis(100)).unwrap();
+    thread::sleep(Duration::from_millis(250));
+    match lease.unlock() {
+        Err(Error::NotHeld(r)) => {
+            assert_eq!(r.successes, 0);
+            assert!(
+                r.nodes
+                    .iter()
+                    .all(|n| matches!(n.outcome, NodeOutcome::Rejected | NodeOutcome::Pending))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn binary_resource_names() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    for name in [
+        &b"\0"[..],
+        b"a\r\nb",
+        b"\xff\xfe",
+        b"*1\r\n$4\r\nPING\r\n",
+        &[b'z'; 1024],
+    ] {
+        let lease = mgr.try_lock(name, Duration::from_secs(5)).unwrap();
+        assert_eq!(lease.resource(), name);
+        assert!(eventually(SETTLE, || cluster
+            .holding(&key(name), lease.token().as_bytes())
+            == 3));
+        lease.unlock().unwrap();
+        assert!(eventually(SETTLE, || cluster.present(&key(name)) == 0));
+    }
+    assert!(matches!(
+        mgr.try_lock(&[b'z'; 1025], Duration::from_secs(5)),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn lock_until_gives_up_at_the_deadline() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let held = mgr.try_lock("busy", Duration::from_secs(10)).unwrap();
+    let start = Instant::now();
+    let err = mgr
+        .lock_timeout("busy", Duration::from_secs(5), Duration::from_millis(300))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, Error::NotAcquired(_)), "{err}");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // lock() with the default retry count also gives up.
+    let err = mgr.lock("busy", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::NotAcquired(_)));
+    // And once released, a waiter gets it.
+    let waiter = {
+        let mgr = mgr.clone();
+        thread::spawn(move || {
+            mgr.lock_timeout("busy", Duration::from_secs(5), Duration::from_secs(10))
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    held.unlock().unwrap();
+    waiter.join().unwrap().unwrap().unlock().unwrap();
+}
+
+#[test]
+fn noscript_falls_back_to_eval() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    mgr.try_lock("ns", Duration::from_secs(5))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    for s in &cluster.servers {
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .exec(&mut s.client())
+            .unwrap();
+    }
+    let lease = mgr.try_lock("ns", Duration::from_secs(5)).unwrap();
+    lease.extend(Duration::from_secs(5)).unwrap();
+    lease.unlock().unwrap();
+    assert!(eventually(SETTLE, || cluster.present(&key(b"ns")) == 0));
+}
+
+#[test]
+fn guard_unlocks_on_drop() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    {
+        let g = mgr
+            .try_lock("g", Duration::from_secs(5))
+            .unwrap()
+            .into_guard();
+        assert!(g.is_valid());
+        assert!(mgr.try_lock("g", Duration::from_secs(5)).is_err());
+    }
+    mgr.try_lock("g", Duration::from_secs(5))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn a_lease_outlives_its_manager() {
+    let cluster = Cluster::start(3);
+    let lease = {
+        let mgr = manager(cluster.urls());
+        mgr.try_lock("orphan", Duration::from_secs(5)).unwrap()
+    };
+    lease.extend(Duration::from_secs(5)).unwrap();
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn construction_rejects_bad_configurations() {
+    let s = RedisServer::start();
+    let same_node_twice = Config::new(vec![
+        format!("127.0.0.1:{}", s.port),
+        format!("localhost:{}", s.port),
+    ]);
+    match Redlock::new(same_node_twice) {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("same as node 0"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Redlock::new(Config::new(Vec::<String>::new())),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        Redlock::new(Config::new(["redis://127.0.0.1:notaport"])),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        Redlock::new(Config::new(vec![s.url()]).drift_factor(1.5)),
+        Err(Error::InvalidInput(_))
+    ));
+}

@@ -1,0 +1,325 @@
+//! Test support: real `redis-server` processes on free loopback ports, started per test and
+//! killed (by PID) when dropped, plus a listener that accepts and never answers.
+//!
+//! Shared by the integration tests and the examples (`#[path]`-included), so not every item is
+//! used by every includer.
+#![allow(dead_code)] // each test binary and example uses a different subset
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Fails loudly (never skips) when `redis-server` is not installed.
+pub fn redis_server_binary() -> String {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string());
+    match Command::new(&bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => bin,
+        _ => panic!(
+            "`{bin}` not found: these tests need a real redis-server \
+             (apt-get install redis-server, or run .ci/run which installs it)"
+        ),
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// One `redis-server` process in its own temporary directory.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl RedisServer {
+    /// A server with no persistence.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// A server with extra `redis-server` arguments (e.g. `["--requirepass", "pw"]`).
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let bin = redis_server_binary();
+        for _ in 0..20 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!(
+                "redlock-test-{}-{}-{port}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            let mut s = RedisServer {
+                port,
+                child: None,
+                dir,
+                args: args.iter().map(|a| a.to_string()).collect(),
+            };
+            if s.spawn(&bin) {
+                return s;
+            }
+        }
+        panic!("could not start redis-server on a free port after 20 tries");
+    }
+
+    fn spawn(&mut self, bin: &str) -> bool {
+        let mut cmd = Command::new(bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--save")
+            .arg("")
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--loglevel")
+            .arg("warning")
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"));
+        if !self.args.iter().any(|a| a == "--appendonly") {
+            cmd.arg("--appendonly").arg("no");
+        }
+        cmd.args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn redis-server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return false; // exited: most likely the port was taken meanwhile
+            }
+            if ping(self.port) {
+                self.child = Some(child);
+                return true;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: kill(2) on the PID of a child this helper spawned and has not reaped.
+            let rc = unsafe { libc::kill(pid, sig) };
+            assert_eq!(rc, 0, "kill({pid}, {sig})");
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same port and directory (what it persisted, if anything, is kept).
+    pub fn restart(&mut self) {
+        self.kill();
+        let bin = redis_server_binary();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn(&bin) {
+            assert!(Instant::now() < deadline, "restart on port {}", self.port);
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGSTOP: the kernel still accepts connections, the process answers nothing.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// A plain blocking connection for inspecting the node.
+    pub fn client(&self) -> redis::Connection {
+        self.client_url(&self.url())
+    }
+
+    pub fn client_url(&self, url: &str) -> redis::Connection {
+        redis::Client::open(url)
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .expect("connect inspection client")
+    }
+
+    /// `GET key` as raw bytes.
+    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.client())
+            .expect("GET")
+    }
+
+    /// `PTTL key` (-2 absent, -1 no TTL).
+    pub fn pttl(&self, key: &[u8]) -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.client())
+            .expect("PTTL")
+    }
+
+    /// `DBSIZE`.
+    pub fn dbsize(&self) -> i64 {
+        redis::cmd("DBSIZE")
+            .query(&mut self.client())
+            .expect("DBSIZE")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if self.pid().is_some() {
+            // A paused server would not die of SIGKILL before it is continued on some
+            // kernels' accounting; continue it first so that wait() returns promptly.
+            self.signal(libc::SIGCONT);
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    ) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        // +PONG, or -NOAUTH when a password is required: either way the server is up.
+        Ok(n) if n > 0 => buf[0] == b'+' || buf[..n].starts_with(b"-NOAUTH"),
+        _ => false,
+    }
+}
+
+/// N servers.
+pub struct Cluster {
+    pub servers: Vec<RedisServer>,
+}
+
+impl Cluster {
+    pub fn start(n: usize) -> Cluster {
+        let handles: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
+        Cluster {
+            servers: handles.into_iter().map(|h| h.join().unwrap()).collect(),
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.url()).collect()
+    }
+
+    /// How many nodes hold `key` with exactly `value`.
+    pub fn holding(&self, key: &[u8], value: &[u8]) -> usize {
+        self.servers
+            .iter()
+            .filter(|s| s.pid().is_some())
+            .filter(|s| s.get(key).as_deref() == Some(value))
+            .count()
+    }
+
+    /// How many live nodes hold `key` at all.
+    pub fn present(&self, key: &[u8]) -> usize {
+        self.servers
+            .iter()
+            .filter(|s| s.pid().is_some())
+            .filter(|s| s.get(key).is_some())
+            .count()
+    }
+}
+
+/// A TCP listener that accepts connections and never answers (keeps them open).
+pub struct SilentListener {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SilentListener {
+    pub fn start() -> SilentListener {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            let mut held = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => held.push(s),
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        SilentListener {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SilentListener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Polls `cond` until it holds or `timeout` passes; returns whether it held. Nodes decided
+/// after a quorum apply their commands a little later, so assertions about every node wait.
+pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
