@@ -56,6 +56,7 @@
 
 mod config;
 mod error;
+pub mod ffi;
 mod lock;
 mod mux;
 mod node;

@@ -530,7 +530,7 @@ fn binary_resource_names() {
         assert!(eventually(SETTLE, || cluster.present(&key(name)) == 0));
     }
     assert!(matches!(
-        mgr.try_lock(&[b'z'; 1025], Duration::from_secs(5)),
+        mgr.try_lock([b'z'; 1025], Duration::from_secs(5)),
         Err(Error::InvalidInput(_))
     ));
 }

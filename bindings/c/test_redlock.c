@@ -1,0 +1,368 @@
+/* Tests of the C ABI against real redis-server nodes whose URLs are given as arguments.
+ * `cargo test --test c_api` starts three nodes and runs this program, plain and under
+ * valgrind --leak-check=full --error-exitcode=1. Exit status 0 only if every check passed. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redlock.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    checks++;                                                                \
+    if (!(cond)) {                                                           \
+      failures++;                                                            \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                        \
+  } while (0)
+
+#define CHECK_STATUS(expr, want)                                                        \
+  do {                                                                                  \
+    redlock_status got_ = (expr);                                                       \
+    checks++;                                                                           \
+    if (got_ != (want)) {                                                               \
+      failures++;                                                                       \
+      fprintf(stderr, "%s:%d: %s returned %s (%d), want %s\n", __FILE__, __LINE__, #expr, \
+              redlock_status_str(got_), (int)got_, redlock_status_str(want));           \
+    }                                                                                   \
+  } while (0)
+
+static const char **urls;
+static int n_urls;
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static redlock_manager *make_manager(uint32_t retries, uint32_t delay_ms) {
+  char err[256];
+  redlock_config *cfg = redlock_config_new();
+  CHECK(cfg != NULL);
+  for (int i = 0; i < n_urls; i++) CHECK_STATUS(redlock_config_add_node(cfg, urls[i], err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_retry(cfg, retries, delay_ms, err, sizeof err), REDLOCK_STATUS_OK);
+  /* Generous per-node timeout: CI machines are small and busy. */
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 1000, 500, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  redlock_status st = redlock_manager_new(cfg, &mgr, err, sizeof err);
+  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "manager: %s\n", err);
+  CHECK(st == REDLOCK_STATUS_OK && mgr != NULL);
+  redlock_config_free(cfg);
+  return mgr;
+}
+
+static void test_status_strings(void) {
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_OK), "ok") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NOT_ACQUIRED), "not acquired") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NOT_HELD), "not held") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_UNAVAILABLE), "unavailable") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INVALID_ARGUMENT), "invalid argument") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NULL_ARGUMENT), "null argument") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INTERNAL), "internal error") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_PANIC), "panic") == 0);
+  int out_of_range[] = {-1, 4, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
+  for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
+    const char *s = redlock_status_str(out_of_range[i]);
+    CHECK(s != NULL && strcmp(s, "unknown status") == 0);
+  }
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", REDLOCK_VERSION_MAJOR, REDLOCK_VERSION_MINOR,
+           REDLOCK_VERSION_PATCH);
+  CHECK(strcmp(redlock_version(), want) == 0);
+  CHECK(strcmp(redlock_version(), REDLOCK_VERSION) == 0);
+}
+
+static void test_null_arguments(void) {
+  char err[128];
+  const uint8_t *r = (const uint8_t *)"r";
+  redlock_lease *lease = (redlock_lease *)0x1; /* sentinel: must stay untouched */
+  redlock_manager *mgr = (redlock_manager *)0x1;
+
+  /* Frees accept NULL. */
+  redlock_config_free(NULL);
+  redlock_manager_free(NULL);
+  redlock_lease_free(NULL);
+
+  redlock_config *cfg = redlock_config_new();
+  CHECK_STATUS(redlock_config_add_node(NULL, "127.0.0.1:1", err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strstr(err, "cfg") != NULL);
+  CHECK_STATUS(redlock_config_add_node(cfg, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strstr(err, "url") != NULL);
+  CHECK_STATUS(redlock_config_set_retry(NULL, 1, 1, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_drift_factor(NULL, 0.01, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_timeouts(NULL, 1, 1, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_manager_new(NULL, &mgr, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(mgr == (redlock_manager *)0x1);
+  CHECK_STATUS(redlock_config_add_node(cfg, "127.0.0.1:1", NULL, 0), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_manager_new(cfg, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  redlock_config_free(cfg);
+
+  CHECK_STATUS(redlock_lock(NULL, r, 1, 1000, &lease, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_try_lock(NULL, r, 1, 1000, &lease, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_lock_wait(NULL, r, 1, 1000, 10, &lease, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(lease == (redlock_lease *)0x1);
+  CHECK_STATUS(redlock_extend(NULL, 1000, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_unlock(NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strstr(err, "lease") != NULL);
+  CHECK(redlock_lease_validity_ms(NULL) == 0);
+  CHECK(!redlock_lease_is_valid(NULL));
+  CHECK(redlock_lease_token(NULL) == NULL);
+  size_t len = 77;
+  CHECK(redlock_lease_resource(NULL, &len) == NULL && len == 77);
+  CHECK(redlock_lease_node_count(NULL) == 0);
+  CHECK(redlock_lease_granted(NULL) == 0);
+  CHECK(redlock_lease_node_outcomes(NULL, NULL, 0) == 0);
+  CHECK(redlock_manager_node_count(NULL) == 0);
+  CHECK(redlock_manager_quorum(NULL) == 0);
+
+  /* A NULL error buffer is fine, so is a zero length. */
+  CHECK_STATUS(redlock_unlock(NULL, NULL, 0), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_unlock(NULL, err, 0), REDLOCK_STATUS_NULL_ARGUMENT);
+
+  /* NULL mgr/out/resource on a live manager. */
+  redlock_manager *live = make_manager(0, 0);
+  CHECK_STATUS(redlock_lock(live, r, 1, 1000, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_try_lock(live, NULL, 5, 1000, &lease, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strstr(err, "resource") != NULL);
+  CHECK(lease == (redlock_lease *)0x1);
+  redlock_manager_free(live);
+}
+
+static void test_bad_input(void) {
+  char err[256];
+  redlock_config *cfg = redlock_config_new();
+  redlock_manager *mgr = (redlock_manager *)0x1;
+  /* A manager with no nodes. */
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "at least one node") != NULL);
+  CHECK(mgr == (redlock_manager *)0x1);
+  /* Malformed URLs, and the password never appears in the message. */
+  const char *bad[] = {"", "not a url", "127.0.0.1", "redis://127.0.0.1:99999", "rediss://127.0.0.1:1",
+                       "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK_STATUS(redlock_config_add_node(cfg, bad[i], err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(err, "hunter2") == NULL);
+  }
+  CHECK_STATUS(redlock_config_set_drift_factor(cfg, 1.0, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_drift_factor(cfg, -0.5, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_drift_factor(cfg, 0.02, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 0, 10, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  /* A node listed twice. */
+  CHECK_STATUS(redlock_config_add_node(cfg, urls[0], err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_add_node(cfg, urls[0], err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "listed twice") != NULL);
+  redlock_config_free(cfg);
+
+  mgr = make_manager(0, 0);
+  redlock_lease *lease = (redlock_lease *)0x1;
+  /* (NULL, 0) is the empty name: invalid, not a NULL argument. */
+  CHECK_STATUS(redlock_try_lock(mgr, NULL, 0, 1000, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "empty") != NULL);
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"r", 1, 0, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "TTL") != NULL);
+  CHECK_STATUS(redlock_lock(mgr, (const uint8_t *)"r", 1, 2, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  static uint8_t big[REDLOCK_MAX_RESOURCE_LEN + 1];
+  memset(big, 'b', sizeof big);
+  CHECK_STATUS(redlock_try_lock(mgr, big, sizeof big, 1000, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(lease == (redlock_lease *)0x1);
+  /* Messages are truncated to the buffer and always NUL-terminated. */
+  char tiny[8];
+  memset(tiny, 'x', sizeof tiny);
+  CHECK_STATUS(redlock_try_lock(mgr, NULL, 0, 1000, &lease, tiny, sizeof tiny), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strlen(tiny) == sizeof tiny - 1);
+  char one[1] = {'x'};
+  CHECK_STATUS(redlock_try_lock(mgr, NULL, 0, 1000, &lease, one, 1), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(one[0] == '\0');
+  redlock_manager_free(mgr);
+}
+
+static void test_lock_unlock_extend(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(3, 50);
+  CHECK(redlock_manager_node_count(mgr) == (size_t)n_urls);
+  CHECK(redlock_manager_quorum(mgr) == (size_t)n_urls / 2 + 1);
+
+  /* A resource with a NUL, CR and LF in it. */
+  const uint8_t res[] = {'c', 0, '\r', '\n', 0xff};
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_lock(mgr, res, sizeof res, 10000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(lease != NULL);
+  if (!lease) return;
+  uint32_t v = redlock_lease_validity_ms(lease);
+  CHECK(v > 9000 && v <= 10000);
+  CHECK(redlock_lease_is_valid(lease));
+  CHECK(strlen(redlock_lease_token(lease)) == 40);
+  size_t len = 0;
+  const uint8_t *got = redlock_lease_resource(lease, &len);
+  CHECK(len == sizeof res && memcmp(got, res, len) == 0);
+  CHECK(redlock_lease_granted(lease) >= redlock_manager_quorum(mgr));
+  redlock_node_outcome outcomes[16];
+  size_t n = redlock_lease_node_outcomes(lease, outcomes, 16);
+  CHECK(n == (size_t)n_urls);
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i++) {
+    CHECK(outcomes[i] == REDLOCK_NODE_SUCCESS || outcomes[i] == REDLOCK_NODE_PENDING);
+    ok += outcomes[i] == REDLOCK_NODE_SUCCESS;
+  }
+  CHECK(ok == redlock_lease_granted(lease));
+  CHECK(redlock_lease_node_outcomes(lease, NULL, 0) == (size_t)n_urls);
+
+  /* Held: a second one-shot attempt is refused and names the nodes. */
+  redlock_lease *other = (redlock_lease *)0x1;
+  CHECK_STATUS(redlock_try_lock(mgr, res, sizeof res, 10000, &other, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+  CHECK(other == (redlock_lease *)0x1);
+  CHECK(strstr(err, "not acquired") != NULL && strstr(err, "node ") != NULL);
+
+  CHECK_STATUS(redlock_extend(lease, 20000, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_validity_ms(lease) > 19000);
+  CHECK_STATUS(redlock_extend(lease, 0, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_validity_ms(lease) == 0);
+  CHECK(!redlock_lease_is_valid(lease));
+  /* Double unlock, and extend after unlock. */
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  CHECK_STATUS(redlock_extend(lease, 1000, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  redlock_lease_free(lease);
+
+  /* Free again: a one-shot attempt succeeds. */
+  CHECK_STATUS(redlock_try_lock(mgr, res, sizeof res, 10000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+
+  /* redlock_lock_wait gives up at its deadline while the lock is held. */
+  CHECK_STATUS(redlock_try_lock(mgr, res, sizeof res, 10000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_STATUS(redlock_lock_wait(mgr, res, sizeof res, 1000, 300, &other, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long waited = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  CHECK(waited >= 300 && waited < 5000);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
+static void test_expiry(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(0, 0);
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"exp", 3, 150, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  if (!lease) return;
+  sleep_ms(300);
+  CHECK(redlock_lease_validity_ms(lease) == 0);
+  CHECK(!redlock_lease_is_valid(lease));
+  CHECK_STATUS(redlock_extend(lease, 1000, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  /* Someone else can take it now. */
+  redlock_lease *next = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"exp", 3, 1000, &next, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(next, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(next);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
+static void test_free_orders(void) {
+  char err[512];
+  /* Manager first, then the lease: the lease stays usable. */
+  redlock_manager *mgr = make_manager(0, 0);
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"order1", 6, 5000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager_free(mgr);
+  CHECK(redlock_lease_is_valid(lease));
+  CHECK_STATUS(redlock_extend(lease, 5000, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+
+  /* Lease first (without unlocking: it expires by itself), then the manager. */
+  mgr = make_manager(0, 0);
+  lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"order2", 6, 5000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  /* Freeing did not unlock: the resource is still held. */
+  redlock_lease *again = (redlock_lease *)0x1;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"order2", 6, 5000, &again, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+  redlock_manager_free(mgr);
+}
+
+#define THREADS 8
+#define ROUNDS 15
+
+struct shared {
+  redlock_manager *mgr;
+  volatile long counter;
+  volatile int inside;
+  volatile int overlaps;
+  volatile int errors;
+  pthread_mutex_t stats;
+};
+
+static void *worker(void *arg) {
+  struct shared *s = arg;
+  char err[512];
+  for (int i = 0; i < ROUNDS; i++) {
+    redlock_lease *lease = NULL;
+    redlock_status st = redlock_lock_wait(s->mgr, (const uint8_t *)"counter", 7, 30000, 120000, &lease,
+                                          err, sizeof err);
+    if (st != REDLOCK_STATUS_OK) {
+      pthread_mutex_lock(&s->stats);
+      s->errors++;
+      pthread_mutex_unlock(&s->stats);
+      fprintf(stderr, "worker lock: %s\n", err);
+      continue;
+    }
+    if (__atomic_exchange_n(&s->inside, 1, __ATOMIC_SEQ_CST)) __atomic_add_fetch(&s->overlaps, 1, __ATOMIC_SEQ_CST);
+    long v = s->counter; /* deliberately non-atomic read-modify-write */
+    sleep_ms(1);
+    s->counter = v + 1;
+    __atomic_store_n(&s->inside, 0, __ATOMIC_SEQ_CST);
+    st = redlock_unlock(lease, err, sizeof err);
+    if (st != REDLOCK_STATUS_OK) {
+      pthread_mutex_lock(&s->stats);
+      s->errors++;
+      pthread_mutex_unlock(&s->stats);
+      fprintf(stderr, "worker unlock: %s\n", err);
+    }
+    redlock_lease_free(lease);
+  }
+  return NULL;
+}
+
+static void test_contention(void) {
+  struct shared s = {.mgr = make_manager(3, 20), .counter = 0, .inside = 0, .overlaps = 0, .errors = 0};
+  pthread_mutex_init(&s.stats, NULL);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, worker, &s) == 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  CHECK(s.errors == 0);
+  CHECK(s.overlaps == 0);
+  CHECK(s.counter == THREADS * ROUNDS);
+  pthread_mutex_destroy(&s.stats);
+  redlock_manager_free(s.mgr);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s redis://127.0.0.1:PORT ...\n", argv[0]);
+    return 2;
+  }
+  urls = (const char **)(argv + 1);
+  n_urls = argc - 1;
+  test_status_strings();
+  test_null_arguments();
+  test_bad_input();
+  test_lock_unlock_extend();
+  test_expiry();
+  test_free_orders();
+  test_contention();
+  printf("%d checks, %d failures\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}

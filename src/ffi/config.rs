@@ -1,0 +1,159 @@
+//! `redlock_config`: an opaque builder with one setter per option.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use super::{FfiError, c_str, guard, guard_or, redlock_status};
+use crate::config::{Config, NodeAddr};
+
+/// Options for a manager: an opaque builder with one setter per option.
+///
+/// Create with `redlock_config_new`, set options, pass to `redlock_manager_new` (which copies
+/// it), free with `redlock_config_free`. Not thread-safe: use one config from one thread at a
+/// time.
+///
+/// Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
+/// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`.
+pub struct redlock_config {
+    pub(crate) inner: Config,
+}
+
+/// Creates a configuration with no nodes and every option at its default (3 retries, a
+/// 200 ms retry delay, drift factor 0.01, a 250 ms connect timeout, per-node timeouts derived
+/// from the TTL). Free it with `redlock_config_free`. Returns NULL only if memory is exhausted.
+#[unsafe(no_mangle)]
+pub extern "C" fn redlock_config_new() -> *mut redlock_config {
+    guard_or(std::ptr::null_mut(), || {
+        Box::into_raw(Box::new(redlock_config {
+            inner: Config::default(),
+        }))
+    })
+}
+
+/// Frees a configuration. NULL is a no-op. Managers created from it are unaffected.
+///
+/// # Safety
+/// `cfg` must be NULL or a pointer from `redlock_config_new` not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_free(cfg: *mut redlock_config) {
+    if cfg.is_null() {
+        return;
+    }
+    guard_or((), || {
+        // SAFETY: from Box::into_raw in redlock_config_new, freed at most once per contract.
+        drop(unsafe { Box::from_raw(cfg) });
+    });
+}
+
+/// Runs `f` on the config behind `cfg`.
+fn with_cfg(
+    cfg: *mut redlock_config,
+    err: *mut c_char,
+    err_len: usize,
+    f: impl FnOnce(&mut Config) -> Result<(), FfiError>,
+) -> redlock_status {
+    guard(err, err_len, || {
+        if cfg.is_null() {
+            return Err(FfiError::null("cfg"));
+        }
+        // SAFETY: non-NULL; the caller guarantees a live config used by one thread at a time.
+        let c = unsafe { &mut (*cfg).inner };
+        f(c)
+    })
+}
+
+/// Adds a node: `redis://[user:password@]host[:port][/db]` or `host:port`. The URL's syntax
+/// is checked now (`REDLOCK_STATUS_INVALID_ARGUMENT` for a malformed URL, another scheme, port
+/// 0, …); duplicates and host names are checked by `redlock_manager_new`. Error messages never
+/// contain the password.
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_ARGUMENT.
+///
+/// # Safety
+/// `cfg` must be a live config; `url` a NUL-terminated string; `err` NULL or `err_len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_add_node(
+    cfg: *mut redlock_config,
+    url: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        // SAFETY: NUL-terminated per the caller's contract.
+        let url = unsafe { c_str(url, "url") }?;
+        NodeAddr::parse(url)?;
+        c.nodes.push(url.to_string());
+        Ok(())
+    })
+}
+
+/// Sets the retry policy of `redlock_lock`: up to `retry_count` more attempts after the
+/// first, each after a random pause drawn uniformly from [0, `retry_delay_ms`]. Defaults: 3
+/// and 200 ms.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_retry(
+    cfg: *mut redlock_config,
+    retry_count: u32,
+    retry_delay_ms: u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        c.retry_count = retry_count;
+        c.retry_delay = Duration::from_millis(retry_delay_ms.into());
+        Ok(())
+    })
+}
+
+/// Sets the clock-drift factor: validity is shortened by `TTL × factor + 2 ms`. Must be finite
+/// and in [0, 1). Default 0.01.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_drift_factor(
+    cfg: *mut redlock_config,
+    factor: f64,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        Config::check_drift_factor(factor)?;
+        c.drift_factor = factor;
+        Ok(())
+    })
+}
+
+/// Sets the connect timeout (must be > 0; default 250 ms) and the per-node I/O timeout of
+/// every step. `node_ms` = 0 restores the default: derived from each lock's TTL (TTL / 200,
+/// clamped to [10 ms, 50 ms]).
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (`connect_ms` = 0; the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_timeouts(
+    cfg: *mut redlock_config,
+    connect_ms: u32,
+    node_ms: u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        if connect_ms == 0 {
+            return Err(FfiError::invalid("connect timeout must be > 0 ms"));
+        }
+        c.connect_timeout = Duration::from_millis(connect_ms.into());
+        c.node_timeout = (node_ms > 0).then(|| Duration::from_millis(node_ms.into()));
+        Ok(())
+    })
+}

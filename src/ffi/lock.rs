@@ -1,0 +1,473 @@
+//! `redlock_manager` and `redlock_lease`.
+
+use std::ffi::{CString, c_char};
+use std::time::Duration;
+
+use super::{FfiError, bytes, guard, guard_or, redlock_config, redlock_status};
+use crate::error::NodeOutcome;
+use crate::lock::{Lease, Redlock};
+
+/// A lock manager over N independent Redis masters.
+///
+/// Thread-safe: any number of threads may call `redlock_lock` and friends on one manager at
+/// once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
+/// usable after it is freed (each keeps what it needs alive).
+///
+/// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
+/// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`.
+pub struct redlock_manager {
+    inner: Redlock,
+}
+
+/// A held lock (named lease because the function `redlock_lock` takes the name).
+///
+/// Calls on one lease from several threads are serialised internally; only
+/// `redlock_lease_free` must not race with other calls on the same lease. Freeing a lease does
+/// not unlock it (the lock then expires after its TTL).
+///
+/// Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
+/// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
+/// `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
+/// `redlock_lease_free`.
+pub struct redlock_lease {
+    inner: Lease,
+    token: CString,
+}
+
+/// What happened on one node during a lease's acquisition. Stable numbers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redlock_node_outcome {
+    /// The node granted the lock.
+    REDLOCK_NODE_SUCCESS = 0,
+    /// The node answered that the key is held by another owner.
+    REDLOCK_NODE_REJECTED = 1,
+    /// Sent, but the quorum was reached before this node answered.
+    REDLOCK_NODE_PENDING = 2,
+    /// No answer within the per-node timeout.
+    REDLOCK_NODE_TIMEOUT = 3,
+    /// Connection refused, reset or closed.
+    REDLOCK_NODE_UNREACHABLE = 4,
+    /// Not contacted: waiting out a reconnect backoff after a recent failure.
+    REDLOCK_NODE_BACKOFF = 5,
+    /// The node answered with an error (`-ERR`, `-WRONGPASS`, …).
+    REDLOCK_NODE_SERVER_ERROR = 6,
+    /// The node's answer was not valid RESP or not the expected reply.
+    REDLOCK_NODE_PROTOCOL = 7,
+}
+
+impl From<&NodeOutcome> for redlock_node_outcome {
+    fn from(o: &NodeOutcome) -> Self {
+        use redlock_node_outcome::*;
+        match o {
+            NodeOutcome::Success => REDLOCK_NODE_SUCCESS,
+            NodeOutcome::Rejected => REDLOCK_NODE_REJECTED,
+            NodeOutcome::Pending => REDLOCK_NODE_PENDING,
+            NodeOutcome::Timeout => REDLOCK_NODE_TIMEOUT,
+            NodeOutcome::Unreachable(_) => REDLOCK_NODE_UNREACHABLE,
+            NodeOutcome::Backoff(_) => REDLOCK_NODE_BACKOFF,
+            NodeOutcome::ServerError(_) => REDLOCK_NODE_SERVER_ERROR,
+            NodeOutcome::Protocol(_) => REDLOCK_NODE_PROTOCOL,
+        }
+    }
+}
+
+/// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
+/// every option and resolves every host; no connection is made until the first lock.
+///
+/// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
+/// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
+/// on success.
+///
+/// # Safety
+/// `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_new(
+    cfg: *const redlock_config,
+    out: *mut *mut redlock_manager,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    guard(err, err_len, || {
+        if cfg.is_null() {
+            return Err(FfiError::null("cfg"));
+        }
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        // SAFETY: non-NULL, a live config per the contract; only read.
+        let config = unsafe { (*cfg).inner.clone() };
+        let mgr = Redlock::new(config)?;
+        let raw = Box::into_raw(Box::new(redlock_manager { inner: mgr }));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    })
+}
+
+/// Frees a manager and closes its idle connections. NULL is a no-op. Never unlocks anything;
+/// leases made by this manager remain usable and must still be freed.
+///
+/// # Safety
+/// `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_free(mgr: *mut redlock_manager) {
+    if mgr.is_null() {
+        return;
+    }
+    guard_or((), || {
+        // SAFETY: from Box::into_raw in redlock_manager_new, freed at most once.
+        drop(unsafe { Box::from_raw(mgr) });
+    });
+}
+
+/// The number of nodes (0 for NULL).
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_node_count(mgr: *const redlock_manager) -> usize {
+    // SAFETY: NULL or live per the contract.
+    guard_or(0, || {
+        unsafe { mgr.as_ref() }.map_or(0, |m| m.inner.node_count())
+    })
+}
+
+/// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> usize {
+    // SAFETY: NULL or live per the contract.
+    guard_or(0, || {
+        unsafe { mgr.as_ref() }.map_or(0, |m| m.inner.quorum())
+    })
+}
+
+enum Mode {
+    Retry,
+    Once,
+    Wait(u32),
+}
+
+/// The arguments common to the three acquisition functions.
+struct Acquire {
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    mode: Mode,
+}
+
+fn acquire(
+    a: Acquire,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let Acquire {
+        mgr,
+        resource,
+        resource_len,
+        ttl_ms,
+        mode,
+    } = a;
+    guard(err, err_len, || {
+        // SAFETY: NULL or a live manager per the contract; shared access is thread-safe.
+        let Some(m) = (unsafe { mgr.as_ref() }) else {
+            return Err(FfiError::null("mgr"));
+        };
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        // SAFETY: `resource` points to `resource_len` readable bytes per the contract.
+        let res = unsafe { bytes(resource, resource_len, "resource") }?;
+        let ttl = Duration::from_millis(ttl_ms.into());
+        let lease = match mode {
+            Mode::Retry => m.inner.lock(res, ttl),
+            Mode::Once => m.inner.try_lock(res, ttl),
+            Mode::Wait(ms) => m
+                .inner
+                .lock_timeout(res, ttl, Duration::from_millis(ms.into())),
+        }?;
+        let token = CString::new(lease.token()).map_err(|_| FfiError::invalid("token"))?;
+        let raw = Box::into_raw(Box::new(redlock_lease {
+            inner: lease,
+            token,
+        }));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    })
+}
+
+/// Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`).
+/// Blocks for at most about `(retry_count + 1) × (node timeout + retry_delay_ms)`; never
+/// forever.
+///
+/// The resource is 1 to `REDLOCK_MAX_RESOURCE_LEN` arbitrary bytes (NUL, CR/LF and invalid
+/// UTF-8 are fine); `(NULL, 0)` is the empty name and is rejected. `ttl_ms` must exceed its
+/// own drift allowance (`ttl_ms × factor + 2`), so 0..2 are rejected.
+///
+/// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
+/// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
+/// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
+///
+/// # Safety
+/// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
+/// `out` must be writable; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let a = Acquire {
+        mgr,
+        resource,
+        resource_len,
+        ttl_ms,
+        mode: Mode::Retry,
+    };
+    acquire(a, out, err, err_len)
+}
+
+/// One attempt to acquire `resource` for `ttl_ms`, with no retry. Same arguments and
+/// statuses as `redlock_lock`.
+///
+/// # Safety
+/// As for `redlock_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_try_lock(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let a = Acquire {
+        mgr,
+        resource,
+        resource_len,
+        ttl_ms,
+        mode: Mode::Once,
+    };
+    acquire(a, out, err, err_len)
+}
+
+/// Acquires `resource` for `ttl_ms`, retrying after random pauses (up to the retry delay)
+/// until `wait_ms` have passed; no attempt starts after that. The retry count does not apply.
+/// Same statuses as `redlock_lock`.
+///
+/// # Safety
+/// As for `redlock_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_wait(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    wait_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let a = Acquire {
+        mgr,
+        resource,
+        resource_len,
+        ttl_ms,
+        mode: Mode::Wait(wait_ms),
+    };
+    acquire(a, out, err, err_len)
+}
+
+/// Runs `f` on the lease behind `lease`.
+fn with_lease(
+    lease: *const redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+    f: impl FnOnce(&Lease) -> Result<(), FfiError>,
+) -> redlock_status {
+    guard(err, err_len, || {
+        // SAFETY: NULL or a live lease per the contract; Lease methods take &self and
+        // serialise internally.
+        let Some(l) = (unsafe { lease.as_ref() }) else {
+            return Err(FfiError::null("lease"));
+        };
+        f(&l.inner)
+    })
+}
+
+/// Extends the lock to `ttl_ms` from now, if a quorum confirms before the current validity
+/// ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
+/// validity already ended or that was unlocked.
+///
+/// Statuses: OK, NOT_HELD, UNAVAILABLE, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
+///
+/// # Safety
+/// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_extend(
+    lease: *mut redlock_lease,
+    ttl_ms: u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_lease(lease, err, err_len, |l| {
+        Ok(l.extend(Duration::from_millis(ttl_ms.into()))?)
+    })
+}
+
+/// Releases the lock on every node (owner-checked: never deletes another owner's key). Does
+/// not free the lease. From this call on the lease's validity reads 0.
+///
+/// Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
+/// UNAVAILABLE, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
+///
+/// # Safety
+/// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_unlock(
+    lease: *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_lease(lease, err, err_len, |l| Ok(l.unlock()?))
+}
+
+fn lease_ref<'a>(lease: *const redlock_lease) -> Option<&'a redlock_lease> {
+    // SAFETY: every caller's contract requires NULL or a live lease.
+    unsafe { lease.as_ref() }
+}
+
+/// The remaining validity in milliseconds (rounded down): 0 once expired, unlocked or NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_validity_ms(lease: *const redlock_lease) -> u32 {
+    guard_or(0, || {
+        lease_ref(lease).map_or(0, |l| {
+            l.inner.validity().as_millis().min(u32::MAX as u128) as u32
+        })
+    })
+}
+
+/// True while the remaining validity is positive (false for NULL).
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_is_valid(lease: *const redlock_lease) -> bool {
+    guard_or(false, || {
+        lease_ref(lease).is_some_and(|l| l.inner.is_valid())
+    })
+}
+
+/// The lease's token: 40 hex characters, NUL-terminated, owned by the lease (valid until
+/// `redlock_lease_free`). NULL for NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_token(lease: *const redlock_lease) -> *const c_char {
+    guard_or(std::ptr::null(), || {
+        lease_ref(lease).map_or(std::ptr::null(), |l| l.token.as_ptr())
+    })
+}
+
+/// The resource name: `*len` receives its length (if `len` is not NULL); the bytes are owned
+/// by the lease and are not NUL-terminated. NULL for NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_resource(
+    lease: *const redlock_lease,
+    len: *mut usize,
+) -> *const u8 {
+    guard_or(std::ptr::null(), || match lease_ref(lease) {
+        None => std::ptr::null(),
+        Some(l) => {
+            let r = l.inner.resource();
+            if !len.is_null() {
+                // SAFETY: non-NULL and writable per the contract.
+                unsafe { *len = r.len() };
+            }
+            r.as_ptr()
+        }
+    })
+}
+
+/// The number of nodes in the lease's acquisition report (0 for NULL).
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_node_count(lease: *const redlock_lease) -> usize {
+    guard_or(0, || {
+        lease_ref(lease).map_or(0, |l| l.inner.acquisition().nodes.len())
+    })
+}
+
+/// How many nodes had granted the lock when the acquisition was decided (at least the
+/// quorum; 0 for NULL). Nodes that answered after the decision count as PENDING, not here.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_granted(lease: *const redlock_lease) -> usize {
+    guard_or(0, || {
+        lease_ref(lease).map_or(0, |l| l.inner.acquisition().successes)
+    })
+}
+
+/// Copies each node's acquisition outcome, in configuration order, into `out[0..cap)` and
+/// returns the number of nodes (which may exceed `cap`; call with `cap` = 0 to size the
+/// array). `out` may be NULL when `cap` is 0. Returns 0 for a NULL lease.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `out` must have room for `cap` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_node_outcomes(
+    lease: *const redlock_lease,
+    out: *mut redlock_node_outcome,
+    cap: usize,
+) -> usize {
+    guard_or(0, || {
+        let Some(l) = lease_ref(lease) else { return 0 };
+        let nodes = &l.inner.acquisition().nodes;
+        if !out.is_null() {
+            for (i, n) in nodes.iter().take(cap).enumerate() {
+                // SAFETY: i < cap and `out` has room for `cap` elements per the contract.
+                unsafe { *out.add(i) = (&n.outcome).into() };
+            }
+        }
+        nodes.len()
+    })
+}
+
+/// Frees a lease. NULL is a no-op. Does **not** unlock: an unreleased lock expires after its
+/// TTL. No network I/O.
+///
+/// # Safety
+/// `lease` must be NULL or a lease not yet freed, with no call on it in progress.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_free(lease: *mut redlock_lease) {
+    if lease.is_null() {
+        return;
+    }
+    guard_or((), || {
+        // SAFETY: from Box::into_raw in `acquire`, freed at most once per the contract.
+        drop(unsafe { Box::from_raw(lease) });
+    });
+}
