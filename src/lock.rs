@@ -143,15 +143,17 @@ impl Shared {
         }
     }
 
-    /// Sorts a failed step into "unavailable" (too few nodes answered at all for a quorum to be
-    /// possible) or the refusal `refused` (enough nodes answered, too few said yes).
+    /// Sorts a failed step into "unavailable" (so many nodes failed — timeouts, errors,
+    /// unreachable — that a quorum was impossible whatever the others said) or the refusal
+    /// `refused` (enough nodes answered or were still answering; too few said yes). Nodes
+    /// still pending when the step was decided did not fail.
     fn failure(&self, report: Report, refused: fn(Report) -> Error) -> Error {
-        let answers = report
+        let failed = report
             .nodes
             .iter()
-            .filter(|n| n.outcome.is_answer())
+            .filter(|n| !n.outcome.is_answer() && n.outcome != NodeOutcome::Pending)
             .count();
-        if answers < self.quorum && report.successes < self.quorum {
+        if report.nodes.len() - failed < self.quorum {
             Error::Unavailable(report)
         } else {
             refused(report)

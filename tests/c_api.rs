@@ -107,3 +107,59 @@ fn c_example_runs() {
         "{stdout}"
     );
 }
+
+#[test]
+fn installed_library_builds_with_pkg_config() {
+    let prefix = std::env::temp_dir().join(format!("redlock-install-{}", std::process::id()));
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(root().join("bindings/c"))
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg("install")
+        .output()
+        .expect("run make install");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pc_path = prefix.join("lib/pkgconfig");
+    let flags = Command::new("pkg-config")
+        .env("PKG_CONFIG_PATH", &pc_path)
+        .args(["--cflags", "--libs", "redlock"])
+        .output()
+        .expect("run pkg-config (apt-get install pkg-config)");
+    assert!(flags.status.success());
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    assert!(flags.contains("-lredlock"), "{flags}");
+    let version = Command::new("pkg-config")
+        .env("PKG_CONFIG_PATH", &pc_path)
+        .args(["--modversion", "redlock"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let exe = prefix.join("example");
+    let cc = Command::new("cc")
+        .arg(root().join("bindings/c/example.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(flags.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let cluster = Cluster::start(3);
+    let run = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", prefix.join("lib"))
+        .args(cluster.urls())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&prefix);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
