@@ -49,14 +49,7 @@ fn parse_args() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
-            "--nodes" => {
-                a.nodes = Some(
-                    value("--nodes")?
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                )
-            }
+            "--nodes" => a.nodes = Some(value("--nodes")?.split(',').map(str::to_string).collect()),
             "--threads" => {
                 a.threads = value("--threads")?
                     .parse()

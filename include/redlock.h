@@ -80,7 +80,8 @@ typedef struct redlock_config redlock_config;
 // Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
 // `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
 // `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
-// `redlock_lease_free`.
+// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_lost`,
+// `redlock_lease_wait_lost`, `redlock_lease_free`.
 typedef struct redlock_lease redlock_lease;
 
 // A lock manager over N independent Redis masters.
@@ -92,6 +93,16 @@ typedef struct redlock_lease redlock_lease;
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 // `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`.
 typedef struct redlock_manager redlock_manager;
+
+// The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
+// the lease is lost: renewal could not confirm a quorum before the validity ran out, a quorum
+// reported another owner, or the renewal bound was reached. By then
+// `redlock_lease_is_lost(lease)` is true and `redlock_lease_validity_ms(lease)` is 0.
+//
+// It may call any `redlock_lease_*` function on `lease` (including `redlock_unlock` and
+// `redlock_lease_free`) and any function on other handles, but should return quickly: other
+// leases' renewals wait for it. It must not unwind (no C++ exceptions or longjmp out of it).
+typedef void (*redlock_lost_fn)(struct redlock_lease *lease, void *userdata);
 
 #ifdef __cplusplus
 extern "C" {
@@ -329,11 +340,60 @@ size_t redlock_lease_node_outcomes(const struct redlock_lease *lease,
                                    size_t cap);
 
 // Frees a lease. NULL is a no-op. Does **not** unlock: an unreleased lock expires after its
-// TTL. No network I/O.
+// TTL. Stops auto-renewal (waiting for a renewal round or an `on_lost` callback in flight,
+// unless called from that callback). No network I/O.
 //
 // # Safety
-// `lease` must be NULL or a lease not yet freed, with no call on it in progress.
+// `lease` must be NULL or a lease not yet freed, with no other call on it in progress.
 void redlock_lease_free(struct redlock_lease *lease);
+
+// Turns on auto-renewal for `lease`: the manager's renewal thread (one per manager) extends
+// the lock to its TTL whenever a third of it has passed, batching renewals that fall due
+// together, and restores the key on a node that lost it while the lease is valid. It never
+// recreates an expired or released lock.
+//
+// Renewal is bounded by `max_hold_ms` from the acquisition (0 means the default, one hour) and
+// by `max_extensions` automatic extensions (0 means no limit besides the hold time). When a
+// renewal cannot be confirmed before the validity ends, or a bound is reached, the lease is
+// marked lost shortly *before* its validity ends: `redlock_lease_is_lost` turns true,
+// the validity reads 0 for good, and `on_lost` (may be NULL) runs with `userdata`. Unlocking
+// stops renewal first and waits for a renewal in flight; freeing the lease stops it too.
+// Calling this again replaces the settings.
+//
+// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INTERNAL (the renewal
+// thread could not be started).
+//
+// # Safety
+// `lease` must be a live lease; `userdata` is passed through untouched; `err` NULL or
+// `err_len` writable bytes.
+enum redlock_status redlock_lease_auto_renew(struct redlock_lease *lease,
+                                             uint32_t max_hold_ms,
+                                             uint32_t max_extensions,
+                                             redlock_lost_fn on_lost,
+                                             void *userdata,
+                                             char *err,
+                                             size_t err_len);
+
+// Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect when
+// renewal is off or `lease` is NULL.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+void redlock_lease_stop_renewal(struct redlock_lease *lease);
+
+// True once the lease is known lost (auto-renewal failed or reached its bound). A lost lease
+// never becomes valid again. False for NULL.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+bool redlock_lease_is_lost(const struct redlock_lease *lease);
+
+// Blocks until the lease is lost or `timeout_ms` pass; returns whether it is lost. False for
+// NULL.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+bool redlock_lease_wait_lost(const struct redlock_lease *lease, uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }  // extern "C"

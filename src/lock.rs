@@ -4,14 +4,15 @@
 //! step, and judges the per-node results.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::config::{self, Config, KEY_PREFIX};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::node::{Command, ConnSet, ConnSettings, Node, NodeResult, StepLimits, Ticket};
 use crate::pool::Pool;
+use crate::renew::{LostReason, RenewOptions, RenewalState, RenewalStats, Renewer};
 use crate::resp::{self, Reply};
 use crate::scripts;
 use crate::token;
@@ -53,17 +54,44 @@ pub(crate) fn remaining(expires: Instant, now: Instant) -> Duration {
 pub(crate) struct Shared {
     pub(crate) nodes: Vec<Node>,
     pub(crate) cfg: Config,
-    settings: ConnSettings,
-    quorum: usize,
+    pub(crate) settings: ConnSettings,
+    pub(crate) quorum: usize,
     pool: Pool,
     clock: Arc<dyn Clock>,
     epoch: Instant,
     release_sha: String,
     extend_sha: String,
+    /// The renewal thread, started by the first auto-renewed lease.
+    renewer: Mutex<Option<Arc<Renewer>>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(r) = self.renewer() {
+            r.shutdown();
+        }
+    }
 }
 
 impl Shared {
-    fn now(&self) -> Instant {
+    pub(crate) fn renewer(&self) -> Option<Arc<Renewer>> {
+        self.renewer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn renewer_or_start(self: &Arc<Self>) -> Result<Arc<Renewer>, Error> {
+        let mut r = self.renewer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = r.as_ref() {
+            return Ok(Arc::clone(r));
+        }
+        let started = Renewer::start(self)?;
+        *r = Some(Arc::clone(&started));
+        Ok(started)
+    }
+
+    pub(crate) fn now(&self) -> Instant {
         self.clock.now()
     }
 
@@ -77,7 +105,7 @@ impl Shared {
 
     /// Runs one step on a pooled connection set, deciding as soon as a quorum of successes is
     /// reached or no longer possible.
-    fn step(
+    pub(crate) fn step(
         &self,
         set: &mut ConnSet,
         op: Op,
@@ -118,7 +146,12 @@ impl Shared {
             .collect())
     }
 
-    fn report(&self, op: Op, outcomes: Vec<NodeOutcome>, detail: Option<String>) -> Report {
+    pub(crate) fn report(
+        &self,
+        op: Op,
+        outcomes: Vec<NodeOutcome>,
+        detail: Option<String>,
+    ) -> Report {
         let successes = outcomes.iter().filter(|o| o.is_success()).count();
         for (node, o) in self.nodes.iter().zip(outcomes.iter()) {
             if !o.is_answer() && *o != NodeOutcome::Pending {
@@ -160,7 +193,13 @@ impl Shared {
         }
     }
 
-    fn script_cmds(&self, sha: &str, src: &str, key: &[u8], args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+    pub(crate) fn script_cmds(
+        &self,
+        sha: &str,
+        src: &str,
+        key: &[u8],
+        args: &[&[u8]],
+    ) -> (Vec<u8>, Vec<u8>) {
         let mut a: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"1", key];
         a.extend_from_slice(args);
         let mut sha_cmd = Vec::with_capacity(64 + key.len());
@@ -173,8 +212,21 @@ impl Shared {
     }
 }
 
+/// Tickets for the nodes of a step that were sent the command but had not answered: a later
+/// command about the same key must not overtake them (see pool.rs).
+pub(crate) fn unanswered(set: &ConnSet, outcomes: &[NodeOutcome]) -> Vec<(u64, Ticket)> {
+    outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, NodeOutcome::Pending | NodeOutcome::Timeout))
+        .filter_map(|(i, _)| set.ticket(i))
+        .filter(|t| !t.done())
+        .map(|t| (set.id, t))
+        .collect()
+}
+
 /// What a reply means for a step.
-fn classify(op: Op, reply: &Reply) -> NodeOutcome {
+pub(crate) fn classify(op: Op, reply: &Reply) -> NodeOutcome {
     match (op, reply) {
         (Op::Acquire, Reply::Ok) => NodeOutcome::Success,
         (Op::Acquire, Reply::Nil) => NodeOutcome::Rejected,
@@ -266,6 +318,7 @@ impl Redlock {
                 epoch,
                 release_sha: resp::script_sha(scripts::RELEASE),
                 extend_sha: resp::script_sha(scripts::EXTEND),
+                renewer: Mutex::new(None),
                 cfg: config,
             }),
         })
@@ -293,6 +346,11 @@ impl Redlock {
     /// The configuration this manager was built from.
     pub fn config(&self) -> &Config {
         &self.shared.cfg
+    }
+
+    /// Counters of the renewal thread (all zero until a lease is auto-renewed).
+    pub fn renewal_stats(&self) -> RenewalStats {
+        self.shared.renewer().map(|r| r.stats()).unwrap_or_default()
     }
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<(), Error> {
@@ -431,14 +489,7 @@ impl Redlock {
         if granted >= sh.quorum && expires > now {
             // Nodes that had not answered when the quorum was reached may not have run the
             // SET yet; remember how to tell, so that unlock can keep the order (see pool.rs).
-            let tickets: Vec<Ticket> = outcomes
-                .iter()
-                .enumerate()
-                .filter(|(_, o)| **o == NodeOutcome::Pending)
-                .filter_map(|(i, _)| set.ticket(i))
-                .filter(|t| !t.done())
-                .collect();
-            let acq_set = set.id;
+            let tickets = unanswered(&set, &outcomes);
             sh.checkin(set);
             let report = sh.report(Op::Acquire, outcomes, None);
             return Ok(Lease {
@@ -451,10 +502,14 @@ impl Redlock {
                     state: Mutex::new(LeaseState {
                         released: false,
                         ttl,
+                        lost: None,
+                        renewal: None,
                     }),
+                    lost_cv: Condvar::new(),
+                    acquired_at: start,
                     acquisition: report,
-                    acq_set,
-                    tickets,
+                    tickets: Mutex::new(tickets),
+                    ever_renewed: AtomicBool::new(false),
                 }),
             });
         }
@@ -482,7 +537,7 @@ impl Redlock {
 }
 
 impl Shared {
-    fn send_detached(&self, set: &mut ConnSet, bytes: &[u8], now: Instant) {
+    pub(crate) fn send_detached(&self, set: &mut ConnSet, bytes: &[u8], now: Instant) {
         set.send_detached(&self.nodes, &self.settings, bytes, now);
     }
 
@@ -499,36 +554,84 @@ impl Shared {
     }
 }
 
-struct LeaseState {
-    released: bool,
-    ttl: Duration,
+pub(crate) struct LeaseState {
+    pub(crate) released: bool,
+    pub(crate) ttl: Duration,
+    /// Set once the lease is known lost (renewal failed or reached its bound); never cleared.
+    pub(crate) lost: Option<LostReason>,
+    /// Present while auto-renewal is on.
+    pub(crate) renewal: Option<RenewalState>,
 }
 
-struct LeaseInner {
-    shared: Arc<Shared>,
+pub(crate) struct LeaseInner {
+    pub(crate) shared: Arc<Shared>,
     resource: Vec<u8>,
-    key: Vec<u8>,
-    token: String,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: String,
     /// When the validity ends, as an offset from the manager's epoch (see `Shared::offset`);
-    /// 0 once released or known lost. Read without locking.
+    /// 0 once released or lost. Read without locking.
     expires: AtomicU64,
-    /// Serialises unlock and extend on one lease.
-    state: Mutex<LeaseState>,
+    /// Serialises unlock, extend and renewal of one lease.
+    pub(crate) state: Mutex<LeaseState>,
+    /// Notified when the lease is marked lost.
+    lost_cv: Condvar,
+    /// When the acquiring step started (hold time counts from here).
+    pub(crate) acquired_at: Instant,
     acquisition: Report,
-    /// The connection set that carried the acquisition, and tickets for the nodes whose
-    /// reply to the SET had not arrived when the quorum was reached.
-    acq_set: u64,
-    tickets: Vec<Ticket>,
+    /// Commands about this key that some node had not answered yet, with the connection set
+    /// that carried each: unlock must not overtake them (see pool.rs).
+    pub(crate) tickets: Mutex<Vec<(u64, Ticket)>>,
+    /// Auto-renewal was on at some point (its commands went over the renewal connections).
+    ever_renewed: AtomicBool,
 }
 
 impl LeaseInner {
-    fn expires_at(&self) -> Option<Instant> {
+    pub(crate) fn expires_at(&self) -> Option<Instant> {
         self.shared.instant(self.expires.load(Ordering::Acquire))
     }
 
-    fn set_expires(&self, t: Option<Instant>) {
+    pub(crate) fn set_expires(&self, t: Option<Instant>) {
         let v = t.map_or(0, |t| self.shared.offset(t));
         self.expires.store(v, Ordering::Release);
+    }
+
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, LeaseState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the lease lost (validity 0 from now on, for good), wakes `wait_lost` callers and
+    /// returns the holder's callback, to be called once no lock is held.
+    pub(crate) fn mark_lost(
+        &self,
+        st: &mut LeaseState,
+        reason: LostReason,
+    ) -> Option<crate::renew::LostCallback> {
+        log::warn!(
+            "lease on {:?} lost: {reason}",
+            String::from_utf8_lossy(&self.resource)
+        );
+        self.set_expires(None);
+        st.lost = Some(reason);
+        let cb = st.renewal.take().and_then(|r| r.on_lost);
+        self.lost_cv.notify_all();
+        cb
+    }
+
+    fn had_renewal(&self) -> bool {
+        self.ever_renewed.load(Ordering::Acquire)
+    }
+
+    fn set_had_renewal(&self) {
+        self.ever_renewed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn add_tickets(&self, t: Vec<(u64, Ticket)>) {
+        if t.is_empty() {
+            return;
+        }
+        let mut all = self.tickets.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(_, t)| !t.done());
+        all.extend(t);
     }
 }
 
@@ -604,24 +707,31 @@ impl Lease {
     /// Releases the lock: the owner-checked delete script on every node at once, returning as
     /// soon as a quorum has confirmed (or can no longer confirm).
     ///
-    /// The lease reads as invalid from the moment this is called, whatever the outcome.
-    /// Errors: [`Error::NotHeld`] if the lock had already expired, was already unlocked, or a
-    /// quorum did not hold our token (the keys are still deleted wherever they are ours);
-    /// [`Error::Unavailable`] if too many nodes failed to tell.
+    /// Auto-renewal stops first, and an in-flight renewal is waited for: no renewal extends or
+    /// restores the key after this returns. The lease reads as invalid from the moment this is
+    /// called, whatever the outcome.
+    ///
+    /// Errors: [`Error::NotHeld`] if the lock had already expired or been lost, was already
+    /// unlocked, or a quorum did not hold our token (the keys are still deleted wherever they
+    /// are ours); [`Error::Unavailable`] if too many nodes failed to tell.
     pub fn unlock(&self) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
-        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Holding the state lock: the renewal thread holds it while this lease's renewal is
+        // in flight, so taking it waits for that renewal to finish.
+        let mut st = inner.lock_state();
         if st.released {
             return Err(Error::NotHeld(sh.report(
                 Op::Release,
-                vec![NodeOutcome::Pending; 0],
+                Vec::new(),
                 Some("already unlocked; nothing sent".into()),
             )));
         }
         st.released = true;
+        let renewed = st.renewal.take().is_some() || inner.had_renewal();
         let start = sh.now();
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
+        let was_lost = st.lost.is_some();
         inner.set_expires(None);
         let (sha_cmd, eval_cmd) = sh.script_cmds(
             &sh.release_sha,
@@ -630,34 +740,58 @@ impl Lease {
             &[inner.token.as_bytes()],
         );
         let node_timeout = sh.cfg.node_timeout_for(st.ttl);
-        // If a node may not have run our SET yet, release over the same connections so that
-        // it runs the release after the SET, never before (see pool.rs).
-        let unconfirmed = || inner.tickets.iter().any(|t| !t.done());
-        let mut set = if unconfirmed() {
-            sh.pool
-                .checkout_preferring(inner.acq_set, start + node_timeout, unconfirmed)
-        } else {
-            sh.checkout()
+        let cmd = Command {
+            bytes: &sha_cmd,
+            noscript_fallback: Some(&eval_cmd),
         };
-        let outcomes = sh.step(
-            &mut set,
-            Op::Release,
-            &Command {
-                bytes: &sha_cmd,
-                noscript_fallback: Some(&eval_cmd),
-            },
-            node_timeout,
-            None,
-        );
-        sh.checkin(set);
+
+        // A node may not yet have run an earlier command about this key (the SET, or an
+        // extension) sent over another connection. Release over the connection set that
+        // carried it, so that each node runs the release after it, never before.
+        let pending = |set: u64| {
+            let t = inner.tickets.lock().unwrap_or_else(|p| p.into_inner());
+            t.iter().any(|(s, t)| *s == set && !t.done())
+        };
+        let (pooled, via_renewer) = {
+            let mut t = inner.tickets.lock().unwrap_or_else(|p| p.into_inner());
+            t.retain(|(_, t)| !t.done());
+            let renewer_id = crate::renew::RENEWER_SET_ID;
+            (
+                t.iter().map(|(s, _)| *s).find(|s| *s != renewer_id),
+                renewed && t.iter().any(|(s, _)| *s == renewer_id),
+            )
+        };
+        let renewer = sh.renewer().filter(|_| via_renewer);
+        let outcomes = if pooled.is_none()
+            && let Some(r) = &renewer
+        {
+            r.with_conns(|set| sh.step(set, Op::Release, &cmd, node_timeout, None))
+        } else {
+            let mut set = match pooled {
+                Some(id) => sh
+                    .pool
+                    .checkout_preferring(id, start + node_timeout, || pending(id)),
+                None => sh.checkout(),
+            };
+            let outcomes = sh.step(&mut set, Op::Release, &cmd, node_timeout, None);
+            sh.checkin(set);
+            // Renewals still owed on the renewal connections: queue a release behind them
+            // too (owner-checked, so running it twice is harmless).
+            if let Some(r) = &renewer {
+                r.with_conns(|set| sh.send_detached(set, &eval_cmd, sh.now()));
+            }
+            outcomes
+        };
+        drop(st);
         let outcomes = outcomes?;
         let successes = outcomes.iter().filter(|o| o.is_success()).count();
         if !was_valid {
-            let report = sh.report(
-                Op::Release,
-                outcomes,
-                Some("the lock's validity had ended before unlock".into()),
-            );
+            let why = if was_lost {
+                "the lease had been lost before unlock"
+            } else {
+                "the lock's validity had ended before unlock"
+            };
+            let report = sh.report(Op::Release, outcomes, Some(why.into()));
             return Err(Error::NotHeld(report));
         }
         let report = sh.report(Op::Release, outcomes, None);
@@ -673,7 +807,7 @@ impl Lease {
     /// then recomputed as `ttl − elapsed − drift`. It never recreates a key that expired.
     ///
     /// Errors: [`Error::InvalidInput`] (TTL out of range; nothing sent), [`Error::NotHeld`]
-    /// (already expired locally, unlocked, or not confirmed by a quorum in time),
+    /// (already expired locally, lost, unlocked, or not confirmed by a quorum in time),
     /// [`Error::Unavailable`]. After a failed extension the validity is never longer than
     /// before it (it is shortened if the new TTL was shorter, since some nodes may have
     /// applied it).
@@ -681,7 +815,7 @@ impl Lease {
         let inner = &self.inner;
         let sh = &inner.shared;
         config::check_ttl(ttl, sh.cfg.drift_factor)?;
-        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = inner.lock_state();
         let no_io = |detail: &str| {
             Err(Error::NotHeld(sh.report(
                 Op::Extend,
@@ -691,6 +825,9 @@ impl Lease {
         };
         if st.released {
             return no_io("already unlocked; nothing sent");
+        }
+        if st.lost.is_some() {
+            return no_io("the lease was lost; nothing sent");
         }
         let start = sh.now();
         let old = match inner.expires_at() {
@@ -718,6 +855,9 @@ impl Lease {
             sh.cfg.node_timeout_for(ttl),
             Some(old),
         );
+        if let Ok(o) = &outcomes {
+            inner.add_tickets(unanswered(&set, o));
+        }
         sh.checkin(set);
         let outcomes = outcomes?;
         let now = sh.now();
@@ -726,6 +866,9 @@ impl Lease {
         if successes >= sh.quorum && now < old && now < new {
             inner.set_expires(Some(new));
             st.ttl = ttl;
+            if let Some(r) = st.renewal.as_mut() {
+                r.renewed(start, ttl);
+            }
             return Ok(());
         }
         // Some nodes may have applied a shorter TTL: never keep a validity longer than either.
@@ -738,6 +881,109 @@ impl Lease {
             return Err(Error::NotHeld(report));
         }
         Err(sh.failure(report, Error::NotHeld))
+    }
+
+    /// Turns on auto-renewal: the manager's renewal thread (one per manager, started on first
+    /// use) extends this lock to its TTL each time `renew_after × TTL` has passed since the
+    /// last success (a third by default), batching renewals that fall due together into one
+    /// command per node. A renewal also restores the key on a node that lost it (a node
+    /// restarted empty) while the lease is valid; it never recreates an expired or released
+    /// lock.
+    ///
+    /// Renewal is bounded by `max_hold` (1 hour by default) and optionally a number of
+    /// extensions. When a renewal cannot confirm a quorum before the validity runs out, or the
+    /// bound is reached, the lease is marked **lost** shortly *before* its validity ends: from
+    /// then on [`validity`](Self::validity) reads 0, [`is_lost`](Self::is_lost) is true,
+    /// [`wait_lost`](Self::wait_lost) returns, and the `on_lost` callback runs once on the
+    /// renewal thread. Dropping the lease (or [`stop_renewal`](Self::stop_renewal)) stops
+    /// renewal; unlocking stops it and waits for any renewal in flight.
+    ///
+    /// Calling it again replaces the options. Errors: [`Error::NotHeld`] (unlocked, lost or
+    /// expired), [`Error::InvalidInput`] (bad options).
+    pub fn auto_renew(&self, opts: RenewOptions) -> Result<(), Error> {
+        opts.validate()?;
+        let inner = &self.inner;
+        let sh = &inner.shared;
+        let mut st = inner.lock_state();
+        let detail = if st.released {
+            Some("already unlocked")
+        } else if st.lost.is_some() {
+            Some("the lease was lost")
+        } else if inner.expires_at().is_none_or(|t| t <= sh.now()) {
+            Some("the lock's validity had ended")
+        } else {
+            None
+        };
+        if let Some(d) = detail {
+            return Err(Error::NotHeld(sh.report(
+                Op::Extend,
+                Vec::new(),
+                Some(d.into()),
+            )));
+        }
+        let last = inner
+            .expires_at()
+            .map(|e| {
+                e - st
+                    .ttl
+                    .saturating_sub(config::drift(st.ttl, sh.cfg.drift_factor))
+            })
+            .unwrap_or_else(|| sh.now());
+        let r = sh.renewer_or_start()?;
+        st.renewal = Some(RenewalState::new(opts, last, st.ttl));
+        inner.set_had_renewal();
+        drop(st);
+        r.register(&self.inner);
+        Ok(())
+    }
+
+    /// Stops auto-renewal without unlocking, waiting for a renewal in flight. The lock then
+    /// expires at the end of its current validity unless extended or unlocked. No effect if
+    /// renewal is off.
+    pub fn stop_renewal(&self) {
+        let mut st = self.inner.lock_state();
+        st.renewal = None;
+    }
+
+    /// True while auto-renewal is on (not stopped, unlocked, lost or bound-reached).
+    pub fn is_renewing(&self) -> bool {
+        self.inner.lock_state().renewal.is_some()
+    }
+
+    /// True once the lease is known lost: auto-renewal could not confirm a quorum in time, or
+    /// reached its bound. A lost lease never becomes valid again.
+    pub fn is_lost(&self) -> bool {
+        self.inner.lock_state().lost.is_some()
+    }
+
+    /// Why the lease was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.inner.lock_state().lost.clone()
+    }
+
+    /// Blocks until the lease is marked lost or `timeout` passes; returns whether it is lost.
+    /// (It does not return early on unlock: an unlocked lease is not lost.)
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.inner.lock_state();
+        while st.lost.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .inner
+                .lost_cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Wraps a shared lease handle (the renewal thread hands one to `on_lost` callbacks).
+    pub(crate) fn from_inner(inner: Arc<LeaseInner>) -> Lease {
+        Lease { inner }
     }
 
     /// Wraps the lease in a guard that unlocks it when dropped.
@@ -860,10 +1106,14 @@ mod tests {
             state: Mutex::new(LeaseState {
                 released: false,
                 ttl,
+                lost: None,
+                renewal: None,
             }),
+            lost_cv: Condvar::new(),
+            acquired_at: start,
             acquisition: sh.report(Op::Acquire, vec![NodeOutcome::Success], None),
-            acq_set: 0,
-            tickets: Vec::new(),
+            tickets: Mutex::new(Vec::new()),
+            ever_renewed: AtomicBool::new(false),
         };
         let lease = Lease {
             inner: Arc::new(inner),

@@ -131,6 +131,34 @@ pub(crate) fn drive<S: Source>(
     }
 }
 
+/// Checks idle connections in one zero-timeout `poll(2)`: returns, for each descriptor,
+/// whether it reports anything (readable, hung up or in error). A connection that owes no reply
+/// has nothing to say, so any event means the peer closed it (a restarted node) or sent
+/// something unasked: either way it must not carry a command.
+pub(crate) fn probe_idle(fds: &[RawFd]) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `pfds` is a live, exclusively borrowed array of `pfds.len()` initialised
+        // `pollfd` structs; poll(2) writes only their `revents` fields. Timeout 0: no wait.
+        #[allow(unsafe_code)] // the second poll(2) call; see SAFETY above
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 0) };
+        if n >= 0 {
+            return Ok(pfds.iter().map(|p| p.revents != 0).collect());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +272,19 @@ mod tests {
         .unwrap();
         assert!(start.elapsed() < Duration::from_secs(1));
         assert!(sources[2].got.is_none() && sources[2].timed_out_at.is_none());
+    }
+
+    #[test]
+    fn probe_flags_closed_and_chatty_peers_only() {
+        let (quiet, _q) = UnixStream::pair().unwrap();
+        let (closed, c) = UnixStream::pair().unwrap();
+        let (chatty, mut h) = UnixStream::pair().unwrap();
+        drop(c);
+        h.write_all(b"+OK\r\n").unwrap();
+        let flags =
+            probe_idle(&[quiet.as_raw_fd(), closed.as_raw_fd(), chatty.as_raw_fd()]).unwrap();
+        assert_eq!(flags, vec![false, true, true]);
+        assert!(probe_idle(&[]).unwrap().is_empty());
     }
 
     #[test]

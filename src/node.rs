@@ -628,6 +628,7 @@ impl ConnSet {
         mut decided: impl FnMut(&[NodeResult]) -> bool,
     ) -> io::Result<Vec<NodeResult>> {
         let start = now();
+        self.drop_dead_idle(nodes);
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(nodes.len());
         for (node, conn) in nodes.iter().zip(self.conns.iter_mut()) {
             let mut slot = Slot {
@@ -679,6 +680,42 @@ impl ConnSet {
             out.push(result);
         }
         r.map(|_| out)
+    }
+
+    /// Closes idle connections the node has closed (a restarted node) before they are used,
+    /// so that the step reconnects at once instead of failing that node. One zero-timeout
+    /// `poll(2)` for the whole set; no backoff, since the node may well be back.
+    fn drop_dead_idle(&mut self, nodes: &[Node]) {
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                c.as_ref()
+                    .filter(|c| c.phase == Phase::Ready && c.owed == 0 && c.queued() == 0)
+                    .map(|_| i)
+            })
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        let fds: Vec<RawFd> = idle
+            .iter()
+            .filter_map(|&i| self.conns[i].as_ref().map(|c| c.sock.as_raw_fd()))
+            .collect();
+        let Ok(flags) = mux::probe_idle(&fds) else {
+            return;
+        };
+        for (&i, dead) in idle.iter().zip(flags) {
+            if dead {
+                log::debug!(
+                    "node {} ({}): idle connection closed by the node; reconnecting",
+                    nodes[i].index,
+                    nodes[i].addr
+                );
+                self.conns[i] = None;
+            }
+        }
     }
 
     /// Writes `bytes` to every node that has a connection, without waiting for replies
@@ -901,6 +938,20 @@ mod tests {
         b"*1\r\n$4\r\nPING\r\n"
     }
 
+    /// A peer that, for each expected command, reads it and then writes the given reply.
+    fn answer(
+        mut peer: UnixStream,
+        script: Vec<(&'static [u8], &'static [u8])>,
+    ) -> thread::JoinHandle<UnixStream> {
+        thread::spawn(move || {
+            for (cmd, reply) in script {
+                read_cmd(&mut peer, cmd);
+                peer.write_all(reply).unwrap();
+            }
+            peer
+        })
+    }
+
     #[test]
     fn early_return_counts_owed_replies_and_discards_them() {
         let nodes = nodes(3);
@@ -909,9 +960,11 @@ mod tests {
             bytes: b"*1\r\n$1\r\nA\r\n",
             noscript_fallback: None,
         };
-        for p in peers.iter_mut().take(2) {
-            p.write_all(b":1\r\n").unwrap();
-        }
+        let slow = peers.pop().unwrap();
+        let fast: Vec<_> = peers
+            .into_iter()
+            .map(|p| answer(p, vec![(cmd.bytes, b":1\r\n")]))
+            .collect();
         let start = Instant::now();
         let out = set
             .step(
@@ -927,11 +980,11 @@ mod tests {
         assert_eq!(out[2], NodeResult::Failed(NodeOutcome::Pending));
         assert_eq!(set.owed(), vec![Some(0), Some(0), Some(1)]);
         // The slow node answers the old command (":1") and then the new one (":2").
-        peers[2].write_all(b":1\r\n").unwrap();
-        for p in peers.iter_mut().take(2) {
-            p.write_all(b":2\r\n").unwrap();
-        }
-        peers[2].write_all(b":2\r\n").unwrap();
+        let fast: Vec<_> = fast
+            .into_iter()
+            .map(|h| answer(h.join().unwrap(), vec![(cmd.bytes, b":2\r\n")]))
+            .collect();
+        let slow = answer(slow, vec![(cmd.bytes, b":1\r\n"), (cmd.bytes, b":2\r\n")]);
         let out = set
             .step(
                 &nodes,
@@ -947,18 +1000,23 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(set.owed(), vec![Some(0), Some(0), Some(0)]);
+        for h in fast {
+            h.join().unwrap();
+        }
+        slow.join().unwrap();
     }
 
     #[test]
     fn closed_and_garbage_peers_fail_without_waiting() {
         let nodes = nodes(2);
         let (mut set, mut peers) = pairs(2);
-        drop(peers.remove(0));
-        peers[0].write_all(b"?garbage\r\n").unwrap();
         let cmd = Command {
             bytes: b"*1\r\n$1\r\nA\r\n",
             noscript_fallback: None,
         };
+        let garbage = answer(peers.pop().unwrap(), vec![(cmd.bytes, b"?garbage\r\n")]);
+        let mut closer = peers.pop().unwrap();
+        let closed = thread::spawn(move || read_cmd(&mut closer, b"*1\r\n$1\r\nA\r\n"));
         let start = Instant::now();
         let out = set
             .step(
@@ -980,6 +1038,38 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(set.owed(), vec![None, None]);
+        closed.join().unwrap();
+        garbage.join().unwrap();
+    }
+
+    #[test]
+    fn idle_connections_closed_by_the_node_are_not_used() {
+        let nodes = nodes(2);
+        let (mut set, mut peers) = pairs(2);
+        drop(peers.pop()); // node 1 went away while the connection sat in the pool
+        let cmd = Command {
+            bytes: b"*1\r\n$1\r\nA\r\n",
+            noscript_fallback: None,
+        };
+        let alive = answer(peers.pop().unwrap(), vec![(cmd.bytes, b":1\r\n")]);
+        let out = set
+            .step(
+                &nodes,
+                &settings(),
+                &cmd,
+                StepLimits::timeout(Duration::from_secs(5)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap();
+        assert_eq!(out[0], NodeResult::Reply(Reply::Int(1)));
+        // Node 1's dead connection was replaced by a fresh connect attempt (which fails here
+        // only because test nodes have no address), not written to.
+        assert!(
+            matches!(&out[1], NodeResult::Failed(NodeOutcome::Unreachable(s)) if s == "no address"),
+            "{out:?}"
+        );
+        alive.join().unwrap();
     }
 
     #[test]

@@ -14,5 +14,22 @@ return redis.call('del', KEYS[1]) else return 0 end";
 pub const EXTEND: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
 return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
+/// Renews a batch of locks: `KEYS[i]` with token `ARGV[2i-1]` and TTL `ARGV[2i]` ms. For each
+/// key it returns 1 if the key held the token (its TTL is set), 2 if the key was missing and
+/// has been restored with the token (the node lost it), 0 if another value is there, and -1
+/// if the key holds another type. The caller sends it only for locks it still holds on a
+/// quorum, so a restore never recreates an expired or released lock.
+pub const RENEW: &str = "local out = {} \
+for i = 1, #KEYS do \
+local token = ARGV[2 * i - 1] \
+local ttl = ARGV[2 * i] \
+local v = redis.pcall('get', KEYS[i]) \
+if type(v) == 'table' and v.err then out[i] = -1 \
+elseif v == token then redis.call('pexpire', KEYS[i], ttl) out[i] = 1 \
+elseif v == false then redis.call('set', KEYS[i], token, 'px', ttl) out[i] = 2 \
+else out[i] = 0 end \
+end \
+return out";
+
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 2] = [RELEASE, EXTEND];
+pub(crate) const ALL: [&str; 3] = [RELEASE, EXTEND, RENEW];

@@ -149,7 +149,11 @@ fn installed_library_builds_with_pkg_config() {
         .args(flags.split_whitespace())
         .output()
         .unwrap();
-    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
     let cluster = Cluster::start(3);
     let run = Command::new(&exe)
         .env("LD_LIBRARY_PATH", prefix.join("lib"))

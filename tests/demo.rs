@@ -21,6 +21,9 @@ fn demo_runs_and_reports_a_consistent_counter() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("killed node 2"), "{stdout}");
-    assert!(stdout.contains("counter:                  60 (expected 60)"), "{stdout}");
+    assert!(
+        stdout.contains("counter:                  60 (expected 60)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("OK: every increment"), "{stdout}");
 }

@@ -293,6 +293,90 @@ static void test_free_orders(void) {
   redlock_manager_free(mgr);
 }
 
+struct lost_note {
+  volatile int calls;
+  volatile int was_lost;
+  volatile uint32_t validity;
+  volatile int freed_itself;
+};
+
+static void on_lost(redlock_lease *lease, void *userdata) {
+  struct lost_note *n = userdata;
+  n->was_lost = redlock_lease_is_lost(lease);
+  n->validity = redlock_lease_validity_ms(lease);
+  __atomic_add_fetch(&n->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void on_lost_free_self(redlock_lease *lease, void *userdata) {
+  struct lost_note *n = userdata;
+  char err[256];
+  /* Allowed from the callback: unlock (NOT_HELD: it is lost) and free this very lease. */
+  n->was_lost = redlock_unlock(lease, err, sizeof err) == REDLOCK_STATUS_NOT_HELD;
+  redlock_lease_free(lease);
+  __atomic_store_n(&n->freed_itself, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_auto_renew(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(0, 0);
+  CHECK_STATUS(redlock_lease_auto_renew(NULL, 0, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(!redlock_lease_is_lost(NULL));
+  CHECK(!redlock_lease_wait_lost(NULL, 0));
+  redlock_lease_stop_renewal(NULL);
+
+  /* A 600 ms lock renewed for 1.5 s: valid throughout, then lost at the bound. */
+  struct lost_note note = {0, 0, 99, 0};
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"renewed", 7, 600, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  if (!lease) return;
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 1500, 0, on_lost, &note, err, sizeof err), REDLOCK_STATUS_OK);
+  for (int i = 0; i < 10; i++) {
+    sleep_ms(100);
+    CHECK(redlock_lease_validity_ms(lease) > 0);
+  }
+  CHECK(!redlock_lease_is_lost(lease));
+  CHECK(redlock_lease_wait_lost(lease, 5000));
+  CHECK(redlock_lease_is_lost(lease));
+  CHECK(redlock_lease_validity_ms(lease) == 0);
+  for (int i = 0; i < 100 && note.calls == 0; i++) sleep_ms(10);
+  CHECK(note.calls == 1 && note.was_lost && note.validity == 0);
+  CHECK_STATUS(redlock_extend(lease, 1000, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 0, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  redlock_lease_free(lease);
+
+  /* A callback that unlocks and frees its own lease. */
+  struct lost_note self = {0, 0, 0, 0};
+  lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"selffree", 8, 300, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 0, 1, on_lost_free_self, &self, err, sizeof err), REDLOCK_STATUS_OK);
+  for (int i = 0; i < 300 && !self.freed_itself; i++) sleep_ms(10);
+  CHECK(self.freed_itself && self.was_lost);
+
+  /* Freeing a lease while it is being renewed stops the renewal; the lock then expires. */
+  lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"freed", 5, 300, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 0, 0, on_lost, &note, err, sizeof err), REDLOCK_STATUS_OK);
+  sleep_ms(150);
+  redlock_lease_free(lease);
+  redlock_lease *again = NULL;
+  CHECK_STATUS(redlock_lock_wait(mgr, (const uint8_t *)"freed", 5, 300, 2000, &again, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(again, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(again);
+
+  /* Unlock stops renewal; stop_renewal alone leaves the lock to expire. */
+  lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"stopped", 7, 400, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 0, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  sleep_ms(300);
+  redlock_lease_stop_renewal(lease);
+  CHECK(!redlock_lease_is_lost(lease));
+  sleep_ms(500);
+  CHECK(redlock_lease_validity_ms(lease) == 0);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_NOT_HELD);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
 #define THREADS 8
 #define ROUNDS 15
 
@@ -362,6 +446,7 @@ int main(int argc, char **argv) {
   test_lock_unlock_extend();
   test_expiry();
   test_free_orders();
+  test_auto_renew();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

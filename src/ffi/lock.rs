@@ -1,11 +1,14 @@
 //! `redlock_manager` and `redlock_lease`.
 
-use std::ffi::{CString, c_char};
+use std::ffi::{CString, c_char, c_void};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use super::{FfiError, bytes, guard, guard_or, redlock_config, redlock_status};
 use crate::error::NodeOutcome;
 use crate::lock::{Lease, Redlock};
+use crate::renew::RenewOptions;
 
 /// A lock manager over N independent Redis masters.
 ///
@@ -28,10 +31,52 @@ pub struct redlock_manager {
 /// Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
 /// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
 /// `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
-/// `redlock_lease_free`.
+/// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_lost`,
+/// `redlock_lease_wait_lost`, `redlock_lease_free`.
 pub struct redlock_lease {
     inner: Lease,
     token: CString,
+    /// Keeps an `on_lost` callback from running with this handle once it is freed.
+    gate: Arc<CallbackGate>,
+}
+
+/// Guards the C callback against `redlock_lease_free`: free waits for a running callback
+/// (unless the callback itself is freeing the lease) and stops later ones.
+#[derive(Default)]
+struct CallbackGate {
+    state: Mutex<GateState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    freed: bool,
+    running_on: Option<ThreadId>,
+}
+
+impl CallbackGate {
+    fn run(&self, f: impl FnOnce()) {
+        {
+            let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if g.freed {
+                return;
+            }
+            g.running_on = Some(thread::current().id());
+        }
+        f();
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        g.running_on = None;
+        self.done.notify_all();
+    }
+
+    fn close(&self) {
+        let me = thread::current().id();
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        g.freed = true;
+        while g.running_on.is_some_and(|t| t != me) {
+            g = self.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 /// What happened on one node during a lease's acquisition. Stable numbers.
@@ -196,6 +241,7 @@ fn acquire(
         let raw = Box::into_raw(Box::new(redlock_lease {
             inner: lease,
             token,
+            gate: Arc::default(),
         }));
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { *out = raw };
@@ -457,10 +503,11 @@ pub unsafe extern "C" fn redlock_lease_node_outcomes(
 }
 
 /// Frees a lease. NULL is a no-op. Does **not** unlock: an unreleased lock expires after its
-/// TTL. No network I/O.
+/// TTL. Stops auto-renewal (waiting for a renewal round or an `on_lost` callback in flight,
+/// unless called from that callback). No network I/O.
 ///
 /// # Safety
-/// `lease` must be NULL or a lease not yet freed, with no call on it in progress.
+/// `lease` must be NULL or a lease not yet freed, with no other call on it in progress.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_lease_free(lease: *mut redlock_lease) {
     if lease.is_null() {
@@ -468,6 +515,120 @@ pub unsafe extern "C" fn redlock_lease_free(lease: *mut redlock_lease) {
     }
     guard_or((), || {
         // SAFETY: from Box::into_raw in `acquire`, freed at most once per the contract.
-        drop(unsafe { Box::from_raw(lease) });
+        let l = unsafe { Box::from_raw(lease) };
+        l.gate.close();
+        l.inner.stop_renewal();
+        drop(l);
     });
+}
+
+/// The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
+/// the lease is lost: renewal could not confirm a quorum before the validity ran out, a quorum
+/// reported another owner, or the renewal bound was reached. By then
+/// `redlock_lease_is_lost(lease)` is true and `redlock_lease_validity_ms(lease)` is 0.
+///
+/// It may call any `redlock_lease_*` function on `lease` (including `redlock_unlock` and
+/// `redlock_lease_free`) and any function on other handles, but should return quickly: other
+/// leases' renewals wait for it. It must not unwind (no C++ exceptions or longjmp out of it).
+pub type redlock_lost_fn =
+    Option<unsafe extern "C" fn(lease: *mut redlock_lease, userdata: *mut c_void)>;
+
+/// Turns on auto-renewal for `lease`: the manager's renewal thread (one per manager) extends
+/// the lock to its TTL whenever a third of it has passed, batching renewals that fall due
+/// together, and restores the key on a node that lost it while the lease is valid. It never
+/// recreates an expired or released lock.
+///
+/// Renewal is bounded by `max_hold_ms` from the acquisition (0 means the default, one hour) and
+/// by `max_extensions` automatic extensions (0 means no limit besides the hold time). When a
+/// renewal cannot be confirmed before the validity ends, or a bound is reached, the lease is
+/// marked lost shortly *before* its validity ends: `redlock_lease_is_lost` turns true,
+/// the validity reads 0 for good, and `on_lost` (may be NULL) runs with `userdata`. Unlocking
+/// stops renewal first and waits for a renewal in flight; freeing the lease stops it too.
+/// Calling this again replaces the settings.
+///
+/// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INTERNAL (the renewal
+/// thread could not be started).
+///
+/// # Safety
+/// `lease` must be a live lease; `userdata` is passed through untouched; `err` NULL or
+/// `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_auto_renew(
+    lease: *mut redlock_lease,
+    max_hold_ms: u32,
+    max_extensions: u32,
+    on_lost: redlock_lost_fn,
+    userdata: *mut c_void,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    guard(err, err_len, || {
+        // SAFETY: NULL or a live lease per the contract; only shared access.
+        let Some(l) = (unsafe { lease.as_ref() }) else {
+            return Err(FfiError::null("lease"));
+        };
+        let mut opts = RenewOptions::new();
+        if max_hold_ms > 0 {
+            opts = opts.max_hold(Duration::from_millis(max_hold_ms.into()));
+        }
+        if max_extensions > 0 {
+            opts = opts.max_extensions(max_extensions);
+        }
+        if let Some(f) = on_lost {
+            let gate = Arc::clone(&l.gate);
+            // Raw pointers are not Send; the gate guarantees the handle outlives each call.
+            let handle = lease as usize;
+            let data = userdata as usize;
+            opts = opts.on_lost(move |_| {
+                gate.run(|| {
+                    // SAFETY: the gate runs this only while the handle is not freed, and the
+                    // caller promised `f` is a valid function taking these arguments.
+                    unsafe { f(handle as *mut redlock_lease, data as *mut c_void) }
+                });
+            });
+        }
+        Ok(l.inner.auto_renew(opts)?)
+    })
+}
+
+/// Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect when
+/// renewal is off or `lease` is NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_stop_renewal(lease: *mut redlock_lease) {
+    guard_or((), || {
+        if let Some(l) = lease_ref(lease) {
+            l.inner.stop_renewal();
+        }
+    })
+}
+
+/// True once the lease is known lost (auto-renewal failed or reached its bound). A lost lease
+/// never becomes valid again. False for NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_is_lost(lease: *const redlock_lease) -> bool {
+    guard_or(false, || {
+        lease_ref(lease).is_some_and(|l| l.inner.is_lost())
+    })
+}
+
+/// Blocks until the lease is lost or `timeout_ms` pass; returns whether it is lost. False for
+/// NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_wait_lost(
+    lease: *const redlock_lease,
+    timeout_ms: u32,
+) -> bool {
+    guard_or(false, || {
+        lease_ref(lease)
+            .is_some_and(|l| l.inner.wait_lost(Duration::from_millis(timeout_ms.into())))
+    })
 }

@@ -1,0 +1,56 @@
+// Package redlock is the Go binding of redlock, a Redlock distributed lock manager: a lock is
+// held when a quorum (N/2+1) of N independent Redis masters grant it, each with a TTL, and is
+// valid for the TTL minus the time the acquisition took minus a clock-drift allowance.
+//
+// The package wraps the library's C ABI (include/redlock.h) through cgo; it has no
+// dependencies beyond the standard library.
+//
+//	m, err := redlock.New([]string{"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"},
+//		redlock.WithRetry(3, 200*time.Millisecond))
+//	if err != nil {
+//		return err
+//	}
+//	defer m.Close()
+//
+//	l, err := m.Lock("orders:42", 10*time.Second)
+//	if errors.Is(err, redlock.ErrNotAcquired) {
+//		return err // held by someone else; try again later
+//	}
+//	if err != nil {
+//		return err // ErrUnavailable: too many nodes down; ErrInvalidArgument: bad input
+//	}
+//	defer l.Free()
+//	// ... work, finishing before l.Validity() runs out, or call l.Extend(10 * time.Second)
+//	err = l.Unlock()
+//
+// # Building
+//
+// Build the Rust library first, at the repository root: cargo build --release. By default the
+// package links target/release/libredlock.a statically (the binary then needs nothing at run
+// time); with the build tag redlock_dynamic it links target/release/libredlock.so, found at
+// run time through an rpath. cgo must be enabled and a C compiler installed.
+//
+// # Errors
+//
+// Failures reported by the library are *Error values carrying the library's Status and
+// message; match them with errors.Is against ErrNotAcquired, ErrNotHeld, ErrUnavailable,
+// ErrInvalidArgument, ErrNullArgument, ErrInternal and ErrPanic. Calls on a closed Manager,
+// and Unlock or Extend on a freed Lock, return ErrClosed.
+//
+// # Durations
+//
+// The library counts whole milliseconds in 32 bits. Durations are checked in Go before any C
+// call: TTLs must be positive, waits and timeouts non-negative, and none may exceed MaxTTL
+// (about 49.7 days); otherwise the call returns ErrInvalidArgument, never a silently wrapped
+// value. Sub-millisecond parts are rounded up, so a positive duration never becomes zero and
+// the library never gets less than was asked for. The library itself rejects TTLs below its
+// drift allowance (TTL × drift factor + 2 ms), hence MinTTL.
+//
+// # Concurrency and memory
+//
+// A Manager and a Lock are safe for concurrent use. Each holds C memory. Manager.Close and
+// Lock.Free release it, wait for calls in progress, and are idempotent; later calls return
+// ErrClosed. Both are also released by finalizers if forgotten. Neither Close, Free nor a
+// finalizer ever unlocks anything: a lock that is not unlocked expires after its TTL. A Lock
+// stays usable after its Manager is closed, and the two may be released in any order.
+package redlock

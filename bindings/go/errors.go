@@ -1,0 +1,113 @@
+package redlock
+
+// #include "redlock.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Status is the result code of a library call. The numbers are those of the C ABI's
+// redlock_status and never change.
+type Status int32
+
+// The statuses of the C ABI.
+const (
+	// StatusOK is success; it never appears in an *Error.
+	StatusOK Status = C.REDLOCK_STATUS_OK
+	// StatusNotAcquired: the lock is held elsewhere, or the grants came too late to leave any
+	// validity. Retrying later may succeed.
+	StatusNotAcquired Status = C.REDLOCK_STATUS_NOT_ACQUIRED
+	// StatusNotHeld: Unlock or Extend could not confirm ownership on a quorum: the lock
+	// expired, was already unlocked, or was taken over.
+	StatusNotHeld Status = C.REDLOCK_STATUS_NOT_HELD
+	// StatusUnavailable: too many nodes failed (timeouts, refused connections, errors) for a
+	// quorum to be possible.
+	StatusUnavailable Status = C.REDLOCK_STATUS_UNAVAILABLE
+	// StatusInvalidArgument: bad input (a malformed URL, a TTL out of range, an empty
+	// resource, …). Nothing was sent to any node.
+	StatusInvalidArgument Status = C.REDLOCK_STATUS_INVALID_ARGUMENT
+	// StatusNullArgument: a required pointer was NULL; in Go, a method was called on a nil
+	// *Manager or *Lock.
+	StatusNullArgument Status = C.REDLOCK_STATUS_NULL_ARGUMENT
+	// StatusInternal: an operating-system facility failed (random source, poll(2)).
+	StatusInternal Status = C.REDLOCK_STATUS_INTERNAL
+	// StatusPanic: a bug; the library panicked. The panic was caught and the process is intact.
+	StatusPanic Status = C.REDLOCK_STATUS_PANIC
+)
+
+// String returns the library's description of the status ("ok", "not acquired", …, or
+// "unknown status").
+func (s Status) String() string {
+	return C.GoString(C.redlock_status_str(C.int32_t(s)))
+}
+
+// Error is a failure reported by the library (or detected by this package before calling it):
+// the status and the message, which starts with the category ("not acquired: ",
+// "invalid input: ", …) and for lock, unlock and extend names each node's outcome.
+//
+// Match it with errors.Is against the sentinels (ErrNotAcquired, ErrNotHeld, …): an *Error
+// matches any *Error target with the same Status, whatever the messages. Use errors.As to
+// read the Status and Message.
+type Error struct {
+	Status  Status
+	Message string
+}
+
+// Error returns "redlock: " followed by the message, or by the status when there is no
+// message. The library's messages start with their category, for example
+// "redlock: not acquired: 1/3 granted (quorum 2); node 0 (…): held by another owner; …".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "redlock: " + e.Status.String()
+	}
+	return "redlock: " + e.Message
+}
+
+// Is reports whether target is an *Error with the same Status, so that
+// errors.Is(err, ErrNotHeld) holds for every "not held" error.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t != nil && e != nil && t.Status == e.Status
+}
+
+// Sentinel errors, one per status, for errors.Is. They carry no message; the errors returned
+// by this package do.
+var (
+	// ErrNotAcquired: Lock, TryLock or LockWait found the lock held elsewhere.
+	ErrNotAcquired error = &Error{Status: StatusNotAcquired}
+	// ErrNotHeld: Unlock or Extend found the lock no longer ours (expired, already unlocked,
+	// taken over).
+	ErrNotHeld error = &Error{Status: StatusNotHeld}
+	// ErrUnavailable: too many nodes failed for a quorum to be possible.
+	ErrUnavailable error = &Error{Status: StatusUnavailable}
+	// ErrInvalidArgument: bad input; nothing was sent.
+	ErrInvalidArgument error = &Error{Status: StatusInvalidArgument}
+	// ErrNullArgument: a method was called on a nil *Manager or *Lock.
+	ErrNullArgument error = &Error{Status: StatusNullArgument}
+	// ErrInternal: an operating-system facility failed inside the library.
+	ErrInternal error = &Error{Status: StatusInternal}
+	// ErrPanic: the library panicked (a bug); the panic was caught.
+	ErrPanic error = &Error{Status: StatusPanic}
+)
+
+// ErrClosed is returned by calls on a Manager after Close, and by Unlock and Extend on a Lock
+// after Free. It is not an *Error: it has no library status.
+var ErrClosed = errors.New("redlock: use of a closed Manager or a freed Lock")
+
+// invalidf returns an *Error with StatusInvalidArgument, for input rejected in Go before any
+// C call.
+func invalidf(format string, args ...any) error {
+	return &Error{Status: StatusInvalidArgument, Message: "invalid input: " + fmt.Sprintf(format, args...)}
+}
+
+// nilReceiver is the error of a call on a nil *Manager or *Lock.
+func nilReceiver(what string) error {
+	return &Error{Status: StatusNullArgument, Message: "null argument: nil " + what}
+}
+
+// statusError turns a non-OK status and the C error buffer into an *Error.
+func statusError(st C.enum_redlock_status, errBuf *C.char) error {
+	return &Error{Status: Status(st), Message: C.GoString(errBuf)}
+}

@@ -1,0 +1,233 @@
+package redlock_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	redlock "github.com/redlock-quorum/redlock/bindings/go"
+)
+
+// The examples that need Redis read the node URLs from $REDLOCK_NODES (comma-separated), which
+// the test suite's TestMain sets to the servers it starts; in a program they would come from
+// its configuration, e.g. "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379".
+
+// Acquire, extend and release a lock, and match errors with errors.Is.
+func Example() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes,
+		redlock.WithRetry(3, 200*time.Millisecond),
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println("New:", err)
+		return
+	}
+	defer m.Close()
+
+	l, err := m.Lock("example:orders:42", 10*time.Second)
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		fmt.Println("someone else holds it")
+		return
+	case err != nil:
+		fmt.Println("Lock:", err)
+		return
+	}
+	defer l.Free()
+	fmt.Println("locked", l.Resource(), "valid:", l.Valid())
+
+	// ... work, and if it takes longer than planned:
+	if err := l.Extend(10 * time.Second); err != nil {
+		fmt.Println("Extend:", err)
+	}
+	fmt.Println("unlock:", l.Unlock())
+	fmt.Println("unlock again is ErrNotHeld:", errors.Is(l.Unlock(), redlock.ErrNotHeld))
+	// Output:
+	// locked example:orders:42 valid: true
+	// unlock: <nil>
+	// unlock again is ErrNotHeld: true
+}
+
+// New checks its arguments but makes no connection, so this runs without any Redis server.
+func ExampleNew() {
+	m, err := redlock.New([]string{
+		"redis://127.0.0.1:7001",
+		"redis://127.0.0.1:7002",
+		"redis://user:secret@127.0.0.1:7003/0",
+	}, redlock.WithRetry(3, 200*time.Millisecond), redlock.WithDriftFactor(0.01))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	fmt.Println(m.NodeCount(), "nodes, quorum", m.Quorum())
+
+	_, err = redlock.New([]string{"redis://:secret@127.0.0.1:99999"})
+	fmt.Println(errors.Is(err, redlock.ErrInvalidArgument), strings.Contains(err.Error(), "secret"))
+	// Output:
+	// 3 nodes, quorum 2
+	// true false
+}
+
+// Bad durations are rejected in Go, before anything is sent, with ErrInvalidArgument.
+func ExampleManager_Lock_invalidTTL() {
+	m, err := redlock.New([]string{"redis://127.0.0.1:7001"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	for _, ttl := range []time.Duration{0, -time.Second, 2 * time.Millisecond, 50 * 24 * time.Hour} {
+		_, err := m.Lock("orders:42", ttl)
+		fmt.Printf("%v: %v\n", ttl, errors.Is(err, redlock.ErrInvalidArgument))
+	}
+	// Output:
+	// 0s: true
+	// -1s: true
+	// 2ms: true
+	// 1200h0m0s: true
+}
+
+// TryLock makes a single attempt: it fails at once while someone else holds the lock.
+func ExampleManager_TryLock() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	held, err := m.TryLock("example:report", 5*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer held.Free()
+
+	_, err = m.TryLock("example:report", 5*time.Second)
+	fmt.Println("second TryLock:", errors.Is(err, redlock.ErrNotAcquired))
+	fmt.Println("unlock:", held.Unlock())
+	// Output:
+	// second TryLock: true
+	// unlock: <nil>
+}
+
+// LockWait keeps trying until the wait is over: here the holder releases after 100 ms.
+func ExampleManager_LockWait() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes,
+		redlock.WithRetry(0, 20*time.Millisecond), // LockWait uses the delay, not the count
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	first, err := m.Lock("example:nightly-job", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer first.Free()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = first.Unlock()
+	}()
+
+	second, err := m.LockWait("example:nightly-job", 10*time.Second, 5*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Free()
+	fmt.Println("got it after the first holder released:", second.Valid())
+	fmt.Println("unlock:", second.Unlock())
+	// Output:
+	// got it after the first holder released: true
+	// unlock: <nil>
+}
+
+// Validity tells how long the lock may still be relied on; Extend pushes it back.
+func ExampleLock_Extend() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	l, err := m.Lock("example:extend", 2*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Free()
+	fmt.Println("under 2s:", l.Validity() <= 2*time.Second)
+	if err := l.Extend(30 * time.Second); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("over 29s:", l.Validity() > 29*time.Second)
+	_ = l.Unlock()
+	fmt.Println("after unlock:", l.Validity())
+	// Output:
+	// under 2s: true
+	// over 29s: true
+	// after unlock: 0s
+}
+
+// NodeOutcomes reports what each node did during the acquisition.
+func ExampleLock_NodeOutcomes() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	l, err := m.Lock("example:outcomes", 5*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Free()
+	defer l.Unlock()
+	// Nodes that had not answered when the quorum was reached show as "pending".
+	for i, o := range l.NodeOutcomes() {
+		fmt.Println("node", i, "granted or pending:", o == redlock.NodeSuccess || o == redlock.NodePending)
+	}
+	fmt.Println("quorum reached:", l.Granted() >= m.Quorum())
+	// Output:
+	// node 0 granted or pending: true
+	// node 1 granted or pending: true
+	// node 2 granted or pending: true
+	// quorum reached: true
+}
+
+// Errors carry the library's status and message; errors.As gives access to both.
+func ExampleError() {
+	m, err := redlock.New([]string{"redis://127.0.0.1:7001"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m.Close()
+
+	_, err = m.Lock("orders:42", time.Second)
+	fmt.Println(errors.Is(err, redlock.ErrClosed))
+
+	_, err = redlock.New(nil)
+	var e *redlock.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Status, "|", e.Message)
+	}
+	// Output:
+	// true
+	// invalid argument | invalid input: at least one node is required
+}

@@ -1,0 +1,103 @@
+package redlock
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMillis(t *testing.T) {
+	for _, c := range []struct {
+		d  time.Duration
+		ms uint32
+		ok bool
+	}{
+		{0, 0, true},
+		{time.Nanosecond, 1, true},
+		{time.Millisecond, 1, true},
+		{time.Millisecond + time.Nanosecond, 2, true},
+		{1500 * time.Microsecond, 2, true},
+		{10 * time.Second, 10000, true},
+		{MaxTTL, math.MaxUint32, true},
+		{MaxTTL - time.Nanosecond, math.MaxUint32, true},
+		{MaxTTL + time.Nanosecond, 0, false},
+		{math.MaxInt64, 0, false},
+		{-time.Nanosecond, 0, false},
+		{math.MinInt64, 0, false},
+	} {
+		ms, ok := millis(c.d)
+		if ms != c.ms || ok != c.ok {
+			t.Errorf("millis(%v) = %d, %v; want %d, %v", c.d, ms, ok, c.ms, c.ok)
+		}
+	}
+	if _, err := ttlMillis(0); err == nil {
+		t.Error("ttlMillis(0) accepted")
+	}
+	if ms, err := ttlMillis(time.Nanosecond); err != nil || ms != 1 {
+		t.Errorf("ttlMillis(1ns) = %d, %v", ms, err)
+	}
+}
+
+func TestHeaderMatchesLibrary(t *testing.T) {
+	if v := Version(); v != headerVersion {
+		t.Fatalf("library version %q, header version %q: rebuild with cargo build --release", v, headerVersion)
+	}
+}
+
+// gcUntil runs the collector until cond holds (finalizers run asynchronously), at most ~5 s.
+func gcUntil(cond func() bool) bool {
+	for i := 0; i < 250; i++ {
+		runtime.GC()
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// Finalizers free managers and locks that were never closed or freed. (Not parallel: the
+// counters are package-wide.)
+func TestFinalizersFree(t *testing.T) {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	if len(nodes) < 3 || nodes[0] == "" {
+		t.Fatal("REDLOCK_NODES is not set: TestMain should have started the servers")
+	}
+	const n = 10
+	beforeM, beforeL := managersFreed.Load(), locksFreed.Load()
+	func() {
+		for i := 0; i < n; i++ {
+			m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := m.TryLock("TestFinalizersFree/"+time.Now().String(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = l.Token() // neither closed nor freed nor unlocked: left to the finalizers
+		}
+	}()
+	ok := gcUntil(func() bool {
+		return managersFreed.Load()-beforeM >= n && locksFreed.Load()-beforeL >= n
+	})
+	if !ok {
+		t.Fatalf("finalizers freed %d managers and %d locks of %d each",
+			managersFreed.Load()-beforeM, locksFreed.Load()-beforeL, n)
+	}
+
+	// Close and Free free exactly once, and detach the finalizer.
+	m, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := managersFreed.Load()
+	m.Close()
+	m.Close()
+	if got := managersFreed.Load() - before; got != 1 {
+		t.Fatalf("two Closes freed %d times", got)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !redlock_dynamic
+
+package redlock_test
+
+const wantLinkMode = "static"

@@ -1,0 +1,260 @@
+package redlock
+
+// #include "redlock.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// NodeOutcome is what happened on one node while a lock was acquired (see Lock.NodeOutcomes).
+// The numbers are those of the C ABI's redlock_node_outcome and never change.
+type NodeOutcome int32
+
+// The per-node outcomes of an acquisition.
+const (
+	// NodeSuccess: the node granted the lock.
+	NodeSuccess NodeOutcome = C.REDLOCK_NODE_SUCCESS
+	// NodeRejected: the node answered that the key is held by another owner.
+	NodeRejected NodeOutcome = C.REDLOCK_NODE_REJECTED
+	// NodePending: the request was sent, but the quorum was reached before this node
+	// answered.
+	NodePending NodeOutcome = C.REDLOCK_NODE_PENDING
+	// NodeTimeout: no answer within the per-node timeout.
+	NodeTimeout NodeOutcome = C.REDLOCK_NODE_TIMEOUT
+	// NodeUnreachable: connection refused, reset or closed.
+	NodeUnreachable NodeOutcome = C.REDLOCK_NODE_UNREACHABLE
+	// NodeBackoff: not contacted, because of a reconnect backoff after a recent failure.
+	NodeBackoff NodeOutcome = C.REDLOCK_NODE_BACKOFF
+	// NodeServerError: the node answered with an error (-ERR, -WRONGPASS, …).
+	NodeServerError NodeOutcome = C.REDLOCK_NODE_SERVER_ERROR
+	// NodeProtocol: the node's answer was not valid RESP or not the expected reply.
+	NodeProtocol NodeOutcome = C.REDLOCK_NODE_PROTOCOL
+)
+
+// String returns a short name: "success", "rejected", "pending", "timeout", "unreachable",
+// "backoff", "server error", "protocol error", or "NodeOutcome(n)" for other numbers.
+func (o NodeOutcome) String() string {
+	switch o {
+	case NodeSuccess:
+		return "success"
+	case NodeRejected:
+		return "rejected"
+	case NodePending:
+		return "pending"
+	case NodeTimeout:
+		return "timeout"
+	case NodeUnreachable:
+		return "unreachable"
+	case NodeBackoff:
+		return "backoff"
+	case NodeServerError:
+		return "server error"
+	case NodeProtocol:
+		return "protocol error"
+	}
+	return "NodeOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Lock is a lock acquired by a Manager (a lease in the C ABI). It is safe for concurrent use.
+//
+// Unlock releases it on the nodes; Free releases its memory. They are independent: Free never
+// unlocks (an unreleased lock expires after its TTL), and Unlock does not free. A Lock that is
+// garbage collected without Free is freed by a finalizer — again without unlocking. A Lock
+// stays usable after its Manager is closed.
+type Lock struct {
+	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
+	// lease is never freed while a call on it is running.
+	mu  sync.RWMutex
+	ptr *C.redlock_lease
+
+	// Immutable facts copied out of the lease when it was acquired; valid after Free.
+	token    string
+	resource string
+	granted  int
+	outcomes []NodeOutcome
+}
+
+func newLock(p *C.redlock_lease) *Lock {
+	l := &Lock{
+		ptr:     p,
+		token:   C.GoString(C.redlock_lease_token(p)),
+		granted: int(C.redlock_lease_granted(p)),
+	}
+	var n C.size_t
+	if r := C.redlock_lease_resource(p, &n); r != nil && n > 0 {
+		l.resource = C.GoStringN((*C.char)(unsafe.Pointer(r)), C.int(n))
+	}
+	if count := C.redlock_lease_node_outcomes(p, nil, 0); count > 0 {
+		raw := make([]C.enum_redlock_node_outcome, count)
+		got := C.redlock_lease_node_outcomes(p, &raw[0], count)
+		l.outcomes = make([]NodeOutcome, min(got, count))
+		for i := range l.outcomes {
+			l.outcomes[i] = NodeOutcome(raw[i])
+		}
+	}
+	runtime.SetFinalizer(l, (*Lock).free)
+	return l
+}
+
+// free releases the C lease once. It is Free's body and the finalizer; it never unlocks.
+func (l *Lock) free() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ptr != nil {
+		C.redlock_lease_free(l.ptr)
+		l.ptr = nil
+		locksFreed.Add(1)
+	}
+}
+
+// Free releases the Lock's memory without unlocking it: if it was not unlocked, the lock
+// expires on the nodes after its TTL. It waits for calls in progress on this Lock; afterwards
+// Unlock and Extend return ErrClosed, Validity returns 0, and Token, Resource, Granted and
+// NodeOutcomes still answer. Free is idempotent.
+func (l *Lock) Free() {
+	if l == nil {
+		return
+	}
+	l.free()
+	runtime.SetFinalizer(l, nil)
+}
+
+// Unlock releases the lock on every node (owner-checked: another owner's key is never
+// deleted). From this call on, Validity returns 0, whatever the outcome.
+//
+// Errors: ErrNotHeld (the lock had expired, was already unlocked, or a quorum did not hold
+// it), ErrUnavailable (too many nodes failed to tell), ErrInternal, ErrClosed (after Free).
+func (l *Lock) Unlock() error {
+	if l == nil {
+		return nilReceiver("*Lock")
+	}
+	s := newScratch("")
+	defer s.free()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return ErrClosed
+	}
+	st := C.redlock_unlock(l.ptr, s.err, errBufLen)
+	runtime.KeepAlive(l)
+	if st != C.REDLOCK_STATUS_OK {
+		return statusError(st, s.err)
+	}
+	return nil
+}
+
+// Extend sets the lock to expire ttl from now, if a quorum confirms before the current
+// validity ends. It never recreates an expired key. The TTL follows the rules of
+// Manager.Lock.
+//
+// Errors: ErrNotHeld (the validity had already ended, the lock was unlocked, or a quorum did
+// not confirm in time), ErrUnavailable, ErrInvalidArgument (TTL), ErrInternal, ErrClosed
+// (after Free). After a failed Extend the validity is never longer than before.
+func (l *Lock) Extend(ttl time.Duration) error {
+	if l == nil {
+		return nilReceiver("*Lock")
+	}
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return err
+	}
+	s := newScratch("")
+	defer s.free()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return ErrClosed
+	}
+	st := C.redlock_extend(l.ptr, ms, s.err, errBufLen)
+	runtime.KeepAlive(l)
+	if st != C.REDLOCK_STATUS_OK {
+		return statusError(st, s.err)
+	}
+	return nil
+}
+
+// Validity returns how much longer the holder may assume it holds the lock, in whole
+// milliseconds (rounded down): TTL minus the time acquisition (or the last Extend) took minus
+// the drift allowance, counted down since. It is 0 once the lock expired, after Unlock, and
+// after Free.
+func (l *Lock) Validity() time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return 0
+	}
+	ms := C.redlock_lease_validity_ms(l.ptr)
+	runtime.KeepAlive(l)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Valid reports whether the remaining validity is positive (false after Unlock and Free).
+func (l *Lock) Valid() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return false
+	}
+	ok := C.redlock_lease_is_valid(l.ptr)
+	runtime.KeepAlive(l)
+	return bool(ok)
+}
+
+// Token returns the random token (40 hex characters) stored under the lock's key on the
+// nodes: the proof of ownership.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Resource returns the resource name, as given to Lock.
+func (l *Lock) Resource() string {
+	if l == nil {
+		return ""
+	}
+	return l.resource
+}
+
+// Granted returns how many nodes had granted the lock when the acquisition was decided (at
+// least the quorum). Nodes that answered after the decision count as NodePending.
+func (l *Lock) Granted() int {
+	if l == nil {
+		return 0
+	}
+	return l.granted
+}
+
+// NodeOutcomes returns what happened on each node during the acquisition, in the order the
+// nodes were given to New. The slice is a copy.
+func (l *Lock) NodeOutcomes() []NodeOutcome {
+	if l == nil {
+		return nil
+	}
+	return append([]NodeOutcome(nil), l.outcomes...)
+}
+
+// String describes the lock for logs: its resource, the start of its token and its validity.
+func (l *Lock) String() string {
+	if l == nil {
+		return "redlock.Lock(nil)"
+	}
+	tok := l.token
+	if len(tok) > 8 {
+		tok = tok[:8] + "…"
+	}
+	return fmt.Sprintf("redlock.Lock{resource: %q, token: %s, validity: %v}", l.resource, tok, l.Validity())
+}

@@ -1,0 +1,357 @@
+package redlock_test
+
+// Test infrastructure: real redis-server processes on free loopback ports, each in its own
+// temporary directory, killed by PID at teardown; and a tiny RESP client to check, behind the
+// library's back, what the nodes really hold.
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sharedNodes are the URLs of the three servers started by TestMain, for tests that do not
+// kill nodes. Tests sharing them use distinct resource names (see uniq). TestMain also puts
+// them, comma-separated, in $REDLOCK_NODES for the examples and the package's internal tests.
+var sharedNodes []string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: redis-server is not on the PATH. These tests run against real Redis "+
+			"servers they start themselves; install it (apt-get install redis-server, or run .ci/setup).")
+		return 1
+	}
+	root, err := os.MkdirTemp("", "redlock-go-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	defer os.RemoveAll(root)
+	testRoot = root
+
+	servers, err := startServers(3)
+	defer func() {
+		for _, s := range servers {
+			s.kill()
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: starting redis-server:", err)
+		return 1
+	}
+	for _, s := range servers {
+		sharedNodes = append(sharedNodes, s.url())
+	}
+	os.Setenv("REDLOCK_NODES", strings.Join(sharedNodes, ","))
+	return m.Run()
+}
+
+// testRoot is the temporary directory under which every server gets a directory of its own.
+var testRoot string
+
+// redisServer is one redis-server process.
+type redisServer struct {
+	port int
+	cmd  *exec.Cmd
+	dir  string
+	done chan struct{} // closed when the process has exited and been reaped
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *redisServer) url() string  { return "redis://" + s.addr() }
+
+// kill kills the server by PID (SIGKILL) and waits until it has been reaped. Idempotent.
+func (s *redisServer) kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Kill()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// freePort asks the kernel for a free loopback port. Another process may take it before the
+// server binds it; startServer then retries with a new one.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer starts one redis-server on a free loopback port, with persistence off, and
+// waits (at most 10 s per attempt, 5 attempts) until it answers PING.
+func startServer() (*redisServer, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(testRoot, "redis-"+strconv.Itoa(port)+"-")
+		if err != nil {
+			return nil, err
+		}
+		logFile := filepath.Join(dir, "redis.log")
+		cmd := exec.Command("redis-server",
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", dir,
+			"--logfile", logFile,
+			"--daemonize", "no",
+		)
+		cmd.Dir = dir
+		if err := startProcess(cmd); err != nil {
+			return nil, fmt.Errorf("redis-server: %w", err)
+		}
+		s := &redisServer{port: port, cmd: cmd, dir: dir, done: make(chan struct{})}
+		go func() {
+			_ = cmd.Wait()
+			close(s.done)
+		}()
+		if err := waitReady(s, 10*time.Second); err != nil {
+			s.kill()
+			log, _ := os.ReadFile(logFile)
+			lastErr = fmt.Errorf("attempt %d on port %d: %v; log:\n%s", attempt+1, port, err, tail(string(log), 800))
+			continue
+		}
+		return s, nil
+	}
+	return nil, lastErr
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func waitReady(s *redisServer, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case <-s.done:
+			return errors.New("redis-server exited")
+		default:
+		}
+		reply, err := respDo(s.addr(), "PING")
+		if err == nil && reply == "PONG" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no PONG within %v (last error: %v)", limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startServers(n int) ([]*redisServer, error) {
+	var servers []*redisServer
+	for i := 0; i < n; i++ {
+		s, err := startServer()
+		if err != nil {
+			return servers, err
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+// startCluster starts n servers of the test's own (for tests that kill nodes), killed when
+// the test ends.
+func startCluster(t *testing.T, n int) []*redisServer {
+	t.Helper()
+	servers, err := startServers(n)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.kill()
+		}
+	})
+	if err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	return servers
+}
+
+func urls(servers []*redisServer) []string {
+	var u []string
+	for _, s := range servers {
+		u = append(u, s.url())
+	}
+	return u
+}
+
+// addrOf turns "redis://127.0.0.1:port" into "127.0.0.1:port".
+func addrOf(url string) string { return strings.TrimPrefix(url, "redis://") }
+
+// uniq returns a resource name no other test uses: the test's name and random hex.
+func uniq(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return t.Name() + ":" + hex.EncodeToString(b[:])
+}
+
+// ---- A minimal RESP2 client ----
+
+// respDo sends one command to addr on a fresh connection and returns the reply: a string for
+// simple and bulk strings, nil for a null bulk string, int64 for integers, []any for arrays;
+// a Redis error reply is returned as an error.
+func respDo(addr string, args ...string) (any, error) {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return nil, err
+	}
+	return readReply(bufio.NewReader(conn))
+}
+
+func readReply(r *bufio.Reader) (any, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
+		return nil, fmt.Errorf("bad RESP line %q", line)
+	}
+	kind, body := line[0], line[1:len(line)-2]
+	switch kind {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, fmt.Errorf("redis error: %s", body)
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, 0, n)
+		for i := 0; i < n; i++ {
+			v, err := readReply(r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown RESP type %q", kind)
+}
+
+// lockKey is the Redis key that holds a resource's lock.
+func lockKey(resource string) string { return "redlock:" + resource }
+
+// holding returns how many of the nodes store token under the resource's key.
+func holding(t testing.TB, nodes []string, resource, token string) int {
+	t.Helper()
+	n := 0
+	for _, u := range nodes {
+		v, err := respDo(addrOf(u), "GET", lockKey(resource))
+		if err != nil {
+			t.Fatalf("GET on %s: %v", u, err)
+		}
+		if v == token {
+			n++
+		}
+	}
+	return n
+}
+
+// present returns how many of the nodes have the resource's key at all.
+func present(t testing.TB, nodes []string, resource string) int {
+	t.Helper()
+	n := 0
+	for _, u := range nodes {
+		v, err := respDo(addrOf(u), "EXISTS", lockKey(resource))
+		if err != nil {
+			t.Fatalf("EXISTS on %s: %v", u, err)
+		}
+		if v == int64(1) {
+			n++
+		}
+	}
+	return n
+}
+
+// pttl returns the key's remaining TTL in milliseconds on one node (-2: no key).
+func pttl(t testing.TB, node, resource string) int64 {
+	t.Helper()
+	v, err := respDo(addrOf(node), "PTTL", lockKey(resource))
+	if err != nil {
+		t.Fatalf("PTTL on %s: %v", node, err)
+	}
+	n, ok := v.(int64)
+	if !ok {
+		t.Fatalf("PTTL on %s: unexpected reply %#v", node, v)
+	}
+	return n
+}
+
+// eventually polls cond every 10 ms until it holds or limit passes; it reports whether it
+// held.
+func eventually(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,398 @@
+package redlock
+
+// #cgo CFLAGS: -I${SRCDIR}/../../include
+// #include <stdlib.h>
+// #include "redlock.h"
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+const (
+	// MaxTTL is the longest TTL (and wait) the library accepts: 2³²−1 milliseconds, about
+	// 49.7 days.
+	MaxTTL = time.Duration(C.REDLOCK_MAX_TTL_MS) * time.Millisecond
+	// MinTTL is the shortest TTL the library ever accepts: a TTL must exceed its drift
+	// allowance, TTL × drift factor + 2 ms, which makes 3 ms the minimum at the default factor
+	// (0.01) and more at larger factors. Shorter TTLs give ErrInvalidArgument.
+	MinTTL = 3 * time.Millisecond
+	// MaxResourceLen is the longest resource name accepted, in bytes.
+	MaxResourceLen = C.REDLOCK_MAX_RESOURCE_LEN
+)
+
+// errBufLen is the size of the C error buffer passed to every fallible call. Messages longer
+// than this are truncated by the library (at a character boundary).
+const errBufLen = 4096
+
+// headerVersion is the version of include/redlock.h this package was compiled against.
+var headerVersion = fmt.Sprintf("%d.%d.%d",
+	C.REDLOCK_VERSION_MAJOR, C.REDLOCK_VERSION_MINOR, C.REDLOCK_VERSION_PATCH)
+
+// Version returns the version of the linked library, for example "0.1.0".
+func Version() string {
+	return C.GoString(C.redlock_version())
+}
+
+// LinkMode returns "static" (the default build) or "dynamic" (built with the redlock_dynamic
+// tag): how the library was linked into this binary.
+func LinkMode() string {
+	return linkMode
+}
+
+// Counters of handles freed, read by the package's tests to check that Close, Free and the
+// finalizers release C memory.
+var managersFreed, locksFreed atomic.Int64
+
+// millis converts d to whole milliseconds for the C ABI, rounding up: a positive duration never
+// becomes 0, and the library never gets less than was asked for. ok is false when d is
+// negative or the result does not fit in a uint32.
+func millis(d time.Duration) (ms uint32, ok bool) {
+	if d < 0 {
+		return 0, false
+	}
+	n := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		n++
+	}
+	if n > math.MaxUint32 {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// ttlMillis checks a TTL in Go (> 0, at most MaxTTL after rounding up) and converts it.
+func ttlMillis(ttl time.Duration) (C.uint32_t, error) {
+	if ttl <= 0 {
+		return 0, invalidf("TTL must be > 0, got %v", ttl)
+	}
+	ms, ok := millis(ttl)
+	if !ok {
+		return 0, invalidf("TTL %v exceeds the maximum of %v", ttl, MaxTTL)
+	}
+	return C.uint32_t(ms), nil
+}
+
+// cScratch is C memory for one call: the error buffer, followed by a copy of the resource.
+// Passing C memory (rather than Go memory) keeps every call clean under the cgo pointer
+// checks, and nothing the library reads can be moved or collected during a call that blocks.
+type cScratch struct {
+	base unsafe.Pointer
+	err  *C.char
+	res  *C.uint8_t // nil when the resource is empty
+	n    C.size_t   // resource length
+}
+
+func newScratch(resource string) cScratch {
+	base := C.malloc(C.size_t(errBufLen + len(resource)))
+	s := cScratch{base: base, err: (*C.char)(base), n: C.size_t(len(resource))}
+	*s.err = 0
+	if len(resource) > 0 {
+		p := unsafe.Add(base, errBufLen)
+		copy(unsafe.Slice((*byte)(p), len(resource)), resource)
+		s.res = (*C.uint8_t)(p)
+	}
+	return s
+}
+
+func (s cScratch) free() { C.free(s.base) }
+
+// checkResource rejects names too long for the library before copying them. Empty names are
+// left to the library, which rejects them with its own message.
+func checkResource(resource string) error {
+	if len(resource) > MaxResourceLen {
+		return invalidf("resource is %d bytes, more than the maximum of %d", len(resource), MaxResourceLen)
+	}
+	return nil
+}
+
+// Option configures a Manager; pass options to New.
+type Option func(*options)
+
+type options struct {
+	err error
+
+	retrySet   bool
+	retryCount uint32
+	retryDelay uint32
+
+	driftSet bool
+	drift    float64
+
+	timeoutsSet bool
+	connect     uint32
+	node        uint32
+}
+
+// WithRetry sets how Lock retries: up to count more attempts after the first, each after a
+// random pause drawn uniformly from [0, delay]. The defaults are 3 and 200 ms. count must be
+// ≥ 0 and delay ≥ 0 (rounded up to whole milliseconds, at most MaxTTL); New returns
+// ErrInvalidArgument otherwise. LockWait uses the delay but not the count; TryLock uses
+// neither.
+func WithRetry(count int, delay time.Duration) Option {
+	return func(o *options) {
+		if count < 0 || uint64(count) > math.MaxUint32 {
+			o.fail(invalidf("retry count must be in [0, %d], got %d", uint32(math.MaxUint32), count))
+			return
+		}
+		ms, ok := millis(delay)
+		if !ok {
+			o.fail(invalidf("retry delay must be in [0, %v], got %v", MaxTTL, delay))
+			return
+		}
+		o.retrySet, o.retryCount, o.retryDelay = true, uint32(count), ms
+	}
+}
+
+// WithDriftFactor sets the clock-drift factor: a lock's validity is shortened by
+// TTL × factor + 2 ms. It must be finite and in [0, 1); the default is 0.01. The library
+// checks the value; New returns ErrInvalidArgument for a bad one.
+func WithDriftFactor(factor float64) Option {
+	return func(o *options) {
+		o.driftSet, o.drift = true, factor
+	}
+}
+
+// WithTimeouts sets the connect timeout (> 0; default 250 ms) and the per-node I/O timeout of
+// every step (≥ 0). A node timeout of 0 restores the default, derived from each lock's TTL
+// (TTL / 200, clamped to [10 ms, 50 ms]) — short, so raise it on slow or busy networks.
+// Durations are rounded up to whole milliseconds and must not exceed MaxTTL; New returns
+// ErrInvalidArgument otherwise.
+func WithTimeouts(connect, node time.Duration) Option {
+	return func(o *options) {
+		c, ok := millis(connect)
+		if !ok || c == 0 {
+			o.fail(invalidf("connect timeout must be in (0, %v], got %v", MaxTTL, connect))
+			return
+		}
+		n, ok := millis(node)
+		if !ok {
+			o.fail(invalidf("node timeout must be in [0, %v], got %v", MaxTTL, node))
+			return
+		}
+		o.timeoutsSet, o.connect, o.node = true, c, n
+	}
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// Manager acquires locks on N independent Redis masters; a lock needs a quorum of
+// N/2+1 of them. Create one with New and share it: it is safe for concurrent use by any
+// number of goroutines, and it keeps a pool of connections.
+//
+// Close frees it. Locks it made stay usable after Close (each keeps what it needs alive).
+// A Manager that is garbage collected without Close is freed by a finalizer.
+type Manager struct {
+	// mu guards ptr: read-locked for every C call on the manager, write-locked by Close, so
+	// the C manager is never freed while a call on it is running.
+	mu     sync.RWMutex
+	ptr    *C.redlock_manager
+	nodes  int
+	quorum int
+}
+
+// New creates a manager for the given nodes, each "redis://[user:password@]host[:port][/db]"
+// (port 6379 by default) or "host:port". It checks every option and URL and resolves every
+// host name, but makes no connection until the first lock.
+//
+// Errors: ErrInvalidArgument for no nodes, a malformed URL (the message never contains the
+// password), a node listed twice, a host that does not resolve or a bad option.
+func New(nodes []string, opts ...Option) (*Manager, error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	for i, u := range nodes {
+		if strings.IndexByte(u, 0) >= 0 {
+			return nil, invalidf("node %d: URL contains a NUL byte", i)
+		}
+	}
+
+	cfg := C.redlock_config_new()
+	if cfg == nil {
+		return nil, newInternal("redlock_config_new: out of memory")
+	}
+	defer C.redlock_config_free(cfg)
+	s := newScratch("")
+	defer s.free()
+
+	for _, u := range nodes {
+		cu := C.CString(u)
+		st := C.redlock_config_add_node(cfg, cu, s.err, errBufLen)
+		C.free(unsafe.Pointer(cu))
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.retrySet {
+		st := C.redlock_config_set_retry(cfg, C.uint32_t(o.retryCount), C.uint32_t(o.retryDelay), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.driftSet {
+		st := C.redlock_config_set_drift_factor(cfg, C.double(o.drift), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.timeoutsSet {
+		st := C.redlock_config_set_timeouts(cfg, C.uint32_t(o.connect), C.uint32_t(o.node), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	var ptr *C.redlock_manager
+	st := C.redlock_manager_new(cfg, &ptr, s.err, errBufLen)
+	if st != C.REDLOCK_STATUS_OK {
+		return nil, statusError(st, s.err)
+	}
+	m := &Manager{
+		ptr:    ptr,
+		nodes:  int(C.redlock_manager_node_count(ptr)),
+		quorum: int(C.redlock_manager_quorum(ptr)),
+	}
+	runtime.SetFinalizer(m, (*Manager).free)
+	return m, nil
+}
+
+func newInternal(msg string) error {
+	return &Error{Status: StatusInternal, Message: "internal error: " + msg}
+}
+
+// free releases the C manager once. It is Close's body and the finalizer; it never unlocks.
+func (m *Manager) free() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ptr != nil {
+		C.redlock_manager_free(m.ptr)
+		m.ptr = nil
+		managersFreed.Add(1)
+	}
+}
+
+// Close frees the manager and its idle connections. It waits for calls in progress on this
+// manager (a Lock may block for its retries) and makes later calls return ErrClosed. It never
+// unlocks anything: locks made by this manager stay usable and can still be unlocked,
+// extended and freed. Close is idempotent and always returns nil.
+func (m *Manager) Close() error {
+	if m == nil {
+		return nil
+	}
+	m.free()
+	runtime.SetFinalizer(m, nil)
+	return nil
+}
+
+// NodeCount returns the number of nodes, N (also after Close; 0 for a nil Manager).
+func (m *Manager) NodeCount() int {
+	if m == nil {
+		return 0
+	}
+	return m.nodes
+}
+
+// Quorum returns the number of nodes that must grant a lock, N/2+1 (also after Close; 0 for
+// a nil Manager).
+func (m *Manager) Quorum() int {
+	if m == nil {
+		return 0
+	}
+	return m.quorum
+}
+
+type acquireMode int
+
+const (
+	modeRetry acquireMode = iota
+	modeOnce
+	modeWait
+)
+
+func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Duration) (*Lock, error) {
+	if m == nil {
+		return nil, nilReceiver("*Manager")
+	}
+	ttlMs, err := ttlMillis(ttl)
+	if err != nil {
+		return nil, err
+	}
+	var waitMs uint32
+	if mode == modeWait {
+		var ok bool
+		if waitMs, ok = millis(wait); !ok {
+			return nil, invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
+		}
+	}
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	s := newScratch(resource)
+	defer s.free()
+
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.ptr == nil {
+		return nil, ErrClosed
+	}
+	var out *C.redlock_lease
+	var st C.enum_redlock_status
+	switch mode {
+	case modeRetry:
+		st = C.redlock_lock(m.ptr, s.res, s.n, ttlMs, &out, s.err, errBufLen)
+	case modeOnce:
+		st = C.redlock_try_lock(m.ptr, s.res, s.n, ttlMs, &out, s.err, errBufLen)
+	default:
+		st = C.redlock_lock_wait(m.ptr, s.res, s.n, ttlMs, C.uint32_t(waitMs), &out, s.err, errBufLen)
+	}
+	runtime.KeepAlive(m)
+	if st != C.REDLOCK_STATUS_OK {
+		return nil, statusError(st, s.err)
+	}
+	return newLock(out), nil
+}
+
+// Lock acquires resource for ttl, retrying as configured by WithRetry (by default up to 3
+// more attempts, each after a random pause of up to 200 ms). It blocks for a bounded time,
+// never forever.
+//
+// The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key "redlock:"
+// followed by them. The TTL must be > 0 and at most MaxTTL; it is rounded up to whole
+// milliseconds and must exceed its drift allowance (so at least MinTTL).
+//
+// Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed),
+// ErrInvalidArgument, ErrInternal, ErrClosed. The returned Lock must eventually be unlocked
+// (or left to expire) and freed (or left to the garbage collector).
+func (m *Manager) Lock(resource string, ttl time.Duration) (*Lock, error) {
+	return m.acquire(modeRetry, resource, ttl, 0)
+}
+
+// TryLock makes one attempt to acquire resource for ttl, with no retry. Arguments and errors
+// are those of Lock.
+func (m *Manager) TryLock(resource string, ttl time.Duration) (*Lock, error) {
+	return m.acquire(modeOnce, resource, ttl, 0)
+}
+
+// LockWait acquires resource for ttl, retrying after random pauses (up to the retry delay set
+// by WithRetry) until wait has passed; no attempt starts after that, and the retry count does
+// not apply. wait must be ≥ 0 (0 means a single attempt) and at most MaxTTL; it is rounded up
+// to whole milliseconds. Other arguments and errors are those of Lock.
+func (m *Manager) LockWait(resource string, ttl, wait time.Duration) (*Lock, error) {
+	return m.acquire(modeWait, resource, ttl, wait)
+}

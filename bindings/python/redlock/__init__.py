@@ -1,0 +1,84 @@
+"""Redlock: a distributed lock over N independent Redis masters (quorum N/2+1).
+
+A thin :mod:`ctypes` binding of the Rust library's C ABI (``include/redlock.h``): every lock,
+unlock and extend runs in the library; nothing of the algorithm is re-implemented here.
+
+Example::
+
+    import redlock
+
+    with redlock.Redlock(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002",
+                          "redis://127.0.0.1:7003"], retry_count=3, retry_delay_ms=200) as mgr:
+        with mgr.lock("orders:42", ttl_ms=10_000) as lk:   # retries; unlocks when the block ends
+            lk.validity_ms                                  # remaining validity, 0 once expired
+            lk.extend(10_000)
+        lk = mgr.try_lock(b"orders:43", ttl_ms=5_000)       # one attempt
+        lk.unlock()
+        lk.close()
+
+The shared library is found through ``REDLOCK_LIB``, a copy inside this package, the
+repository's ``target/release`` then ``target/debug``, then the system's library search; it is
+loaded on first use (:func:`library_path` says which file was loaded).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._core import Lease, Redlock, Resource, version
+from ._errors import (
+    STATUS_EXCEPTIONS,
+    HandleClosed,
+    Internal,
+    InvalidArgument,
+    NodeOutcome,
+    NotAcquired,
+    NotHeld,
+    NullArgument,
+    Panic,
+    RedlockError,
+    Status,
+    Unavailable,
+)
+from ._ffi import MAX_RESOURCE_LEN, LibraryNotFoundError, library_path
+
+#: The largest TTL (and wait) in milliseconds, ``REDLOCK_MAX_TTL_MS`` (``2**32 - 1``).
+MAX_TTL_MS = 2**32 - 1
+
+__all__ = [
+    "Redlock",
+    "Lease",
+    "Resource",
+    "Status",
+    "NodeOutcome",
+    "RedlockError",
+    "NotAcquired",
+    "NotHeld",
+    "Unavailable",
+    "InvalidArgument",
+    "NullArgument",
+    "HandleClosed",
+    "Internal",
+    "Panic",
+    "STATUS_EXCEPTIONS",
+    "LibraryNotFoundError",
+    "MAX_RESOURCE_LEN",
+    "MAX_TTL_MS",
+    "library_path",
+    "version",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # ``__version__`` is the loaded library's ``redlock_version()``; it is read on first
+    # access so that importing the package never fails for want of the library.
+    if name == "__version__":
+        value = version()
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | {"__version__"})

@@ -1,0 +1,157 @@
+"""Statuses, node outcomes and the exception hierarchy, with the one status → class table."""
+
+from __future__ import annotations
+
+import enum
+from typing import Dict, Optional, Type
+
+__all__ = [
+    "Status",
+    "NodeOutcome",
+    "RedlockError",
+    "NotAcquired",
+    "NotHeld",
+    "Unavailable",
+    "InvalidArgument",
+    "NullArgument",
+    "HandleClosed",
+    "Internal",
+    "Panic",
+    "STATUS_EXCEPTIONS",
+    "error_for_status",
+]
+
+
+class Status(enum.IntEnum):
+    """``enum redlock_status``: the result of every fallible C function (stable numbers)."""
+
+    OK = 0
+    NOT_ACQUIRED = 1
+    NOT_HELD = 2
+    UNAVAILABLE = 3
+    INVALID_ARGUMENT = 10
+    NULL_ARGUMENT = 11
+    INTERNAL = 20
+    PANIC = 99
+
+
+class NodeOutcome(enum.IntEnum):
+    """``enum redlock_node_outcome``: what happened on one node during an acquisition."""
+
+    #: The node granted the lock.
+    SUCCESS = 0
+    #: The node answered that the key is held by another owner.
+    REJECTED = 1
+    #: Sent, but the quorum was reached before this node answered.
+    PENDING = 2
+    #: No answer within the per-node timeout.
+    TIMEOUT = 3
+    #: Connection refused, reset or closed.
+    UNREACHABLE = 4
+    #: Not contacted: waiting out a reconnect backoff after a recent failure.
+    BACKOFF = 5
+    #: The node answered with an error (``-ERR``, ``-WRONGPASS``, …).
+    SERVER_ERROR = 6
+    #: The node's answer was not valid RESP or not the expected reply.
+    PROTOCOL = 7
+
+
+class RedlockError(Exception):
+    """Base class of every error the library reports.
+
+    Attributes:
+        status: the C ``redlock_status`` number (an ``int``; see :class:`Status`), or
+            ``None`` for an error raised by this binding without a status.
+        message: the library's message; for lock, unlock and extend it names every node's
+            outcome (passwords never appear).
+    """
+
+    #: The status this class stands for (``None`` for the base class).
+    default_status: Optional[int] = None
+
+    def __init__(self, message: str = "", status: Optional[int] = None) -> None:
+        if status is None:
+            status = self.default_status
+        super().__init__(message, status)
+        self.message: str = message
+        self.status: Optional[int] = status
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, status={self.status!r})"
+
+
+class NotAcquired(RedlockError):
+    """The lock is held elsewhere (too few grants for a quorum, or none left in time).
+    Retrying later may succeed. Status ``NOT_ACQUIRED`` (1)."""
+
+    default_status = Status.NOT_ACQUIRED.value
+
+
+class NotHeld(RedlockError):
+    """Unlock or extend could not confirm ownership on a quorum: the lock expired, was already
+    unlocked, or was taken over. Assume it is no longer held. Status ``NOT_HELD`` (2)."""
+
+    default_status = Status.NOT_HELD.value
+
+
+class Unavailable(RedlockError):
+    """Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
+    possible. Status ``UNAVAILABLE`` (3)."""
+
+    default_status = Status.UNAVAILABLE.value
+
+
+class InvalidArgument(RedlockError, ValueError):
+    """Bad input (a malformed URL, a TTL out of range, an empty resource, …); nothing was
+    sent. Also a :class:`ValueError`. Status ``INVALID_ARGUMENT`` (10)."""
+
+    default_status = Status.INVALID_ARGUMENT.value
+
+
+class NullArgument(RedlockError):
+    """The C library was given a NULL pointer. Status ``NULL_ARGUMENT`` (11)."""
+
+    default_status = Status.NULL_ARGUMENT.value
+
+
+class HandleClosed(NullArgument):
+    """The :class:`~redlock.Redlock` manager or :class:`~redlock.Lease` was closed (its C
+    handle is freed), so it cannot be used any more. Raised by the binding before any C call;
+    its status is ``NULL_ARGUMENT`` (11), what C would answer for the freed handle."""
+
+
+class Internal(RedlockError):
+    """An operating-system facility failed (random source, ``poll(2)``). Status
+    ``INTERNAL`` (20)."""
+
+    default_status = Status.INTERNAL.value
+
+
+class Panic(RedlockError):
+    """A bug: the library panicked. The panic was caught; the process is intact. Status
+    ``PANIC`` (99)."""
+
+    default_status = Status.PANIC.value
+
+
+#: The one table mapping a C status to its exception class.
+STATUS_EXCEPTIONS: Dict[int, Type[RedlockError]] = {
+    Status.NOT_ACQUIRED: NotAcquired,
+    Status.NOT_HELD: NotHeld,
+    Status.UNAVAILABLE: Unavailable,
+    Status.INVALID_ARGUMENT: InvalidArgument,
+    Status.NULL_ARGUMENT: NullArgument,
+    Status.INTERNAL: Internal,
+    Status.PANIC: Panic,
+}
+
+
+def error_for_status(status: int, message: str) -> RedlockError:
+    """The exception for a non-OK ``status`` (:class:`RedlockError` for an unknown number)."""
+    cls = STATUS_EXCEPTIONS.get(status, RedlockError)
+    if not message:
+        message = f"redlock status {status}"
+    return cls(message, status)

@@ -1,0 +1,95 @@
+"""Build hooks: copy the shared library into the package, and tag the wheel for this platform.
+
+Everything else is in pyproject.toml. The library copied into the package is, in order:
+
+1. ``$REDLOCK_LIB`` when set;
+2. the repository's ``target/release``, then ``target/debug`` (``cargo build --release`` first).
+
+``REDLOCK_NO_BUNDLE=1`` builds a package without a copy (it then finds the library at run time
+through ``REDLOCK_LIB`` or the system's library search). Without either, the build fails with
+a message saying where it looked, rather than producing a package that cannot work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+if sys.platform == "darwin":
+    LIB_FILENAME = "libredlock.dylib"
+elif sys.platform == "win32":
+    LIB_FILENAME = "redlock.dll"
+else:
+    LIB_FILENAME = "libredlock.so"
+
+
+def find_library() -> "Path | None":
+    env = os.environ.get("REDLOCK_LIB")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise SystemExit(f"REDLOCK_LIB={env!r} is not a file")
+        return path
+    if os.environ.get("REDLOCK_NO_BUNDLE") == "1":
+        return None
+    looked = []
+    for profile in ("release", "debug"):
+        path = REPO / "target" / profile / LIB_FILENAME
+        if path.is_file():
+            return path
+        looked.append(str(path))
+    raise SystemExit(
+        "redlock: the shared library to bundle was not found; run `cargo build --release` in "
+        "the repository first, set REDLOCK_LIB to the library, or set REDLOCK_NO_BUNDLE=1 to "
+        "install without a copy. Looked in: " + ", ".join(looked)
+    )
+
+
+class BuildPyWithLibrary(build_py):
+    """build_py that also copies the shared library into ``redlock/``."""
+
+    def run(self) -> None:
+        super().run()
+        lib = find_library()
+        if lib is not None:
+            dest = Path(self.build_lib) / "redlock" / LIB_FILENAME
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self.announce(f"copying {lib} -> {dest}", level=2)
+            shutil.copyfile(lib, dest)
+            os.chmod(dest, 0o755)
+
+
+cmdclass = {"build_py": BuildPyWithLibrary}
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    try:
+        from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
+    except ImportError:
+        bdist_wheel = None  # type: ignore[assignment,misc]
+
+if bdist_wheel is not None:
+
+    class PlatformWheel(bdist_wheel):  # type: ignore[misc,valid-type]
+        """Tags the wheel py3-none-<platform>: no extension module, but a native library."""
+
+        def finalize_options(self) -> None:
+            super().finalize_options()
+            self.root_is_pure = False
+
+        def get_tag(self):  # type: ignore[no-untyped-def]
+            _, _, plat = super().get_tag()
+            return "py3", "none", plat
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+
+setup(cmdclass=cmdclass)

@@ -1,0 +1,101 @@
+"""Fixtures: the package from this source tree, and redis-server nodes started per module or per
+test (never shared with another test run, so runs may proceed in parallel)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from typing import Callable, Iterator, List
+
+import pytest
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_ROOT = os.path.dirname(TESTS_DIR)  # bindings/python
+REPO_ROOT = os.path.dirname(os.path.dirname(PACKAGE_ROOT))
+
+# Test this source tree (not an installed copy), and let the helper modules (and the
+# multiprocessing children, which inherit sys.path) import each other.
+for path in (TESTS_DIR, PACKAGE_ROOT):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import redlock  # noqa: E402
+from redis_nodes import Cluster, redis_server_binary  # noqa: E402
+
+# Generous timeouts: CI machines have 2 busy cores.
+NODE_TIMEOUT_MS = 500
+CONNECT_TIMEOUT_MS = 1000
+
+
+def _start_cluster(n: int) -> Cluster:
+    try:
+        redis_server_binary()
+    except AssertionError as e:
+        pytest.fail(str(e), pytrace=False)
+    return Cluster(n)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """Three nodes shared by the tests of one module (each test uses its own resources)."""
+    c = _start_cluster(3)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def make_cluster() -> Iterator[Callable[[int], Cluster]]:
+    """A factory of clusters owned by one test (for tests that kill or pause nodes)."""
+    made: List[Cluster] = []
+
+    def make(n: int) -> Cluster:
+        c = _start_cluster(n)
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.stop()
+
+
+def make_manager(urls: List[str], **kwargs) -> redlock.Redlock:
+    """A manager with the tests' generous timeouts (overridable)."""
+    kwargs.setdefault("node_timeout_ms", NODE_TIMEOUT_MS)
+    kwargs.setdefault("connect_timeout_ms", CONNECT_TIMEOUT_MS)
+    kwargs.setdefault("retry_count", 3)
+    kwargs.setdefault("retry_delay_ms", 50)
+    return redlock.Redlock(urls, **kwargs)
+
+
+@pytest.fixture
+def new_manager() -> Iterator[Callable[..., redlock.Redlock]]:
+    """A factory of managers (``new_manager(urls, **options)``) closed at teardown."""
+    made: List[redlock.Redlock] = []
+
+    def new(urls: List[str], **kwargs) -> redlock.Redlock:
+        m = make_manager(urls, **kwargs)
+        made.append(m)
+        return m
+
+    try:
+        yield new
+    finally:
+        for m in made:
+            m.close()
+
+
+@pytest.fixture
+def mgr(cluster: Cluster, new_manager) -> redlock.Redlock:
+    """A manager over the module's three nodes."""
+    return new_manager(cluster.urls)
+
+
+@pytest.fixture
+def resource(request: pytest.FixtureRequest) -> str:
+    """A resource name unique to this test and this run."""
+    return f"py-test:{request.node.name}:{uuid.uuid4().hex}"

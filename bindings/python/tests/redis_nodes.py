@@ -1,0 +1,291 @@
+"""Test helpers: real ``redis-server`` processes on free loopback ports, and a tiny RESP client.
+
+Each server runs in its own temporary directory with no persistence, is started on a port found
+by binding ``127.0.0.1:0`` (retried if the port was taken meanwhile), and is killed by PID when
+stopped. Every wait is bounded in count and time. Nothing here connects anywhere but
+127.0.0.1. No redis-py: the RESP client below is all the tests need to inspect a node.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Union
+
+HOST = "127.0.0.1"
+
+_live: Dict[int, subprocess.Popen] = {}
+_live_lock = threading.Lock()
+
+
+def redis_server_binary() -> str:
+    """The ``redis-server`` binary, or an ``AssertionError`` saying how to get it (the tests
+    must fail, never skip, without it)."""
+    name = os.environ.get("REDIS_SERVER", "redis-server")
+    path = shutil.which(name)
+    if path is None:
+        raise AssertionError(
+            f"`{name}` not found on PATH: these tests need a real redis-server "
+            "(apt-get install redis-server, or run .ci/setup which installs it)"
+        )
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class RespError(Exception):
+    """An error reply (``-ERR ...``) from a node."""
+
+
+def _encode(arg: Union[str, bytes, int]) -> bytes:
+    if isinstance(arg, bytes):
+        return arg
+    return str(arg).encode("utf-8")
+
+
+def _read_line(f) -> bytes:
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise ConnectionError(f"truncated RESP line: {line!r}")
+    return line[:-2]
+
+
+def _read_reply(f):
+    line = _read_line(f)
+    kind, rest = line[:1], line[1:]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        return RespError(rest.decode(errors="replace"))
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        if len(data) != n + 2:
+            raise ConnectionError("truncated RESP bulk string")
+        return data[:-2]
+    if kind == b"*":
+        n = int(rest)
+        if n < 0:
+            return None
+        return [_read_reply(f) for _ in range(n)]
+    raise ConnectionError(f"unexpected RESP reply: {line!r}")
+
+
+def resp(port: int, *args: Union[str, bytes, int], timeout: float = 5.0):
+    """Sends one command to ``127.0.0.1:port`` and returns its decoded reply (an error reply is
+    returned as a :class:`RespError` instance, not raised)."""
+    parts = [_encode(a) for a in args]
+    payload = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    with socket.create_connection((HOST, port), timeout=timeout) as s:
+        s.sendall(payload)
+        with s.makefile("rb") as f:
+            return _read_reply(f)
+
+
+def _ping(port: int) -> bool:
+    try:
+        return resp(port, "PING", timeout=0.5) == "PONG"
+    except (OSError, ValueError):
+        return False
+
+
+class RedisServer:
+    """One ``redis-server`` process: ``--save "" --appendonly no``, bound to 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.binary = redis_server_binary()
+        self.dir = tempfile.mkdtemp(prefix="redlock-py-test-")
+        self.proc: Optional[subprocess.Popen] = None
+        self.paused = False
+        for _ in range(20):
+            self.port = free_port()
+            if self._spawn():
+                return
+        log = self.log_tail()
+        self.stop()
+        raise AssertionError(
+            f"could not start redis-server on a free port after 20 tries; log:\n{log}"
+        )
+
+    def _spawn(self) -> bool:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", HOST,
+            "--dir", self.dir,
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--loglevel", "warning",
+            "--logfile", os.path.join(self.dir, "redis.log"),
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        with _live_lock:
+            _live[proc.pid] = proc
+        deadline = time.monotonic() + 10.0
+        for _ in range(2000):  # bounded in count and time
+            if proc.poll() is not None:
+                self._reap(proc)
+                return False  # exited: most likely the port was taken meanwhile
+            if _ping(self.port):
+                self.proc = proc
+                return True
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        self._kill(proc)
+        return False
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen) -> None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        with _live_lock:
+            _live.pop(proc.pid, None)
+
+    @classmethod
+    def _kill(cls, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            try:
+                os.kill(proc.pid, signal.SIGCONT)
+                os.kill(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        cls._reap(proc)
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL this server (by its PID) and reap it."""
+        if self.proc is not None:
+            self._kill(self.proc)
+            self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections are still accepted, nothing is answered."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def stop(self) -> None:
+        """Kill and remove the temporary directory."""
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.dir, "redis.log"), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return "(no log)"
+
+    def command(self, *args: Union[str, bytes, int]):
+        return resp(self.port, *args)
+
+    def get(self, key: bytes) -> Optional[bytes]:
+        return self.command("GET", key)
+
+    def pttl(self, key: bytes) -> int:
+        return self.command("PTTL", key)
+
+
+class Cluster:
+    """N servers, started in parallel."""
+
+    def __init__(self, n: int) -> None:
+        self.servers: List[RedisServer] = []
+        errors: List[BaseException] = []
+        lock = threading.Lock()
+
+        def start() -> None:
+            try:
+                s = RedisServer()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(e)
+                return
+            with lock:
+                self.servers.append(s)
+
+        threads = [threading.Thread(target=start) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        if errors or len(self.servers) != n:
+            self.stop()
+            raise errors[0] if errors else AssertionError("redis-server start timed out")
+
+    @property
+    def urls(self) -> List[str]:
+        return [s.url for s in self.servers]
+
+    def holding(self, key: bytes, value: Union[str, bytes]) -> int:
+        """How many live nodes hold ``key`` with exactly ``value``."""
+        want = _encode(value)
+        return sum(1 for s in self.servers if s.proc is not None and s.get(key) == want)
+
+    def present(self, key: bytes) -> int:
+        """How many live nodes have ``key`` at all."""
+        return sum(1 for s in self.servers if s.proc is not None and s.command("EXISTS", key) == 1)
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+def key_of(resource: Union[str, bytes]) -> bytes:
+    """The Redis key of a resource: ``redlock:`` followed by its bytes."""
+    return b"redlock:" + _encode(resource)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Safety net: a server whose fixture never tore down is killed by PID at exit."""
+    with _live_lock:
+        procs = list(_live.values())
+    for p in procs:
+        RedisServer._kill(p)
+
+
+def wait_until(predicate, timeout: float = 5.0, interval: float = 0.01, what: str = "condition"):
+    """Polls ``predicate`` until it is true; bounded in time and in count. Returns its value."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / interval) + 2):
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,248 @@
+"""Lock, unlock and extend against three real nodes; with-blocks; expiry; waiting. Every
+outcome is checked on the nodes themselves (RESP) or through a second manager."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+import redlock
+from redlock import NodeOutcome
+
+from redis_nodes import key_of, wait_until
+
+
+class Boom(Exception):
+    pass
+
+
+def wait_expired(lk: redlock.Lease, cluster, ttl_ms: int) -> None:
+    """Until the lease's validity is 0 and its key is gone from every node (bounded)."""
+    wait_until(lambda: lk.validity_ms == 0, timeout=ttl_ms / 1000 + 5, what="validity 0")
+    key = key_of(lk.resource)
+    wait_until(lambda: cluster.present(key) == 0, timeout=ttl_ms / 1000 + 5, what="key expiry")
+
+
+def test_lock_unlock_extend(cluster, mgr, new_manager, resource):
+    assert mgr.node_count == 3
+    assert mgr.quorum == 2
+    key = key_of(resource)
+
+    lk = mgr.lock(resource, ttl_ms=10_000)
+    assert re.fullmatch(r"[0-9a-f]{40}", lk.token)
+    assert lk.resource == resource.encode()
+    assert cluster.holding(key, lk.token) >= 2
+    assert 9_000 < lk.validity_ms <= 10_000
+    assert lk.valid is True
+    assert lk.granted >= mgr.quorum
+    outcomes = lk.node_outcomes
+    assert len(outcomes) == 3 and all(isinstance(o, NodeOutcome) for o in outcomes)
+    assert outcomes.count(NodeOutcome.SUCCESS) == lk.granted
+    assert set(outcomes) <= {NodeOutcome.SUCCESS, NodeOutcome.PENDING}
+    for s in cluster.servers:
+        if s.get(key) == lk.token.encode():
+            assert 8_000 < s.pttl(key) <= 10_000
+
+    # Someone else cannot take it.
+    other = new_manager(cluster.urls)
+    with pytest.raises(redlock.NotAcquired) as ei:
+        other.try_lock(resource, ttl_ms=1_000)
+    assert ei.value.status == redlock.Status.NOT_ACQUIRED == 1
+    assert "not acquired" in ei.value.message and "quorum" in ei.value.message
+
+    lk.extend(30_000)
+    assert 25_000 < lk.validity_ms <= 30_000
+    assert cluster.holding(key, lk.token) >= 2
+    for s in cluster.servers:
+        if s.get(key) == lk.token.encode():
+            assert 25_000 < s.pttl(key) <= 30_000
+
+    lk.unlock()
+    assert cluster.present(key) == 0
+    assert lk.validity_ms == 0
+    assert lk.valid is False
+    with pytest.raises(redlock.NotHeld) as ei:
+        lk.unlock()
+    assert ei.value.status == 2
+    with pytest.raises(redlock.NotHeld):
+        lk.extend(1_000)
+    lk.close()
+    lk.close()  # idempotent
+    assert lk.closed
+
+    # Released for real: another manager gets it at once.
+    lk2 = other.try_lock(resource, ttl_ms=5_000)
+    assert cluster.holding(key, lk2.token) >= 2
+    lk2.unlock()
+    lk2.close()
+
+
+def test_str_and_bytes_name_the_same_resource(cluster, mgr, resource):
+    name = resource + ":é"
+    with mgr.lock(name, ttl_ms=5_000) as lk:
+        assert lk.resource == name.encode("utf-8")
+        with pytest.raises(redlock.NotAcquired):
+            mgr.try_lock(name.encode("utf-8"), ttl_ms=5_000)
+        with pytest.raises(redlock.NotAcquired):
+            mgr.try_lock(bytearray(name.encode("utf-8")), ttl_ms=5_000)
+        assert cluster.holding(key_of(name), lk.token) >= 2
+    assert cluster.present(key_of(name)) == 0
+
+
+def test_binary_resource_and_maximum_length(cluster, mgr, resource):
+    raw = resource.encode() + b"\x00\r\n\xff"
+    with mgr.try_lock(raw, ttl_ms=5_000) as lk:
+        assert lk.resource == raw
+        assert cluster.holding(b"redlock:" + raw, lk.token) >= 2
+    assert cluster.present(b"redlock:" + raw) == 0
+
+    longest = (resource.encode() * 100)[: redlock.MAX_RESOURCE_LEN]
+    assert len(longest) == 1024
+    with mgr.try_lock(longest, ttl_ms=5_000) as lk:
+        assert lk.resource == longest
+    with pytest.raises(redlock.InvalidArgument):
+        mgr.try_lock(longest + b"x", ttl_ms=5_000)
+
+
+def test_with_block_unlocks(cluster, mgr, resource):
+    key = key_of(resource)
+    with mgr.lock(resource, ttl_ms=10_000) as lk:
+        assert isinstance(lk, redlock.Lease)
+        assert cluster.holding(key, lk.token) >= 2
+        token = lk.token
+    assert cluster.present(key) == 0
+    assert lk.closed
+    assert lk.token == token  # facts recorded at acquisition stay readable
+    with pytest.raises(redlock.HandleClosed):
+        lk.validity_ms
+    with pytest.raises(redlock.HandleClosed):
+        lk.unlock()
+
+
+def test_with_block_that_raises_still_unlocks(cluster, mgr, resource):
+    key = key_of(resource)
+    with pytest.raises(Boom):
+        with mgr.lock(resource, ttl_ms=10_000) as lk:
+            assert cluster.holding(key, lk.token) >= 2
+            raise Boom("inside the critical section")
+    assert cluster.present(key) == 0
+    assert lk.closed
+    # And it is free for the next holder.
+    with mgr.try_lock(resource, ttl_ms=1_000):
+        pass
+
+
+def test_with_block_outliving_its_lock_raises_not_held(cluster, mgr, resource):
+    with pytest.raises(redlock.NotHeld):
+        with mgr.lock(resource, ttl_ms=150) as lk:
+            wait_expired(lk, cluster, 150)
+    assert lk.closed
+
+
+def test_with_block_exception_wins_over_failed_unlock(cluster, mgr, resource):
+    with pytest.raises(Boom) as ei:
+        with mgr.lock(resource, ttl_ms=150) as lk:
+            wait_expired(lk, cluster, 150)
+            raise Boom("the body's own error")
+    assert lk.closed
+    if sys.version_info >= (3, 11):
+        notes = getattr(ei.value, "__notes__", [])
+        assert any("NotHeld" in n for n in notes), notes
+
+
+def test_unlock_inside_with_block_is_not_repeated(cluster, mgr, resource):
+    with mgr.lock(resource, ttl_ms=5_000) as lk:
+        lk.unlock()
+        assert cluster.present(key_of(resource)) == 0
+    assert lk.closed
+
+
+def test_unlock_and_extend_after_expiry_raise_not_held(cluster, mgr, resource):
+    lk = mgr.try_lock(resource, ttl_ms=150)
+    wait_expired(lk, cluster, 150)
+    assert lk.valid is False
+    with pytest.raises(redlock.NotHeld) as ei:
+        lk.extend(5_000)
+    assert ei.value.status == redlock.Status.NOT_HELD
+    assert cluster.present(key_of(resource)) == 0  # extend never recreates an expired key
+    with pytest.raises(redlock.NotHeld):
+        lk.unlock()
+    lk.close()
+
+
+def test_expired_lock_can_be_taken_over_and_old_unlock_does_not_release_it(
+    cluster, mgr, new_manager, resource
+):
+    old = mgr.try_lock(resource, ttl_ms=150)
+    wait_expired(old, cluster, 150)
+    other = new_manager(cluster.urls)
+    new = other.try_lock(resource, ttl_ms=10_000)
+    with pytest.raises(redlock.NotHeld):
+        old.unlock()
+    # The owner check kept the new holder's key on the nodes.
+    assert cluster.holding(key_of(resource), new.token) >= 2
+    new.unlock()
+    old.close()
+    new.close()
+
+
+def test_wait_ms_gives_up_after_the_wait(cluster, mgr, new_manager, resource):
+    holder = mgr.try_lock(resource, ttl_ms=20_000)
+    other = new_manager(cluster.urls, retry_delay_ms=50)
+    t0 = time.monotonic()
+    with pytest.raises(redlock.NotAcquired):
+        other.lock(resource, ttl_ms=1_000, wait_ms=400)
+    elapsed = time.monotonic() - t0
+    assert 0.35 <= elapsed < 5.0, elapsed
+    # wait_ms=0: one attempt.
+    with pytest.raises(redlock.NotAcquired):
+        other.lock(resource, ttl_ms=1_000, wait_ms=0)
+    # The configured retries (retry_count=3, delay up to 50 ms): bounded as well.
+    t0 = time.monotonic()
+    with pytest.raises(redlock.NotAcquired):
+        other.lock(resource, ttl_ms=1_000)
+    assert time.monotonic() - t0 < 5.0
+    holder.unlock()
+    holder.close()
+
+
+def test_wait_ms_acquires_once_the_holder_expires(cluster, mgr, new_manager, resource):
+    holder = mgr.try_lock(resource, ttl_ms=300)
+    other = new_manager(cluster.urls, retry_delay_ms=30)
+    t0 = time.monotonic()
+    with other.lock(resource, ttl_ms=5_000, wait_ms=5_000) as lk:
+        waited = time.monotonic() - t0
+        assert cluster.holding(key_of(resource), lk.token) >= 2
+        assert lk.token != holder.token
+    assert 0.1 <= waited < 5.0, waited
+    holder.close()
+
+
+def test_lease_outlives_its_closed_manager(cluster, new_manager, resource):
+    m = new_manager(cluster.urls)
+    lk = m.lock(resource, ttl_ms=5_000)
+    m.close()
+    assert m.closed
+    with pytest.raises(redlock.HandleClosed):
+        m.try_lock(resource + ":2", ttl_ms=1_000)
+    lk.extend(8_000)
+    assert lk.validity_ms > 6_000
+    lk.unlock()
+    assert cluster.present(key_of(resource)) == 0
+    lk.close()
+
+
+def test_passwords_never_appear(cluster, new_manager, resource):
+    port = cluster.servers[0].port
+    m = new_manager([f"redis://:hunter2@127.0.0.1:{port}"], retry_count=0)
+    assert "hunter2" not in repr(m)
+    # The node has no password: AUTH fails with a server error.
+    with pytest.raises(redlock.RedlockError) as ei:
+        m.try_lock(resource, ttl_ms=1_000)
+    assert "hunter2" not in str(ei.value) and "hunter2" not in repr(ei.value)
+    with pytest.raises(redlock.InvalidArgument) as ei:
+        redlock.Redlock(["redis://:hunter2@127.0.0.1:0"])
+    assert "hunter2" not in str(ei.value)

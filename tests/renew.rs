@@ -1,0 +1,369 @@
+//! Auto-renewal against real redis-server processes.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock::{Config, Error, LostReason, Redlock, RenewOptions};
+use support::{Cluster, eventually};
+
+fn key(resource: &[u8]) -> Vec<u8> {
+    let mut k = b"redlock:".to_vec();
+    k.extend_from_slice(resource);
+    k
+}
+
+fn manager(urls: Vec<String>) -> Redlock {
+    Redlock::new(
+        Config::new(urls)
+            .node_timeout(Duration::from_millis(200))
+            .retry_delay(Duration::from_millis(20)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_one_second_lock_held_for_ten_seconds_is_never_lost_nor_taken() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let other = manager(cluster.urls());
+    let lease = mgr.try_lock("long", Duration::from_secs(1)).unwrap();
+    lease.auto_renew(RenewOptions::new()).unwrap();
+    let start = Instant::now();
+    let mut min_validity = Duration::MAX;
+    let mut attempts = 0;
+    while start.elapsed() < Duration::from_secs(10) {
+        assert!(!lease.is_lost(), "lost: {:?}", lease.lost_reason());
+        let v = lease.validity();
+        assert!(
+            v > Duration::ZERO,
+            "validity ran out at {:?}",
+            start.elapsed()
+        );
+        min_validity = min_validity.min(v);
+        assert!(matches!(
+            other.try_lock("long", Duration::from_secs(1)),
+            Err(Error::NotAcquired(_))
+        ));
+        attempts += 1;
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(attempts >= 50);
+    // Renewed every third of the TTL: the validity never dropped near zero.
+    assert!(
+        min_validity > Duration::from_millis(400),
+        "{min_validity:?}"
+    );
+    let stats = mgr.renewal_stats();
+    assert!(stats.renewed >= 25, "{stats:?}");
+    assert_eq!(stats.lost, 0);
+    lease.unlock().unwrap();
+    assert!(!lease.is_renewing());
+    other
+        .try_lock("long", Duration::from_secs(1))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn killing_a_majority_reports_the_loss_before_the_validity_ends() {
+    let mut cluster = Cluster::start(5);
+    let mgr = Redlock::new(
+        Config::new(cluster.urls())
+            .node_timeout(Duration::from_millis(100))
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(20)),
+    )
+    .unwrap();
+    let lease = mgr.try_lock("doomed", Duration::from_secs(1)).unwrap();
+    let lost_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let seen = Arc::clone(&lost_at);
+    lease
+        .auto_renew(RenewOptions::new().on_lost(move |l| {
+            assert!(l.is_lost());
+            assert_eq!(l.validity(), Duration::ZERO);
+            *seen.lock().unwrap() = Some(Instant::now());
+        }))
+        .unwrap();
+    // Let a renewal or two succeed, then kill three of five.
+    thread::sleep(Duration::from_millis(800));
+    assert!(mgr.renewal_stats().renewed >= 1);
+    let last_granted = lease.expires_at().expect("still valid");
+    for i in [0, 1, 2] {
+        cluster.servers[i].kill();
+    }
+    // A renewal may have been confirmed just before the kill: track the last expiry granted.
+    let mut last_expiry = last_granted;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !lease.is_lost() {
+        if let Some(e) = lease.expires_at() {
+            last_expiry = last_expiry.max(e);
+        }
+        assert!(Instant::now() < deadline, "loss never reported");
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(lease.wait_lost(Duration::ZERO));
+    assert_eq!(lease.validity(), Duration::ZERO);
+    assert!(matches!(
+        lease.lost_reason(),
+        Some(LostReason::RenewalFailed(_))
+    ));
+    assert!(eventually(Duration::from_secs(2), || lost_at
+        .lock()
+        .unwrap()
+        .is_some()));
+    let notified = lost_at.lock().unwrap().unwrap();
+    assert!(
+        notified < last_expiry,
+        "notified {:?} after the validity ended",
+        notified - last_expiry
+    );
+    // Fail closed: never valid again, and extend/unlock say so.
+    assert!(matches!(
+        lease.extend(Duration::from_secs(1)),
+        Err(Error::NotHeld(_))
+    ));
+    assert!(lease.unlock().is_err());
+    assert_eq!(lease.validity(), Duration::ZERO);
+}
+
+#[test]
+fn a_thousand_cycles_with_renewals_in_flight_at_unlock_leave_no_key() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..1000u32 {
+        let res = format!("cycle{}", i % 7);
+        let lease = mgr
+            .lock_timeout(&res, Duration::from_secs(3), Duration::from_secs(10))
+            .unwrap();
+        // Renew every 15 ms, so a renewal is often in flight when unlock comes.
+        lease
+            .auto_renew(RenewOptions::new().renew_after(0.005))
+            .unwrap();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        thread::sleep(Duration::from_micros(rng % 25_000));
+        lease.unlock().unwrap();
+    }
+    let stats = mgr.renewal_stats();
+    assert!(stats.renewed > 100, "few renewals happened: {stats:?}");
+    // A renewal that ran after an unlock would have extended or restored a key (3 s TTL).
+    assert!(eventually(Duration::from_secs(1), || cluster
+        .servers
+        .iter()
+        .all(|s| s.dbsize() == 0)));
+}
+
+#[test]
+fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
+    let mut cluster = Cluster::start(3);
+    let mgr = Redlock::new(
+        Config::new(cluster.urls())
+            .node_timeout(Duration::from_millis(200))
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50)),
+    )
+    .unwrap();
+    let ttl = Duration::from_secs(3);
+    let lease = mgr.try_lock("restore", ttl).unwrap();
+    lease.auto_renew(RenewOptions::new()).unwrap();
+    let k = key(b"restore");
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .holding(&k, lease.token().as_bytes())
+        == 3));
+    cluster.servers[0].restart(); // no persistence: it comes back empty
+    assert_eq!(cluster.servers[0].get(&k), None);
+    let restarted = Instant::now();
+    // One renewal period is a third of the TTL; allow for a failed attempt's retry.
+    assert!(
+        eventually(ttl / 3 + Duration::from_millis(500), || cluster.servers[0]
+            .get(&k)
+            .as_deref()
+            == Some(lease.token().as_bytes())),
+        "key not restored"
+    );
+    eprintln!("restored after {:?}", restarted.elapsed());
+    assert!(mgr.renewal_stats().restored >= 1);
+    assert!(cluster.servers[0].pttl(&k) > 0);
+    lease.unlock().unwrap();
+    assert!(eventually(Duration::from_secs(1), || cluster.present(&k) == 0));
+}
+
+#[test]
+fn the_hold_bound_stops_renewal_and_tells_the_holder() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("bounded", Duration::from_secs(1)).unwrap();
+    let start = Instant::now();
+    lease
+        .auto_renew(RenewOptions::new().max_hold(Duration::from_secs(3)))
+        .unwrap();
+    assert!(lease.wait_lost(Duration::from_secs(10)));
+    let at = start.elapsed();
+    assert!(
+        at >= Duration::from_millis(2900) && at < Duration::from_millis(3500),
+        "{at:?}"
+    );
+    assert!(matches!(
+        lease.lost_reason(),
+        Some(LostReason::MaxHoldReached { .. })
+    ));
+    assert_eq!(lease.validity(), Duration::ZERO);
+    assert!(!lease.is_renewing());
+    // The key was not renewed past the bound: it expires within one TTL.
+    let other = manager(cluster.urls());
+    other
+        .lock_timeout("bounded", Duration::from_secs(1), Duration::from_secs(2))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn the_extension_bound_stops_renewal_after_n_extensions() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("counted", Duration::from_millis(600)).unwrap();
+    lease
+        .auto_renew(RenewOptions::new().max_extensions(2))
+        .unwrap();
+    assert!(lease.wait_lost(Duration::from_secs(5)));
+    assert_eq!(
+        lease.lost_reason(),
+        Some(LostReason::MaxExtensionsReached { extensions: 2 })
+    );
+    assert_eq!(mgr.renewal_stats().renewed, 2);
+}
+
+#[test]
+fn bad_renewal_options_are_rejected() {
+    let cluster = Cluster::start(1);
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("opts", Duration::from_secs(1)).unwrap();
+    for o in [
+        RenewOptions::new().max_hold(Duration::ZERO),
+        RenewOptions::new().renew_after(0.0),
+        RenewOptions::new().renew_after(0.9),
+        RenewOptions::new().renew_after(f64::NAN),
+    ] {
+        assert!(matches!(lease.auto_renew(o), Err(Error::InvalidInput(_))));
+    }
+    lease.unlock().unwrap();
+    assert!(matches!(
+        lease.auto_renew(RenewOptions::new()),
+        Err(Error::NotHeld(_))
+    ));
+}
+
+#[test]
+fn dropping_a_lease_stops_its_renewal() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let lease = mgr.try_lock("dropped", Duration::from_millis(600)).unwrap();
+    lease.auto_renew(RenewOptions::new()).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    drop(lease);
+    // Not renewed any more: another client gets it within one TTL.
+    let start = Instant::now();
+    mgr.lock_timeout("dropped", Duration::from_secs(1), Duration::from_secs(3))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_millis(1200));
+}
+
+/// Not a test of its own: the child process of the next test. It holds an auto-renewed lock
+/// on the nodes given in REDLOCK_CHILD_NODES and waits to be killed.
+#[test]
+fn child_holder() {
+    let Ok(nodes) = std::env::var("REDLOCK_CHILD_NODES") else {
+        return;
+    };
+    let mgr = manager(nodes.split(',').map(str::to_string).collect());
+    let lease = mgr.try_lock("child", Duration::from_secs(1)).unwrap();
+    lease.auto_renew(RenewOptions::new()).unwrap();
+    println!("LOCKED");
+    thread::sleep(Duration::from_secs(60));
+    panic!("the parent should have killed this process");
+}
+
+#[test]
+fn a_killed_holder_process_releases_within_one_ttl() {
+    let cluster = Cluster::start(3);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_holder", "--nocapture", "--test-threads=1"])
+        .env("REDLOCK_CHILD_NODES", cluster.urls().join(","))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let locked = lines.any(|l| l.is_ok_and(|l| l.contains("LOCKED")));
+    assert!(locked, "the child did not take the lock");
+    let mgr = manager(cluster.urls());
+    // Held and renewed by the child: not available for a couple of TTLs.
+    thread::sleep(Duration::from_millis(1500));
+    assert!(mgr.try_lock("child", Duration::from_secs(1)).is_err());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let lease = mgr
+        .lock_timeout("child", Duration::from_secs(1), Duration::from_secs(5))
+        .unwrap();
+    let took = killed.elapsed();
+    assert!(took <= Duration::from_millis(1100), "{took:?}");
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn a_thousand_auto_renewed_locks_for_thirty_seconds() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let ttl = Duration::from_secs(3);
+    let lost = Arc::new(AtomicU64::new(0));
+    let mut leases = Vec::new();
+    for i in 0..1000 {
+        let lease = mgr.try_lock(format!("many{i}"), ttl).unwrap();
+        let lost = Arc::clone(&lost);
+        lease
+            .auto_renew(RenewOptions::new().on_lost(move |_| {
+                lost.fetch_add(1, Ordering::Relaxed);
+            }))
+            .unwrap();
+        leases.push(lease);
+    }
+    let start = Instant::now();
+    let before = mgr.renewal_stats();
+    while start.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(500));
+        for l in &leases {
+            assert!(l.is_valid(), "a lease lapsed: {:?}", l.lost_reason());
+        }
+    }
+    let after = mgr.renewal_stats();
+    assert_eq!(lost.load(Ordering::Relaxed), 0);
+    assert_eq!(after.lost, 0);
+    let renewed = after.renewed - before.renewed;
+    let ticks = after.ticks - before.ticks;
+    // Every lease renewed about every second: about 30 000 renewals in 30 s.
+    assert!(renewed >= 25_000, "{after:?}");
+    println!(
+        "1000 leases for 30 s: {renewed} renewals in {ticks} ticks, {:.1} leases per tick, \
+         {} commands per node ({:.1} writes per node per second), largest batch {}",
+        renewed as f64 / ticks as f64,
+        after.commands_per_node - before.commands_per_node,
+        (after.commands_per_node - before.commands_per_node) as f64 / 30.0,
+        after.max_batch
+    );
+    // Batching: far fewer commands than renewals.
+    assert!(ticks * 5 < renewed, "renewals were not batched: {after:?}");
+    for l in leases {
+        l.unlock().unwrap();
+    }
+}
