@@ -636,3 +636,90 @@ fn construction_rejects_bad_configurations() {
         Err(Error::InvalidInput(_))
     ));
 }
+
+#[test]
+fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
+    use support::proxy::DelayProxy;
+    let cluster = Cluster::start(5);
+    // Node 4 answers 400 ms late (200 ms each way).
+    let slow = DelayProxy::start(cluster.servers[4].port, Duration::from_millis(200));
+    let mut urls = cluster.urls();
+    urls[4] = slow.url();
+    let mgr = Redlock::new(Config::new(urls).node_timeout(Duration::from_secs(2))).unwrap();
+    // Warm the connections (the first step also connects through the proxy).
+    mgr.try_lock("warm", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    for i in 0..10 {
+        let start = Instant::now();
+        let lease = mgr
+            .try_lock(format!("fast{i}"), Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(lease.acquisition().nodes[4].outcome, NodeOutcome::Pending);
+        lease.unlock().unwrap();
+        // Decided by the four fast nodes: far less than the slow node's 400 ms round trip.
+        assert!(
+            start.elapsed() < Duration::from_millis(150),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+    // Now node 4 is paused, so every command to it queues in its socket buffers until
+    // SIGCONT. Lock "a": its SET to node 4 waits on the connection set that carried it. Then
+    // another thread takes that very set (last in, first out) for an acquisition that stays
+    // undecided for a second (nodes 0 and 1 hold the key for someone else, 2 and 3 grant, 4
+    // is silent). An unlock of "a" over any other set would reach node 4 on another
+    // connection and could run before the SET, leaving the key for its 10 s TTL; the unlock
+    // must wait for the set that carried the SET instead.
+    cluster.servers[4].pause();
+    for round in 0..2 {
+        for s in &cluster.servers[..2] {
+            redis::cmd("SET")
+                .arg(key(format!("blocked{round}").as_bytes()))
+                .arg("someone-else")
+                .exec(&mut s.client())
+                .unwrap();
+        }
+    }
+    let slow_mgr = Redlock::new(
+        Config::new(
+            mgr.node_addrs()
+                .iter()
+                .map(|a| format!("redis://{a}"))
+                .collect::<Vec<_>>(),
+        )
+        .node_timeout(Duration::from_millis(800))
+        .stale_limit(Duration::from_secs(30)),
+    )
+    .unwrap();
+    for round in 0..2 {
+        let a = slow_mgr.try_lock("a", Duration::from_secs(10)).unwrap();
+        assert_eq!(a.acquisition().nodes[4].outcome, NodeOutcome::Pending);
+        let blocker = {
+            let m = slow_mgr.clone();
+            thread::spawn(move || {
+                let r = m.try_lock(format!("blocked{round}"), Duration::from_secs(10));
+                assert!(r.is_err());
+            })
+        };
+        thread::sleep(Duration::from_millis(100)); // the blocker holds the set now
+        let start = Instant::now();
+        a.unlock().unwrap();
+        // It waited for the blocker to give the set back.
+        assert!(
+            start.elapsed() >= Duration::from_millis(500),
+            "{:?}",
+            start.elapsed()
+        );
+        blocker.join().unwrap();
+    }
+    cluster.servers[4].resume();
+    // Node 4 received each release after its SET (same connection), so once its backlog
+    // drains it holds nothing. Its backlog is 200 ms behind the proxy: give it a second.
+    thread::sleep(Duration::from_secs(1));
+    assert_eq!(cluster.servers[4].dbsize(), 0);
+    for s in &cluster.servers[..2] {
+        assert_eq!(s.dbsize(), 2, "only the planted keys remain");
+    }
+}

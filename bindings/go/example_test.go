@@ -172,12 +172,12 @@ func ExampleLock_Extend() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("over 29s:", l.Validity() > 29*time.Second)
+	fmt.Println("over 25s:", l.Validity() > 25*time.Second)
 	_ = l.Unlock()
 	fmt.Println("after unlock:", l.Validity())
 	// Output:
 	// under 2s: true
-	// over 29s: true
+	// over 25s: true
 	// after unlock: 0s
 }
 

@@ -19,13 +19,22 @@ import (
 const (
 	// MaxTTL is the longest TTL (and wait) the library accepts: 2³²−1 milliseconds, about
 	// 49.7 days.
-	MaxTTL = time.Duration(C.REDLOCK_MAX_TTL_MS) * time.Millisecond
+	MaxTTL = math.MaxUint32 * time.Millisecond
 	// MinTTL is the shortest TTL the library ever accepts: a TTL must exceed its drift
 	// allowance, TTL × drift factor + 2 ms, which makes 3 ms the minimum at the default factor
 	// (0.01) and more at larger factors. Shorter TTLs give ErrInvalidArgument.
 	MinTTL = 3 * time.Millisecond
 	// MaxResourceLen is the longest resource name accepted, in bytes.
-	MaxResourceLen = C.REDLOCK_MAX_RESOURCE_LEN
+	MaxResourceLen = 1024
+)
+
+// Compile-time checks that the constants above are the header's: each array length is
+// negative, a compile error, unless both sides are equal.
+var (
+	_ [MaxResourceLen - C.REDLOCK_MAX_RESOURCE_LEN]struct{}
+	_ [C.REDLOCK_MAX_RESOURCE_LEN - MaxResourceLen]struct{}
+	_ [MaxTTL/time.Millisecond - C.REDLOCK_MAX_TTL_MS]struct{}
+	_ [C.REDLOCK_MAX_TTL_MS - MaxTTL/time.Millisecond]struct{}
 )
 
 // errBufLen is the size of the C error buffer passed to every fallible call. Messages longer

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+pub mod proxy;
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Fails loudly (never skips) when `redis-server` is not installed.

@@ -42,6 +42,26 @@ from ._errors import (
 )
 from ._ffi import MAX_RESOURCE_LEN, LibraryNotFoundError, library_path
 
+# Public classes present themselves as ``redlock.X`` (tracebacks, reprs, pickling).
+for _cls in (
+    Redlock,
+    Lease,
+    Status,
+    NodeOutcome,
+    RedlockError,
+    NotAcquired,
+    NotHeld,
+    Unavailable,
+    InvalidArgument,
+    NullArgument,
+    HandleClosed,
+    Internal,
+    Panic,
+    LibraryNotFoundError,
+):
+    _cls.__module__ = __name__
+del _cls
+
 #: The largest TTL (and wait) in milliseconds, ``REDLOCK_MAX_TTL_MS`` (``2**32 - 1``).
 MAX_TTL_MS = 2**32 - 1
 

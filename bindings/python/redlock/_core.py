@@ -332,7 +332,7 @@ class Lease:
         gen = next(_generations)
         with self._handle.use() as p:
             st = _ffi.lib().redlock_lease_auto_renew(
-                p, hold, extensions, None, None, err, _ffi.ERR_LEN
+                p, hold, extensions, _ffi.NULL_LOST_FN, None, err, _ffi.ERR_LEN
             )
             if st == Status.OK:
                 self._renew_gen = gen

@@ -95,6 +95,8 @@ resource_t = c_char_p
 #: completeness; the binding always passes NULL (see ``Lease.auto_renew``: Python code never
 #: runs on the library's renewal thread).
 lost_fn_t = CFUNCTYPE(None, LeasePtr, c_void_p)
+#: A NULL ``redlock_lost_fn`` (ctypes does not turn ``None`` into one).
+NULL_LOST_FN = lost_fn_t()
 
 # name -> (restype, argtypes). Keep in the header's order.
 FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {

@@ -259,6 +259,12 @@ class Cluster:
         """How many live nodes have ``key`` at all."""
         return sum(1 for s in self.servers if s.proc is not None and s.command("EXISTS", key) == 1)
 
+    def released(self, key: bytes, timeout: float = 5.0) -> None:
+        """Asserts that ``key`` is released: at once on all but a minority of the nodes (the
+        library returns as soon as a quorum confirmed), then on every node (bounded wait)."""
+        assert self.present(key) < len(self.servers) // 2 + 1, "still held on a quorum"
+        wait_until(lambda: self.present(key) == 0, timeout=timeout, what=f"{key!r} released")
+
     def stop(self) -> None:
         for s in self.servers:
             s.stop()

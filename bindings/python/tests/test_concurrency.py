@@ -56,7 +56,7 @@ def test_threads_contending_keep_mutual_exclusion(cluster, tmp_path, resource):
     assert violations == []
     with open(counter) as f:
         assert int(f.read()) == n_threads * rounds
-    assert cluster.present(key_of(resource)) == 0
+    cluster.released(key_of(resource))
 
 
 def test_processes_contending_keep_mutual_exclusion(cluster, tmp_path, resource):
@@ -65,8 +65,8 @@ def test_processes_contending_keep_mutual_exclusion(cluster, tmp_path, resource)
         f.write("0")
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    start = ctx.Event()
     n_procs, rounds = 3, 8
+    start = ctx.Barrier(n_procs)
     procs = [
         ctx.Process(
             target=process_main,
@@ -77,7 +77,6 @@ def test_processes_contending_keep_mutual_exclusion(cluster, tmp_path, resource)
     for p in procs:
         p.start()
     try:
-        start.set()
         outcomes = [results.get(timeout=60) for _ in procs]
         deadline = time.monotonic() + 30
         for p in procs:
@@ -93,7 +92,7 @@ def test_processes_contending_keep_mutual_exclusion(cluster, tmp_path, resource)
     assert max(first for _, first, _ in outcomes) < min(last for _, _, last in outcomes)
     with open(counter) as f:
         assert int(f.read()) == n_procs * rounds
-    assert cluster.present(key_of(resource)) == 0
+    cluster.released(key_of(resource))
 
 
 def test_blocking_lock_releases_the_gil(cluster, new_manager, resource):

@@ -32,7 +32,7 @@ def critical_section(marker: str, counter: str) -> bool:
 
 def contend(urls: List[str], resource: str, rounds: int, marker: str, counter: str, start=None):
     """Takes the lock ``rounds`` times; returns ``(violations, first attempt, last unlock)``
-    (monotonic times). ``start``, an Event, lines the contenders up before the first attempt.
+    (monotonic times). ``start``, a Barrier, lines the contenders up before the first attempt.
     Raises (so the process exits non-zero) if a lock cannot be had within its bounded wait."""
     import redlock
 
@@ -41,7 +41,7 @@ def contend(urls: List[str], resource: str, rounds: int, marker: str, counter: s
         urls, retry_delay_ms=20, node_timeout_ms=500, connect_timeout_ms=1000
     ) as mgr:
         if start is not None:
-            assert start.wait(30), "the start signal never came"
+            start.wait(30)  # raises BrokenBarrierError on timeout
         first = time.monotonic()
         for _ in range(rounds):
             with mgr.lock(resource, ttl_ms=10_000, wait_ms=20_000) as lk:
