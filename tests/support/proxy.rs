@@ -75,9 +75,12 @@ impl DelayProxy {
     }
 }
 
+/// Bytes read, and when to deliver them.
+type Chunk = (Instant, Vec<u8>);
+
 /// Copies `from` → `to`, delivering each chunk `delay` after it was read.
 fn pump(mut from: TcpStream, to: TcpStream, delay: Arc<Mutex<Duration>>) {
-    let (tx, rx): (Sender<(Instant, Vec<u8>)>, Receiver<(Instant, Vec<u8>)>) = unbounded();
+    let (tx, rx): (Sender<Chunk>, Receiver<Chunk>) = unbounded();
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
