@@ -168,6 +168,8 @@ pub(crate) struct Conn {
     owed: usize,
     /// When the oldest owed reply (or the unfinished connect/handshake) was asked for.
     owed_since: Option<Instant>,
+    /// The end of the last step that used this connection.
+    last_used: Instant,
     /// Commands written (or queued) on this connection over its life, handshake included.
     sent: u64,
     /// Replies received over its life, discarded ones included; `u64::MAX` once closed.
@@ -226,6 +228,7 @@ impl Conn {
             handshake_left: node.handshake_replies,
             owed: 0,
             owed_since: Some(now),
+            last_used: now,
             sent: node.handshake_replies as u64,
             acked: Arc::new(AtomicU64::new(0)),
         };
@@ -249,6 +252,7 @@ impl Conn {
             handshake_left: 0,
             owed: 0,
             owed_since: None,
+            last_used: Instant::now(),
             sent: 0,
             acked: Arc::new(AtomicU64::new(0)),
         }
@@ -628,7 +632,7 @@ impl ConnSet {
         mut decided: impl FnMut(&[NodeResult]) -> bool,
     ) -> io::Result<Vec<NodeResult>> {
         let start = now();
-        self.drop_dead_idle(nodes);
+        self.drop_dead_idle(nodes, start);
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(nodes.len());
         for (node, conn) in nodes.iter().zip(self.conns.iter_mut()) {
             let mut slot = Slot {
@@ -652,12 +656,13 @@ impl ConnSet {
         });
         // Bytes still queued (say, a connect that completed just as the step was decided):
         // push them out now rather than at this set's next step.
+        let end = now();
         for slot in slots.iter_mut() {
-            if let Some(c) = slot.conn.as_mut()
-                && c.queued() > 0
-                && c.flush().is_err()
-            {
-                *slot.conn = None;
+            if let Some(c) = slot.conn.as_mut() {
+                c.last_used = end;
+                if c.queued() > 0 && c.flush().is_err() {
+                    *slot.conn = None;
+                }
             }
         }
         let mut out = Vec::with_capacity(slots.len());
@@ -685,14 +690,24 @@ impl ConnSet {
     /// Closes idle connections the node has closed (a restarted node) before they are used,
     /// so that the step reconnects at once instead of failing that node. One zero-timeout
     /// `poll(2)` for the whole set; no backoff, since the node may well be back.
-    fn drop_dead_idle(&mut self, nodes: &[Node]) {
+    ///
+    /// Connections used in the last few milliseconds are not probed: in a tight loop the probe
+    /// would cost a system call per step for nothing, and a node that restarts in that window
+    /// is then simply reported as failed for one step.
+    fn drop_dead_idle(&mut self, nodes: &[Node], now: Instant) {
+        const PROBE_AFTER: Duration = Duration::from_millis(5);
         let idle: Vec<usize> = self
             .conns
             .iter()
             .enumerate()
             .filter_map(|(i, c)| {
                 c.as_ref()
-                    .filter(|c| c.phase == Phase::Ready && c.owed == 0 && c.queued() == 0)
+                    .filter(|c| {
+                        c.phase == Phase::Ready
+                            && c.owed == 0
+                            && c.queued() == 0
+                            && now.saturating_duration_since(c.last_used) > PROBE_AFTER
+                    })
                     .map(|_| i)
             })
             .collect();
@@ -1052,6 +1067,7 @@ mod tests {
             noscript_fallback: None,
         };
         let alive = answer(peers.pop().unwrap(), vec![(cmd.bytes, b":1\r\n")]);
+        thread::sleep(Duration::from_millis(10)); // idle long enough to be probed
         let out = set
             .step(
                 &nodes,

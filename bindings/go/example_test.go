@@ -231,3 +231,38 @@ func ExampleError() {
 	// true
 	// invalid argument | invalid input: at least one node is required
 }
+
+// AutoRenew keeps a lock alive while the work runs; the Lost channel says if it could not.
+// Here a bound of two renewals makes it end on purpose.
+func ExampleLock_AutoRenew() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	l, err := m.Lock("example:renewed", 300*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Free()
+	if err := l.AutoRenew(0, 2, nil); err != nil { // no hold bound, at most 2 renewals
+		fmt.Println(err)
+		return
+	}
+
+	work := time.After(5 * time.Second) // longer than the renewals allow
+	select {
+	case <-l.Lost():
+		fmt.Println("lost before the work finished; validity:", l.Validity())
+	case <-work:
+		fmt.Println("work done")
+	}
+	fmt.Println("unlock:", errors.Is(l.Unlock(), redlock.ErrNotHeld))
+	// Output:
+	// lost before the work finished; validity: 0s
+	// unlock: true
+}

@@ -101,3 +101,48 @@ func TestFinalizersFree(t *testing.T) {
 		t.Fatalf("two Closes freed %d times", got)
 	}
 }
+
+// The callback handles of auto-renewed locks are released by Free and by the finalizer.
+func TestRenewHandlesReleased(t *testing.T) {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	before := renewHandles.Load()
+	l, err := m.TryLock("TestRenewHandlesReleased/"+time.Now().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // one handle however often the settings are replaced
+		if err := l.AutoRenew(0, 0, func() {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := renewHandles.Load() - before; got != 1 {
+		t.Fatalf("%d live handles for one lock", got)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l.Free()
+	if got := renewHandles.Load() - before; got != 0 {
+		t.Fatalf("Free left %d handles", got)
+	}
+
+	func() {
+		for i := 0; i < 5; i++ {
+			l, err := m.TryLock("TestRenewHandlesReleased/gc/"+time.Now().String(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.AutoRenew(0, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}()
+	if !gcUntil(func() bool { return renewHandles.Load() == before }) {
+		t.Fatalf("finalizers left %d handles", renewHandles.Load()-before)
+	}
+}

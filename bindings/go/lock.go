@@ -67,11 +67,20 @@ func (o NodeOutcome) String() string {
 // unlocks (an unreleased lock expires after its TTL), and Unlock does not free. A Lock that is
 // garbage collected without Free is freed by a finalizer — again without unlocking. A Lock
 // stays usable after its Manager is closed.
+//
+// Extend pushes the expiry back by hand; AutoRenew has the manager's renewal thread do it,
+// and reports through IsLost, Lost, WaitLost and a callback if the lock is lost.
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
 	mu  sync.RWMutex
 	ptr *C.redlock_lease
+
+	// Auto-renewal: the state the lost callback reaches, and (once AutoRenew was called) the
+	// C memory holding its cgo.Handle, passed to the library as userdata. userdata is guarded
+	// by mu and released by free.
+	lost     *lostState
+	userdata unsafe.Pointer
 
 	// Immutable facts copied out of the lease when it was acquired; valid after Free.
 	token    string
@@ -83,6 +92,7 @@ type Lock struct {
 func newLock(p *C.redlock_lease) *Lock {
 	l := &Lock{
 		ptr:     p,
+		lost:    newLostState(),
 		token:   C.GoString(C.redlock_lease_token(p)),
 		granted: int(C.redlock_lease_granted(p)),
 	}
@@ -103,18 +113,22 @@ func newLock(p *C.redlock_lease) *Lock {
 }
 
 // free releases the C lease once. It is Free's body and the finalizer; it never unlocks.
+// redlock_lease_free stops auto-renewal and waits for a lost callback in flight; after it no
+// callback runs, so the callback's handle can go too.
 func (l *Lock) free() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ptr != nil {
 		C.redlock_lease_free(l.ptr)
 		l.ptr = nil
+		l.releaseRenewal()
 		locksFreed.Add(1)
 	}
 }
 
 // Free releases the Lock's memory without unlocking it: if it was not unlocked, the lock
-// expires on the nodes after its TTL. It waits for calls in progress on this Lock; afterwards
+// expires on the nodes after its TTL. It stops auto-renewal. It waits for calls in progress
+// on this Lock; afterwards
 // Unlock and Extend return ErrClosed, Validity returns 0, and Token, Resource, Granted and
 // NodeOutcomes still answer. Free is idempotent.
 func (l *Lock) Free() {
@@ -126,7 +140,8 @@ func (l *Lock) Free() {
 }
 
 // Unlock releases the lock on every node (owner-checked: another owner's key is never
-// deleted). From this call on, Validity returns 0, whatever the outcome.
+// deleted). It stops auto-renewal first, waiting for a renewal in flight. From this call on,
+// Validity returns 0, whatever the outcome.
 //
 // Errors: ErrNotHeld (the lock had expired, was already unlocked, or a quorum did not hold
 // it), ErrUnavailable (too many nodes failed to tell), ErrInternal, ErrClosed (after Free).

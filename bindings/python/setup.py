@@ -17,7 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from setuptools import setup
+import setuptools
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
@@ -80,11 +81,8 @@ except ImportError:  # setuptools < 70.1
 if bdist_wheel is not None:
 
     class PlatformWheel(bdist_wheel):  # type: ignore[misc,valid-type]
-        """Tags the wheel py3-none-<platform>: no extension module, but a native library."""
-
-        def finalize_options(self) -> None:
-            super().finalize_options()
-            self.root_is_pure = False
+        """Tags the wheel py3-none-<platform>: any Python 3 (ctypes, no extension module),
+        but this platform's native library."""
 
         def get_tag(self):  # type: ignore[no-untyped-def]
             _, _, plat = super().get_tag()
@@ -92,4 +90,19 @@ if bdist_wheel is not None:
 
     cmdclass["bdist_wheel"] = PlatformWheel
 
-setup(cmdclass=cmdclass)
+
+class BinaryDistribution(Distribution):
+    """Not a pure-Python distribution: it carries a native library (installed to platlib)."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+def _license() -> dict:
+    # The licence is a plain SPDX expression where setuptools supports it (>= 77), else the
+    # older free-text field; pyproject.toml declares it dynamic for that reason.
+    major = int(setuptools.__version__.split(".")[0])
+    return {"license_expression": "MIT"} if major >= 77 else {"license": "MIT"}
+
+
+setup(cmdclass=cmdclass, distclass=BinaryDistribution, **_license())

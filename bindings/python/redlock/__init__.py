@@ -100,5 +100,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__() -> list:
+def __dir__() -> "list[str]":
     return sorted(set(globals()) | {"__version__"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
+import os
 import threading
 import weakref
 from contextlib import contextmanager
@@ -65,10 +66,7 @@ def _u32(name: str, value: object, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if not minimum <= value <= _ffi.UINT32_MAX:
-        raise InvalidArgument(
-            f"{name} must be in {minimum}..{_ffi.UINT32_MAX} (milliseconds or a count), "
-            f"got {value}"
-        )
+        raise InvalidArgument(f"{name} must be in {minimum}..{_ffi.UINT32_MAX}, got {value}")
     return int(value)
 
 
@@ -102,22 +100,32 @@ def _url(url: object) -> bytes:
 # ---- handles: a C pointer, a count of calls in progress, and a free-only finalizer ----
 
 
+def _free_in_owner(free: Callable[[Any], None], ptr: Any, pid: int) -> None:
+    # A forked child has a copy of the handle but not the library's threads, and shares the
+    # parent's sockets: it must neither use nor free it (the copy is left to the OS).
+    if os.getpid() == pid:
+        free(ptr)
+
+
 class _Handle:
     """Owns one C pointer. ``use()`` lends it to one C call; ``close()`` frees it at once if no
     call is in progress, otherwise when the last one returns, so no C call ever runs on freed
     memory. The finalizer (garbage collection) only calls the ``*_free`` function: no unlock,
     no I/O. It does not run at interpreter exit, when a daemon thread may still be inside a
-    C call on the handle."""
+    C call on the handle, nor in a forked child."""
 
-    __slots__ = ("_ptr", "_what", "_mutex", "_users", "_closed", "_finalizer", "__weakref__")
+    __slots__ = (
+        "_ptr", "_what", "_pid", "_mutex", "_users", "_closed", "_finalizer", "__weakref__"
+    )
 
     def __init__(self, ptr: Any, free: Callable[[Any], None], what: str) -> None:
         self._ptr = ptr
         self._what = what
+        self._pid = os.getpid()
         self._mutex = threading.Lock()
         self._users = 0
         self._closed = False
-        self._finalizer = weakref.finalize(self, free, ptr)
+        self._finalizer = weakref.finalize(self, _free_in_owner, free, ptr, self._pid)
         self._finalizer.atexit = False
 
     @property
@@ -126,6 +134,11 @@ class _Handle:
 
     @contextmanager
     def use(self) -> Iterator[Any]:
+        if os.getpid() != self._pid:
+            raise RedlockError(
+                f"this {self._what} was created in process {self._pid} and cannot be used in "
+                f"a forked child ({os.getpid()}): create a new Redlock in the child"
+            )
         with self._mutex:
             if self._closed:
                 raise HandleClosed(f"the {self._what} is closed")
@@ -140,6 +153,9 @@ class _Handle:
                 self._finalizer()
 
     def close(self) -> None:
+        if os.getpid() != self._pid:
+            self._closed = True  # never free the parent's handle from a child
+            return
         with self._mutex:
             if self._closed:
                 return
@@ -170,8 +186,11 @@ class Lease:
 
     Facts recorded at acquisition (:attr:`token`, :attr:`resource`, :attr:`node_outcomes`,
     :attr:`granted`) stay readable after :meth:`close`; everything that needs the C handle
-    (:attr:`validity_ms`, :attr:`valid`, :meth:`extend`, :meth:`unlock`) then raises
+    (:attr:`validity_ms`, :attr:`valid`, :attr:`lost`, :meth:`extend`, :meth:`unlock`,
+    :meth:`auto_renew`, :meth:`stop_renewal`, :meth:`wait_lost`) then raises
     :class:`HandleClosed`.
+
+    Not constructed directly: :meth:`Redlock.lock` and :meth:`Redlock.try_lock` return one.
 
     A lease stays usable after its :class:`Redlock` is closed. Calls on one lease from several
     threads are serialised by the library. Dropping a lease without unlocking it frees its
@@ -375,6 +394,9 @@ class Lease:
         self._renew_gen = 0
         self._handle.close()
 
+    def __reduce__(self) -> Any:
+        raise TypeError("a redlock.Lease cannot be pickled or sent to another process")
+
     def __enter__(self) -> "Lease":
         return self
 
@@ -575,7 +597,10 @@ class Redlock:
             wait_ms: ``None`` for the configured retries, or the time to keep retrying.
 
         Returns:
-            A :class:`Lease`; use it in a ``with`` block to unlock when the block ends.
+            A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
+            that unlock fails (e.g. :class:`NotHeld`: the lock expired while the block ran),
+            the ``with`` statement raises it, unless the block is already propagating an
+            exception, which then wins (the unlock failure is added to it as a note).
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
@@ -618,6 +643,12 @@ class Redlock:
         it made stay usable. Idempotent. Later :meth:`lock` / :meth:`try_lock` calls raise
         :class:`HandleClosed`."""
         self._handle.close()
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a redlock.Redlock cannot be pickled or sent to another process: create one in "
+            "each process"
+        )
 
     def __enter__(self) -> "Redlock":
         return self

@@ -240,3 +240,48 @@ def test_internal_u32_helper_bounds():
         _core._u32("x", 2**32)
     with pytest.raises(TypeError):
         _core._u32("x", False)
+
+
+def test_handles_cannot_be_pickled(mgr, resource):
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(mgr)
+    with mgr.try_lock(resource, ttl_ms=2_000) as lk:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(lk)
+
+
+def test_forked_child_cannot_use_the_parents_handles(cluster, mgr, resource):
+    import os
+
+    lk = mgr.try_lock(resource, ttl_ms=10_000)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        code = 1
+        try:
+            os.close(r)
+            msgs = []
+            for call in (lambda: mgr.try_lock(resource + ":c", ttl_ms=1_000), lambda: lk.unlock()):
+                try:
+                    call()
+                    msgs.append("no error")
+                except redlock.RedlockError as e:
+                    msgs.append(type(e).__name__ + ":" + ("forked child" in e.message) * "fork")
+            lk.close()
+            mgr.close()  # neither frees the parent's copies
+            os.write(w, "|".join(msgs).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        report = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert report == "RedlockError:fork|RedlockError:fork"
+    # The parent's handles are intact and the lock is still held.
+    assert not mgr.closed and not lk.closed
+    assert lk.validity_ms > 0
+    lk.unlock()
+    cluster.released(key_of(resource))
+    lk.close()

@@ -18,11 +18,11 @@ def _watchers() -> int:
 
 def test_auto_renew_keeps_a_short_lock_alive(cluster, mgr, new_manager, resource):
     key = key_of(resource)
-    lk = mgr.lock(resource, ttl_ms=300)
+    lk = mgr.lock(resource, ttl_ms=500)
     lk.auto_renew()
-    time.sleep(1.0)  # more than three TTLs
+    time.sleep(1.2)  # more than two TTLs
     assert lk.valid and not lk.lost
-    assert 0 < lk.validity_ms <= 300
+    assert 0 < lk.validity_ms <= 500
     assert cluster.holding(key, lk.token) >= 2
     other = new_manager(cluster.urls, retry_count=0)
     with pytest.raises(redlock.NotAcquired):
@@ -61,11 +61,12 @@ def test_bound_reached_marks_lost_and_calls_on_lost(cluster, mgr, resource):
 
 
 def test_max_hold_bound(cluster, mgr, resource):
-    lk = mgr.lock(resource, ttl_ms=200)
-    lk.auto_renew(max_hold_ms=500)
+    lk = mgr.lock(resource, ttl_ms=400)
     t0 = time.monotonic()
+    lk.auto_renew(max_hold_ms=1_000)
     assert lk.wait_lost(5_000)
-    assert 0.3 < time.monotonic() - t0 < 3.0
+    # Renewed past its TTL, then lost at the bound (measured from the acquisition).
+    assert 0.6 < time.monotonic() - t0 < 4.0
     lk.close()
 
 

@@ -1,0 +1,208 @@
+package redlock
+
+// #include <stdlib.h>
+// #include "redlock.h"
+// extern void redlockGoOnLost(struct redlock_lease *lease, void *userdata);
+import "C"
+
+import (
+	"math"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// renewHandles counts the live callback handles, read by the package's tests to check that
+// Free and the finalizer release them.
+var renewHandles atomic.Int64
+
+// lostState records that a lease was lost and runs the user's callback. The C callback reaches
+// it through a cgo.Handle. It must not refer to its Lock: the handle keeps it reachable until
+// the Lock is freed, and a reference back would keep the Lock from ever being finalized.
+type lostState struct {
+	ch     chan struct{} // closed when the lease is reported lost
+	once   sync.Once
+	mu     sync.Mutex
+	onLost func()
+}
+
+func newLostState() *lostState {
+	return &lostState{ch: make(chan struct{})}
+}
+
+// fire runs on the library's renewal thread: it must return quickly, so the user's callback
+// runs in a goroutine of its own.
+func (s *lostState) fire() {
+	s.once.Do(func() {
+		close(s.ch)
+		s.mu.Lock()
+		f := s.onLost
+		s.mu.Unlock()
+		if f != nil {
+			go f()
+		}
+	})
+}
+
+func (s *lostState) fired() bool {
+	select {
+	case <-s.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// redlockGoOnLost is the redlock_lost_fn given to the library. userdata is C memory holding
+// the cgo.Handle of a lostState; it stays valid until the lease is freed, and the library runs
+// no callback after redlock_lease_free has returned.
+//
+//export redlockGoOnLost
+func redlockGoOnLost(lease *C.redlock_lease, userdata unsafe.Pointer) {
+	if userdata == nil {
+		return
+	}
+	if s, ok := (*(*cgo.Handle)(userdata)).Value().(*lostState); ok {
+		s.fire()
+	}
+}
+
+// AutoRenew turns on auto-renewal: the manager's renewal thread extends the lock to its TTL
+// whenever a third of it has passed, and restores the key on a node that lost it while the
+// lock is valid. It never recreates an expired or released lock.
+//
+// Renewal stops after maxHold from the acquisition (0 means the library's default, one hour)
+// or after maxExtensions automatic extensions (0 means no limit besides the hold time). When a
+// renewal cannot be confirmed before the validity ends, or a bound is reached, the lock is
+// reported lost shortly before its validity ends: IsLost turns true, Validity reads 0 for
+// good, the channel returned by Lost is closed, and onLost (may be nil) is called once, in a
+// goroutine of its own. Calling AutoRenew again replaces the bounds and the callback.
+//
+// Unlock stops renewal first; StopRenewal stops it without unlocking; Free (and the finalizer)
+// stop it too. Renewal continues after the Manager is closed. If onLost refers to the Lock,
+// the Lock stays reachable until Free, so call Free when done with it.
+//
+// Errors: ErrNotHeld (unlocked, lost or expired), ErrInvalidArgument (maxHold < 0 or above
+// MaxTTL, maxExtensions < 0 or above 2³²−1), ErrInternal (the renewal thread could not be
+// started), ErrClosed (after Free).
+func (l *Lock) AutoRenew(maxHold time.Duration, maxExtensions int, onLost func()) error {
+	if l == nil {
+		return nilReceiver("*Lock")
+	}
+	hold, ok := millis(maxHold)
+	if !ok {
+		return invalidf("maximum hold must be in [0, %v], got %v", MaxTTL, maxHold)
+	}
+	if maxExtensions < 0 || uint64(maxExtensions) > math.MaxUint32 {
+		return invalidf("maximum extensions must be in [0, %d], got %d", uint32(math.MaxUint32), maxExtensions)
+	}
+	s := newScratch("")
+	defer s.free()
+
+	// The write lock: the handle and its C memory are created once, under it, and released
+	// by free under it too.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ptr == nil {
+		return ErrClosed
+	}
+	if l.userdata == nil {
+		p := C.malloc(C.size_t(unsafe.Sizeof(cgo.Handle(0))))
+		*(*cgo.Handle)(p) = cgo.NewHandle(l.lost)
+		l.userdata = p
+		renewHandles.Add(1)
+	}
+	l.lost.mu.Lock()
+	previous := l.lost.onLost
+	l.lost.onLost = onLost
+	l.lost.mu.Unlock()
+
+	st := C.redlock_lease_auto_renew(l.ptr, C.uint32_t(hold), C.uint32_t(maxExtensions),
+		C.redlock_lost_fn(C.redlockGoOnLost), l.userdata, s.err, errBufLen)
+	runtime.KeepAlive(l)
+	if st != C.REDLOCK_STATUS_OK {
+		l.lost.mu.Lock()
+		l.lost.onLost = previous // the settings are unchanged
+		l.lost.mu.Unlock()
+		return statusError(st, s.err)
+	}
+	return nil
+}
+
+// releaseRenewal deletes the callback's handle and its C memory. Called by free with the
+// write lock held, after redlock_lease_free, when no callback can be running any more.
+func (l *Lock) releaseRenewal() {
+	if l.userdata != nil {
+		(*(*cgo.Handle)(l.userdata)).Delete()
+		C.free(l.userdata)
+		l.userdata = nil
+		renewHandles.Add(-1)
+	}
+}
+
+// StopRenewal stops auto-renewal without unlocking, waiting for a renewal in flight. The lock
+// then expires after its TTL unless extended or unlocked. No effect when renewal is off or
+// after Free.
+func (l *Lock) StopRenewal() {
+	if l == nil {
+		return
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return
+	}
+	C.redlock_lease_stop_renewal(l.ptr)
+	runtime.KeepAlive(l)
+}
+
+// IsLost reports whether auto-renewal has reported the lock lost (a renewal failed or a bound
+// was reached). A lost lock never becomes valid again. A lock that merely expired without
+// auto-renewal is not "lost": check Valid. After Free, IsLost reports whether the loss was
+// reported before.
+func (l *Lock) IsLost() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return l.lost.fired()
+	}
+	lost := C.redlock_lease_is_lost(l.ptr)
+	runtime.KeepAlive(l)
+	return bool(lost)
+}
+
+// Lost returns a channel that is closed when auto-renewal reports the lock lost, for use in a
+// select. It is never closed if the lock is not lost (for example if it is unlocked first, or
+// auto-renewal was never turned on).
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.lost.ch
+}
+
+// WaitLost blocks until auto-renewal reports the lock lost or timeout passes, and reports
+// whether it is lost. It is the Go counterpart of redlock_lease_wait_lost, built on the Lost
+// channel so that a long wait never holds up Free.
+func (l *Lock) WaitLost(timeout time.Duration) bool {
+	if l == nil {
+		return false
+	}
+	if timeout <= 0 {
+		return l.IsLost()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-l.lost.ch:
+		return true
+	case <-t.C:
+		return l.IsLost()
+	}
+}
