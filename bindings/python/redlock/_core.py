@@ -115,7 +115,14 @@ class _Handle:
     C call on the handle, nor in a forked child."""
 
     __slots__ = (
-        "_ptr", "_what", "_pid", "_mutex", "_users", "_closed", "_finalizer", "__weakref__"
+        "_ptr",
+        "_what",
+        "_pid",
+        "_mutex",
+        "_users",
+        "_closed",
+        "_finalizer",
+        "__weakref__",
     )
 
     def __init__(self, ptr: Any, free: Callable[[Any], None], what: str) -> None:
@@ -521,9 +528,7 @@ class Redlock:
         drift: Optional[float] = None
         if drift_factor is not None:
             if isinstance(drift_factor, bool) or not isinstance(drift_factor, (int, float)):
-                raise TypeError(
-                    f"drift_factor must be a float, not {type(drift_factor).__name__}"
-                )
+                raise TypeError(f"drift_factor must be a float, not {type(drift_factor).__name__}")
             drift = float(drift_factor)
             if not math.isfinite(drift):
                 # C rejects it too; said here so the message names the Python argument.
@@ -554,9 +559,7 @@ class Redlock:
                 _check(c.redlock_config_set_drift_factor(cfg, drift, err, _ffi.ERR_LEN), err)
             if timeouts is not None:
                 _check(
-                    c.redlock_config_set_timeouts(
-                        cfg, timeouts[0], timeouts[1], err, _ffi.ERR_LEN
-                    ),
+                    c.redlock_config_set_timeouts(cfg, timeouts[0], timeouts[1], err, _ffi.ERR_LEN),
                     err,
                 )
             out = _ffi.ManagerPtr()

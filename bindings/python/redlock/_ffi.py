@@ -40,7 +40,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
     "FUNCTIONS",
@@ -289,8 +289,3 @@ def err_buffer() -> "ctypes.Array[c_char]":
 def err_text(buf: "ctypes.Array[c_char]") -> str:
     """The NUL-terminated message in ``buf``, decoded (invalid UTF-8 replaced)."""
     return buf.value.decode("utf-8", errors="replace")
-
-
-def names() -> Sequence[str]:
-    """Every C function name in the declaration table."""
-    return list(FUNCTIONS)

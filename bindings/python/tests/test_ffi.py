@@ -144,7 +144,9 @@ def test_loaded_library_is_bound_to_the_table():
 
 
 def _header_enum(prefix: str) -> Dict[str, int]:
-    return {m.group(1): int(m.group(2)) for m in re.finditer(prefix + r"(\w+) = (\d+)", _header_text())}
+    return {
+        m.group(1): int(m.group(2)) for m in re.finditer(prefix + r"(\w+) = (\d+)", _header_text())
+    }
 
 
 def test_status_enum_matches_header():

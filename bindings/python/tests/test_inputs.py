@@ -164,8 +164,13 @@ def test_good_options_are_accepted():
     )
     assert (m.node_count, m.quorum) == (3, 2)
     m.close()
-    for kwargs in ({"retry_count": 7}, {"retry_delay_ms": 7}, {"node_timeout_ms": 9},
-                   {"connect_timeout_ms": 9}, {"drift_factor": 0.5}):
+    for kwargs in (
+        {"retry_count": 7},
+        {"retry_delay_ms": 7},
+        {"node_timeout_ms": 9},
+        {"connect_timeout_ms": 9},
+        {"drift_factor": 0.5},
+    ):
         redlock.Redlock(["127.0.0.1:1"], **kwargs).close()
 
 
@@ -217,9 +222,16 @@ def test_closed_lease_raises(cluster, mgr, resource):
 
 
 def test_exceptions_hierarchy_and_pickling():
-    for cls in (redlock.NotAcquired, redlock.NotHeld, redlock.Unavailable,
-                redlock.InvalidArgument, redlock.NullArgument, redlock.HandleClosed,
-                redlock.Internal, redlock.Panic):
+    for cls in (
+        redlock.NotAcquired,
+        redlock.NotHeld,
+        redlock.Unavailable,
+        redlock.InvalidArgument,
+        redlock.NullArgument,
+        redlock.HandleClosed,
+        redlock.Internal,
+        redlock.Panic,
+    ):
         assert issubclass(cls, redlock.RedlockError)
     assert issubclass(redlock.InvalidArgument, ValueError)
     assert not issubclass(redlock.NotAcquired, ValueError)

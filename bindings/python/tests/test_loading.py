@@ -27,7 +27,11 @@ def _loaded_library() -> str:
 
 
 def _clean_env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDLOCK_LIB", "PYTHONPATH", "LD_LIBRARY_PATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("REDLOCK_LIB", "PYTHONPATH", "LD_LIBRARY_PATH")
+    }
     env.update(extra)
     return env
 
@@ -112,13 +116,16 @@ def test_a_library_of_another_kind_is_refused(tmp_path):
 
 def test_missing_library_error_lists_every_place(tmp_path):
     root = _copy_package(tmp_path / "bindings" / "python")
-    code = PROBE + """
+    code = (
+        PROBE
+        + """
     import redlock
     try:
         redlock.Redlock(["127.0.0.1:1"])
     except redlock.LibraryNotFoundError as e:
         print("RAISED", isinstance(e, OSError))
 """
+    )
     r = _python(code, tmp_path, _clean_env(PYTHONPATH=str(root)))
     assert r.returncode == 0, r.stderr  # importing works without the library
     if r.stdout.startswith("LOADED"):
@@ -168,13 +175,19 @@ def test_build_hook_bundles_the_library_and_py_typed(tmp_path):
     project, so the source tree is left untouched and parallel runs do not collide."""
     src = tmp_path / "src"
     shutil.copytree(
-        PACKAGE_ROOT, src, ignore=shutil.ignore_patterns("tests", "build", "*.egg-info", "__pycache__", "*.so")
+        PACKAGE_ROOT,
+        src,
+        ignore=shutil.ignore_patterns("tests", "build", "*.egg-info", "__pycache__", "*.so"),
     )
     out = tmp_path / "out"
     env = _clean_env(REDLOCK_LIB=_loaded_library())
     r = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(out)],
-        cwd=str(src), env=env, capture_output=True, text=True, timeout=120,
+        cwd=str(src),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     files = sorted(p.name for p in (out / "redlock").iterdir())
@@ -188,13 +201,20 @@ def test_build_hook_bundles_the_library_and_py_typed(tmp_path):
     # Without a library to bundle the build fails, saying where it looked ...
     r = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "o2")],
-        cwd=str(src), env=_clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=str(src),
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode != 0 and "cargo build --release" in r.stderr + r.stdout
     # ... unless told to install without a copy.
     r = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "o3")],
-        cwd=str(src), env=_clean_env(REDLOCK_NO_BUNDLE="1"), capture_output=True, text=True,
+        cwd=str(src),
+        env=_clean_env(REDLOCK_NO_BUNDLE="1"),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -91,6 +91,10 @@ def test_stop_renewal_lets_the_lock_expire(cluster, mgr, resource):
     lk.close()
 
 
+def finalizer_done(finalizer):
+    return lambda: not finalizer.alive
+
+
 def test_watcher_ends_on_unlock_close_and_collection(cluster, mgr, resource):
     import gc
 
@@ -108,7 +112,7 @@ def test_watcher_ends_on_unlock_close_and_collection(cluster, mgr, resource):
             gc.collect()
         wait_until(lambda: _watchers() == 0, timeout=5, what=f"the watcher to end ({end})")
         if end == "drop":
-            wait_until(lambda: not finalizer.alive, timeout=5, what="the lease to be freed")
+            wait_until(finalizer_done(finalizer), timeout=5, what="the lease to be freed")
 
 
 def test_auto_renew_arguments(cluster, mgr, resource):
