@@ -23,6 +23,18 @@
 //	// ... work, finishing before l.Validity() runs out, or call l.Extend(10 * time.Second)
 //	err = l.Unlock()
 //
+// For work of unknown length, AutoRenew has the manager's renewal thread extend the lock, and
+// reports through Lost (a channel), IsLost, WaitLost and a callback if it cannot:
+//
+//	if err := l.AutoRenew(time.Hour, 0, nil); err != nil {
+//		return err
+//	}
+//	select {
+//	case <-l.Lost():
+//		return errors.New("lock lost: stop touching the resource")
+//	case <-done:
+//	}
+//
 // # Building
 //
 // Build the Rust library first, at the repository root: cargo build --release. By default the
@@ -51,6 +63,7 @@
 // A Manager and a Lock are safe for concurrent use. Each holds C memory. Manager.Close and
 // Lock.Free release it, wait for calls in progress, and are idempotent; later calls return
 // ErrClosed. Both are also released by finalizers if forgotten. Neither Close, Free nor a
-// finalizer ever unlocks anything: a lock that is not unlocked expires after its TTL. A Lock
-// stays usable after its Manager is closed, and the two may be released in any order.
+// finalizer ever unlocks anything: a lock that is not unlocked expires after its TTL (Free
+// and the finalizer stop auto-renewal). A Lock stays usable after its Manager is closed, and
+// the two may be released in any order.
 package redlock
