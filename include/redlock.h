@@ -18,6 +18,15 @@
 // The longest resource name accepted, in bytes.
 #define REDLOCK_MAX_RESOURCE_LEN 1024
 
+// Flag for `redlock_lock_opts`: grant a fencing token (`redlock_lease_fencing_token`).
+#define REDLOCK_LOCK_FENCED 1
+
+// Flag for `redlock_lock_opts`: one attempt, no retry (like `redlock_try_lock`).
+#define REDLOCK_LOCK_ONCE 2
+
+// Flag for `redlock_lock_opts`: retry until `wait_ms` have passed (like `redlock_lock_wait`).
+#define REDLOCK_LOCK_WAIT 4
+
 // The result of every fallible function. The numbers are stable and never reused.
 typedef enum redlock_status {
   // Success.
@@ -75,23 +84,28 @@ typedef struct redlock_config redlock_config;
 //
 // Calls on one lease from several threads are serialised internally; only
 // `redlock_lease_free` must not race with other calls on the same lease. Freeing a lease does
-// not unlock it (the lock then expires after its TTL).
+// not unlock it (the lock then expires after its TTL). Handles must not be used in a child
+// process after `fork()`: they share the parent's sockets, and the renewal thread does not
+// survive the fork.
 //
 // Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
 // `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
 // `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
-// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_lost`,
-// `redlock_lease_wait_lost`, `redlock_lease_free`.
+// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_renewing`,
+// `redlock_lease_is_lost`, `redlock_lease_wait_lost`, `redlock_lease_lost_reason`,
+// `redlock_lease_ttl_ms`, `redlock_lease_fencing_token`, `redlock_lease_free`.
 typedef struct redlock_lease redlock_lease;
 
 // A lock manager over N independent Redis masters.
 //
 // Thread-safe: any number of threads may call `redlock_lock` and friends on one manager at
 // once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
-// usable after it is freed (each keeps what it needs alive).
+// usable after it is freed (each keeps what it needs alive). Not usable in a child process
+// after `fork()`.
 //
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
-// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`.
+// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
+// `redlock_lock_opts`.
 typedef struct redlock_manager redlock_manager;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
@@ -267,6 +281,59 @@ enum redlock_status redlock_lock_wait(struct redlock_manager *mgr,
                                       char *err,
                                       size_t err_len);
 
+// Acquires `resource` for `ttl_ms` with options given as flags:
+//
+// * `REDLOCK_LOCK_FENCED`: the lease carries a fencing token, strictly greater than that of
+//   every earlier fenced grant of the resource (while a majority of nodes keeps its data).
+//   Costs a second round trip: the token is read from the granting quorum's counters
+//   (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
+// * `REDLOCK_LOCK_ONCE`: one attempt; `REDLOCK_LOCK_WAIT`: retry until `wait_ms`; neither:
+//   retry as configured. ONCE and WAIT together are INVALID_ARGUMENT, as are unknown flags.
+//
+// Statuses and arguments otherwise as for `redlock_lock`.
+//
+// # Safety
+// As for `redlock_lock`.
+enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
+                                      const uint8_t *resource,
+                                      size_t resource_len,
+                                      uint32_t ttl_ms,
+                                      uint32_t flags,
+                                      uint32_t wait_ms,
+                                      struct redlock_lease **out,
+                                      char *err,
+                                      size_t err_len);
+
+// The lease's fencing token (see `REDLOCK_LOCK_FENCED`); 0 for a lease taken without it, and
+// for NULL. Exact up to 2^53.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+uint64_t redlock_lease_fencing_token(const struct redlock_lease *lease);
+
+// True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
+// its bound). False for NULL.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+bool redlock_lease_is_renewing(const struct redlock_lease *lease);
+
+// If the lease is lost, writes why into `buf` (NUL-terminated, truncated to `len`; either
+// may be NULL/0), for example `maximum hold time reached after 3000 ms` or `renewal failed:
+// 1/5 extended (quorum 3); node 2 (…): connection refused; …`, and returns true. Returns
+// false, writing nothing, if it is not lost (or NULL).
+//
+// # Safety
+// `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
+bool redlock_lease_lost_reason(const struct redlock_lease *lease, char *buf, size_t len);
+
+// The TTL of the lease's last successful acquisition or extension, in milliseconds (0 for
+// NULL).
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+uint32_t redlock_lease_ttl_ms(const struct redlock_lease *lease);
+
 // Extends the lock to `ttl_ms` from now, if a quorum confirms before the current validity
 // ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 // validity already ended or that was unlocked.
@@ -388,8 +455,9 @@ void redlock_lease_stop_renewal(struct redlock_lease *lease);
 // `lease` must be NULL or a live lease.
 bool redlock_lease_is_lost(const struct redlock_lease *lease);
 
-// Blocks until the lease is lost or `timeout_ms` pass; returns whether it is lost. False for
-// NULL.
+// Blocks while auto-renewal is on, until the lease is lost or `timeout_ms` pass. Returns
+// true if lost; false on timeout, and as soon as renewal stops otherwise (never started,
+// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL.
 //
 // # Safety
 // `lease` must be NULL or a live lease.

@@ -21,6 +21,10 @@ pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
 /// of `R`. A fixed prefix keeps lock keys in a namespace of their own (see the crate docs).
 pub const KEY_PREFIX: &[u8] = b"redlock:";
 
+/// The prefix of every fencing counter key: `redlock-fence:` followed by the resource. No lock
+/// key can equal a counter key: the prefixes differ at their eighth byte (`:` against `-`).
+pub const FENCE_PREFIX: &[u8] = b"redlock-fence:";
+
 /// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
 ///
 /// Its `Display` form never shows the password.

@@ -12,6 +12,9 @@ pub enum Op {
     Release,
     /// The owner-checked `PEXPIRE` script on every node.
     Extend,
+    /// The second step of a fenced acquisition: writing the fencing token back to the
+    /// per-resource counters where the key still holds our token.
+    Fence,
 }
 
 impl Op {
@@ -20,6 +23,7 @@ impl Op {
             Op::Acquire => "granted",
             Op::Release => "released",
             Op::Extend => "extended",
+            Op::Fence => "confirmed the fencing token",
         }
     }
 }
@@ -69,7 +73,7 @@ impl NodeOutcome {
             NodeOutcome::Success => f.write_str(op.verb()),
             NodeOutcome::Rejected => f.write_str(match op {
                 Op::Acquire => "held by another owner",
-                Op::Release | Op::Extend => "not held by this token",
+                Op::Release | Op::Extend | Op::Fence => "not held by this token",
             }),
             NodeOutcome::Pending => f.write_str("no reply before the outcome was decided"),
             NodeOutcome::Timeout => f.write_str("timeout"),

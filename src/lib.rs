@@ -66,7 +66,9 @@ mod resp;
 pub mod scripts;
 mod token;
 
-pub use config::{Config, DRIFT_CONSTANT, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr};
+pub use config::{
+    Config, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
+};
 pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
 pub use lock::{Lease, LeaseGuard, Redlock, quorum};
 pub use renew::{LostCallback, LostReason, RenewOptions, RenewalStats};

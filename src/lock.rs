@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     epoch: Instant,
     release_sha: String,
     extend_sha: String,
+    fenced_acquire_sha: String,
+    fence_write_sha: String,
     /// The renewal thread, started by the first auto-renewed lease.
     renewer: Mutex<Option<Arc<Renewer>>>,
 }
@@ -103,7 +105,7 @@ impl Shared {
         self.pool.checkin(set);
     }
 
-    /// Runs one step on a pooled connection set, deciding as soon as a quorum of successes is
+    /// Runs one step on a connection set, deciding as soon as a quorum of successes is
     /// reached or no longer possible.
     pub(crate) fn step(
         &self,
@@ -113,6 +115,19 @@ impl Shared {
         node_timeout: Duration,
         cap: Option<Instant>,
     ) -> Result<Vec<NodeOutcome>, Error> {
+        self.step_with(set, &|r| classify(op, r), cmd, node_timeout, cap)
+            .map(|(o, _)| o)
+    }
+
+    /// [`step`](Self::step) with a custom reading of replies; also returns each node's reply.
+    pub(crate) fn step_with(
+        &self,
+        set: &mut ConnSet,
+        judge: &dyn Fn(&Reply) -> NodeOutcome,
+        cmd: &Command<'_>,
+        node_timeout: Duration,
+        cap: Option<Instant>,
+    ) -> Result<(Vec<NodeOutcome>, Vec<Option<Reply>>), Error> {
         let q = self.quorum;
         let now = || self.clock.now();
         let results = set
@@ -128,7 +143,7 @@ impl Shared {
                     for r in results {
                         match r {
                             NodeResult::Waiting => waiting += 1,
-                            NodeResult::Reply(reply) if classify(op, reply).is_success() => ok += 1,
+                            NodeResult::Reply(reply) if judge(reply).is_success() => ok += 1,
                             _ => {}
                         }
                     }
@@ -136,14 +151,25 @@ impl Shared {
                 },
             )
             .map_err(|e| Error::Internal(format!("poll(2) failed: {e}")))?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                NodeResult::Reply(reply) => classify(op, &reply),
-                NodeResult::Failed(o) => o,
-                NodeResult::Waiting => NodeOutcome::Pending,
-            })
-            .collect())
+        let mut outcomes = Vec::with_capacity(results.len());
+        let mut replies = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                NodeResult::Reply(reply) => {
+                    outcomes.push(judge(&reply));
+                    replies.push(Some(reply));
+                }
+                NodeResult::Failed(o) => {
+                    outcomes.push(o);
+                    replies.push(None);
+                }
+                NodeResult::Waiting => {
+                    outcomes.push(NodeOutcome::Pending);
+                    replies.push(None);
+                }
+            }
+        }
+        Ok((outcomes, replies))
     }
 
     pub(crate) fn report(
@@ -193,6 +219,26 @@ impl Shared {
         }
     }
 
+    /// `EVALSHA` and `EVAL` forms of a script over two keys.
+    fn script_cmds2(
+        &self,
+        sha: &str,
+        src: &str,
+        key1: &[u8],
+        key2: &[u8],
+        args: &[&[u8]],
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut a: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"2", key1, key2];
+        a.extend_from_slice(args);
+        let mut sha_cmd = Vec::new();
+        resp::pack(&a, &mut sha_cmd);
+        a[0] = b"EVAL";
+        a[1] = src.as_bytes();
+        let mut eval_cmd = Vec::new();
+        resp::pack(&a, &mut eval_cmd);
+        (sha_cmd, eval_cmd)
+    }
+
     pub(crate) fn script_cmds(
         &self,
         sha: &str,
@@ -230,11 +276,28 @@ pub(crate) fn classify(op: Op, reply: &Reply) -> NodeOutcome {
     match (op, reply) {
         (Op::Acquire, Reply::Ok) => NodeOutcome::Success,
         (Op::Acquire, Reply::Nil) => NodeOutcome::Rejected,
-        (Op::Release | Op::Extend, Reply::Int(1)) => NodeOutcome::Success,
-        (Op::Release | Op::Extend, Reply::Int(0)) => NodeOutcome::Rejected,
+        (Op::Release | Op::Extend | Op::Fence, Reply::Int(1)) => NodeOutcome::Success,
+        (Op::Release | Op::Extend | Op::Fence, Reply::Int(0)) => NodeOutcome::Rejected,
         (_, Reply::Error { text, .. }) => NodeOutcome::ServerError(text.clone()),
         (_, other) => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
     }
+}
+
+/// What a reply to the fenced acquisition script means: the counter (>= 0) when granted.
+fn classify_fenced(reply: &Reply) -> NodeOutcome {
+    match reply {
+        Reply::Int(n) if *n >= 0 => NodeOutcome::Success,
+        Reply::Int(-1) => NodeOutcome::Rejected,
+        Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
+        other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
+    }
+}
+
+fn fence_key_for(resource: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(config::FENCE_PREFIX.len() + resource.len());
+    k.extend_from_slice(config::FENCE_PREFIX);
+    k.extend_from_slice(resource);
+    k
 }
 
 fn key_for(resource: &[u8]) -> Vec<u8> {
@@ -242,6 +305,14 @@ fn key_for(resource: &[u8]) -> Vec<u8> {
     k.extend_from_slice(KEY_PREFIX);
     k.extend_from_slice(resource);
     k
+}
+
+/// How long an acquisition keeps trying.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    Once,
+    Retries,
+    Until(Instant),
 }
 
 /// A lock manager over N independent Redis masters.
@@ -318,6 +389,8 @@ impl Redlock {
                 epoch,
                 release_sha: resp::script_sha(scripts::RELEASE),
                 extend_sha: resp::script_sha(scripts::EXTEND),
+                fenced_acquire_sha: resp::script_sha(scripts::FENCED_ACQUIRE),
+                fence_write_sha: resp::script_sha(scripts::FENCE_WRITE),
                 renewer: Mutex::new(None),
                 cfg: config,
             }),
@@ -368,30 +441,14 @@ impl Redlock {
     /// Errors: [`Error::InvalidInput`] (empty or oversized resource, TTL out of range; nothing
     /// is sent), [`Error::NotAcquired`], [`Error::Unavailable`].
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
-        let resource = resource.as_ref();
-        self.check(resource, ttl)?;
-        self.attempt(resource, ttl)
+        self.acquire(resource.as_ref(), ttl, Wait::Once, false)
     }
 
     /// Acquires `resource` for `ttl`, retrying up to the configured retry count (3 by default)
     /// after a random pause of up to the retry delay (200 ms by default). Returns the last
     /// attempt's error when every attempt failed. Never waits forever.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
-        let resource = resource.as_ref();
-        self.check(resource, ttl)?;
-        let mut retries = 0;
-        loop {
-            match self.attempt(resource, ttl) {
-                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_)))
-                    if retries < self.shared.cfg.retry_count =>
-                {
-                    log::debug!("attempt {} failed: {e}", retries + 1);
-                    retries += 1;
-                    self.pause(None)?;
-                }
-                other => return other,
-            }
-        }
+        self.acquire(resource.as_ref(), ttl, Wait::Retries, false)
     }
 
     /// Acquires `resource` for `ttl`, retrying after random pauses (up to the retry delay)
@@ -402,22 +459,7 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Lease, Error> {
-        let resource = resource.as_ref();
-        self.check(resource, ttl)?;
-        loop {
-            match self.attempt(resource, ttl) {
-                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => {
-                    if self.shared.now() >= deadline {
-                        return Err(e);
-                    }
-                    self.pause(Some(deadline))?;
-                    if self.shared.now() >= deadline {
-                        return Err(e);
-                    }
-                }
-                other => return other,
-            }
-        }
+        self.acquire(resource.as_ref(), ttl, Wait::Until(deadline), false)
     }
 
     /// [`lock_until`](Self::lock_until) with a deadline `wait` from now.
@@ -428,7 +470,79 @@ impl Redlock {
         wait: Duration,
     ) -> Result<Lease, Error> {
         let deadline = self.shared.now() + wait;
-        self.lock_until(resource, ttl, deadline)
+        self.acquire(resource.as_ref(), ttl, Wait::Until(deadline), false)
+    }
+
+    /// Like [`try_lock`](Self::try_lock), and the lease carries a **fencing token**
+    /// ([`Lease::fencing_token`]): a number strictly greater than the token of every earlier
+    /// fenced grant of the same resource, as long as a majority of the nodes keeps its data.
+    /// Storage that accepts writes only with a token larger than any it has seen turns away a
+    /// holder that was paused past its lease (see [`scripts::FENCED_STORE_WRITE`]).
+    ///
+    /// It costs a second round trip. Step one is `SET NX PX` plus a read of the resource's
+    /// counter `redlock-fence:<resource>` on each node; the token is `T = max + 1` over the
+    /// granting quorum. Step two writes `T` back to the counters, only where the key still
+    /// holds our token, and the lock is granted only if a quorum confirms that within the
+    /// validity. Any later grant's quorum intersects that quorum, so it reads at least `T`.
+    pub fn try_lock_fenced(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        self.acquire(resource.as_ref(), ttl, Wait::Once, true)
+    }
+
+    /// [`lock`](Self::lock) with a fencing token (see [`try_lock_fenced`](Self::try_lock_fenced)).
+    pub fn lock_fenced(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        self.acquire(resource.as_ref(), ttl, Wait::Retries, true)
+    }
+
+    /// [`lock_until`](Self::lock_until) with a fencing token (see
+    /// [`try_lock_fenced`](Self::try_lock_fenced)).
+    pub fn lock_fenced_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease, Error> {
+        self.acquire(resource.as_ref(), ttl, Wait::Until(deadline), true)
+    }
+
+    pub(crate) fn acquire(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        wait: Wait,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
+        self.check(resource, ttl)?;
+        let mut retries = 0;
+        loop {
+            let e = match self.attempt(resource, ttl, fenced) {
+                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => e,
+                other => return other,
+            };
+            match wait {
+                Wait::Once => return Err(e),
+                Wait::Retries => {
+                    if retries >= self.shared.cfg.retry_count {
+                        return Err(e);
+                    }
+                    log::debug!("attempt {} failed: {e}", retries + 1);
+                    retries += 1;
+                    self.pause(None)?;
+                }
+                Wait::Until(deadline) => {
+                    if self.shared.now() >= deadline {
+                        return Err(e);
+                    }
+                    self.pause(Some(deadline))?;
+                    if self.shared.now() >= deadline {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     fn pause(&self, deadline: Option<Instant>) -> Result<(), Error> {
@@ -446,50 +560,147 @@ impl Redlock {
         Ok(())
     }
 
-    fn attempt(&self, resource: &[u8], ttl: Duration) -> Result<Lease, Error> {
+    fn attempt(&self, resource: &[u8], ttl: Duration, fenced: bool) -> Result<Lease, Error> {
         let sh = &self.shared;
         let token = token::new_token()?;
         let key = key_for(resource);
+        let fence_key = fence_key_for(resource);
         let ttl_ms = ttl.as_millis().to_string();
-        let mut set_cmd = Vec::with_capacity(64 + key.len());
-        resp::pack(
-            &[
-                b"SET",
+        let (first, first_fallback) = if fenced {
+            let mut a: Vec<&[u8]> = vec![
+                b"EVALSHA",
+                sh.fenced_acquire_sha.as_bytes(),
+                b"2",
                 &key,
+                &fence_key,
                 token.as_bytes(),
-                b"NX",
-                b"PX",
                 ttl_ms.as_bytes(),
-            ],
-            &mut set_cmd,
-        );
+            ];
+            let mut sha_cmd = Vec::new();
+            resp::pack(&a, &mut sha_cmd);
+            a[0] = b"EVAL";
+            a[1] = scripts::FENCED_ACQUIRE.as_bytes();
+            let mut eval_cmd = Vec::new();
+            resp::pack(&a, &mut eval_cmd);
+            (sha_cmd, Some(eval_cmd))
+        } else {
+            let mut set_cmd = Vec::with_capacity(64 + key.len());
+            resp::pack(
+                &[
+                    b"SET",
+                    &key,
+                    token.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    ttl_ms.as_bytes(),
+                ],
+                &mut set_cmd,
+            );
+            (set_cmd, None)
+        };
+        let judge: &dyn Fn(&Reply) -> NodeOutcome = if fenced {
+            &classify_fenced
+        } else {
+            &|r| classify(Op::Acquire, r)
+        };
         let node_timeout = sh.cfg.node_timeout_for(ttl);
         let mut set = sh.checkout();
         let start = sh.now();
-        let outcomes = sh.step(
+        let stepped = sh.step_with(
             &mut set,
-            Op::Acquire,
+            judge,
             &Command {
-                bytes: &set_cmd,
-                noscript_fallback: None,
+                bytes: &first,
+                noscript_fallback: first_fallback.as_deref(),
             },
             node_timeout,
             None,
         );
-        let outcomes = match outcomes {
+        let (outcomes, replies) = match stepped {
             Ok(o) => o,
             Err(e) => {
                 sh.checkin(set);
                 return Err(e);
             }
         };
-        let now = sh.now();
         let expires = expiry(start, ttl, sh.cfg.drift_factor);
         let granted = outcomes.iter().filter(|o| o.is_success()).count();
-        if granted >= sh.quorum && expires > now {
+        let mut now = sh.now();
+        let mut failure: Option<Error> = None;
+        let mut fencing_token = None;
+        let mut fence_outcomes = None;
+        if granted >= sh.quorum && expires > now && fenced {
+            // The token: one more than the largest counter over the granting quorum.
+            let max = replies
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| o.is_success())
+                .filter_map(|(r, _)| match r {
+                    Some(Reply::Int(n)) => Some(*n),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            let t = (max as u64).saturating_add(1);
+            let t_str = t.to_string();
+            let (sha_cmd, eval_cmd) = sh.script_cmds2(
+                &sh.fence_write_sha,
+                scripts::FENCE_WRITE,
+                &key,
+                &fence_key,
+                &[token.as_bytes(), t_str.as_bytes()],
+            );
+            let step2 = sh.step(
+                &mut set,
+                Op::Fence,
+                &Command {
+                    bytes: &sha_cmd,
+                    noscript_fallback: Some(&eval_cmd),
+                },
+                node_timeout,
+                Some(expires),
+            );
+            now = sh.now();
+            match step2 {
+                Ok(o2) => {
+                    let confirmed = o2.iter().filter(|o| o.is_success()).count();
+                    if confirmed >= sh.quorum && expires > now {
+                        fencing_token = Some(t);
+                        fence_outcomes = Some(o2);
+                    } else {
+                        let detail = format!(
+                            "granted by {granted}, but the fencing token {t} was confirmed by \
+                             only {confirmed} before the validity ran out"
+                        );
+                        let r = sh.report(Op::Fence, o2, Some(detail));
+                        failure = Some(if confirmed >= sh.quorum {
+                            Error::NotAcquired(r)
+                        } else {
+                            sh.failure(r, Error::NotAcquired)
+                        });
+                    }
+                }
+                Err(e) => {
+                    let (_, eval_cmd) = sh.script_cmds(
+                        &sh.release_sha,
+                        scripts::RELEASE,
+                        &key,
+                        &[token.as_bytes()],
+                    );
+                    sh.send_detached(&mut set, &eval_cmd, now);
+                    sh.checkin(set);
+                    return Err(e);
+                }
+            }
+        }
+        let ok = granted >= sh.quorum && expires > now && failure.is_none();
+        if ok {
             // Nodes that had not answered when the quorum was reached may not have run the
             // SET yet; remember how to tell, so that unlock can keep the order (see pool.rs).
-            let tickets = unanswered(&set, &outcomes);
+            let mut tickets = unanswered(&set, &outcomes);
+            if let Some(o2) = &fence_outcomes {
+                tickets.extend(unanswered(&set, o2));
+            }
             sh.checkin(set);
             let report = sh.report(Op::Acquire, outcomes, None);
             return Ok(Lease {
@@ -498,6 +709,7 @@ impl Redlock {
                     resource: resource.to_vec(),
                     key,
                     token,
+                    fencing_token,
                     expires: AtomicU64::new(sh.offset(expires)),
                     state: Mutex::new(LeaseState {
                         released: false,
@@ -521,6 +733,9 @@ impl Redlock {
             sh.script_cmds(&sh.release_sha, scripts::RELEASE, &key, &[token.as_bytes()]);
         sh.send_detached(&mut set, &eval_cmd, now);
         sh.checkin(set);
+        if let Some(e) = failure {
+            return Err(e);
+        }
         let detail = (granted >= sh.quorum).then(|| {
             format!(
                 "validity exhausted: the quorum answered after {} ms of a {} ms TTL",
@@ -568,6 +783,8 @@ pub(crate) struct LeaseInner {
     resource: Vec<u8>,
     pub(crate) key: Vec<u8>,
     pub(crate) token: String,
+    /// The fencing token of a fenced grant.
+    fencing_token: Option<u64>,
     /// When the validity ends, as an offset from the manager's epoch (see `Shared::offset`);
     /// 0 once released or lost. Read without locking.
     expires: AtomicU64,
@@ -649,6 +866,7 @@ impl fmt::Debug for Lease {
         f.debug_struct("Lease")
             .field("resource", &String::from_utf8_lossy(&self.inner.resource))
             .field("token", &format_args!("{}…", &self.inner.token[..8]))
+            .field("fencing_token", &self.inner.fencing_token)
             .field("validity", &self.validity())
             .finish()
     }
@@ -668,6 +886,13 @@ impl Lease {
     /// The random token (40 hex characters) stored under the key: the proof of ownership.
     pub fn token(&self) -> &str {
         &self.inner.token
+    }
+
+    /// The fencing token of a lease from [`Redlock::try_lock_fenced`] and friends: strictly
+    /// greater than that of every earlier fenced grant of the resource. `None` for a plain
+    /// lock. Exact up to 2^53 (the nodes' Lua numbers are doubles).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.inner.fencing_token
     }
 
     /// The TTL of the last successful acquisition or extension.
@@ -729,6 +954,7 @@ impl Lease {
         }
         st.released = true;
         let renewed = st.renewal.take().is_some() || inner.had_renewal();
+        inner.lost_cv.notify_all(); // wait_lost returns: renewal is over
         let start = sh.now();
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
         let was_lost = st.lost.is_some();
@@ -942,7 +1168,9 @@ impl Lease {
     /// renewal is off.
     pub fn stop_renewal(&self) {
         let mut st = self.inner.lock_state();
-        st.renewal = None;
+        if st.renewal.take().is_some() {
+            self.inner.lost_cv.notify_all();
+        }
     }
 
     /// True while auto-renewal is on (not stopped, unlocked, lost or bound-reached).
@@ -961,14 +1189,15 @@ impl Lease {
         self.inner.lock_state().lost.clone()
     }
 
-    /// Blocks until the lease is marked lost or `timeout` passes; returns whether it is lost.
-    /// (It does not return early on unlock: an unlocked lease is not lost.)
+    /// Blocks while auto-renewal is on, until the lease is marked lost or `timeout` passes.
+    /// Returns true if the lease is lost; false on timeout, and at once (or as soon as it
+    /// happens) when renewal is off: never started, stopped, or ended by unlock.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.lock_state();
         while st.lost.is_none() {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || st.renewal.is_none() {
                 return false;
             }
             st = self
@@ -1102,6 +1331,7 @@ mod tests {
             resource: b"r".to_vec(),
             key: key_for(b"r"),
             token: "0".repeat(40),
+            fencing_token: None,
             expires: AtomicU64::new(sh.offset(expiry(start, ttl, 0.01))),
             state: Mutex::new(LeaseState {
                 released: false,

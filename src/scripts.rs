@@ -31,5 +31,29 @@ else out[i] = 0 end \
 end \
 return out";
 
+/// The first step of a fenced acquisition: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`; if it was
+/// set, returns the resource's fencing counter `KEYS[2]` (0 when absent), else -1.
+pub const FENCED_ACQUIRE: &str = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+return tonumber(redis.call('get', KEYS[2]) or '0') end \
+return -1";
+
+/// The second step: if `KEYS[1]` still holds our token `ARGV[1]`, raises the counter `KEYS[2]`
+/// to `ARGV[2]` (never lowers it) and returns 1; else 0.
+pub const FENCE_WRITE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+local c = tonumber(redis.call('get', KEYS[2]) or '0') or 0 \
+if tonumber(ARGV[2]) > c then redis.call('set', KEYS[2], ARGV[2]) end \
+return 1 end \
+return 0";
+
+/// The storage side of fencing, for data kept in Redis: a write to the hash `KEYS[1]` that is
+/// accepted only with a fencing token `ARGV[1]` larger than every token it has seen. Sets the
+/// field `value` to `ARGV[2]` and `fence` to the token, and returns 1; returns 0 (and writes
+/// nothing) for a stale token. The same check in SQL:
+/// `UPDATE t SET value = $2, fence = $1 WHERE id = $3 AND fence < $1` (0 rows: rejected).
+pub const FENCED_STORE_WRITE: &str = "local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0') or 0 \
+if tonumber(ARGV[1]) > last then \
+redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2]) return 1 end \
+return 0";
+
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 3] = [RELEASE, EXTEND, RENEW];
+pub(crate) const ALL: [&str; 5] = [RELEASE, EXTEND, RENEW, FENCED_ACQUIRE, FENCE_WRITE];

@@ -377,6 +377,70 @@ static void test_auto_renew(void) {
   redlock_manager_free(mgr);
 }
 
+static void test_fencing_and_accessors(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(0, 0);
+  redlock_lease *lease = (redlock_lease *)0x1;
+  const uint8_t *res = (const uint8_t *)"fenced";
+  /* Bad flag combinations change nothing. */
+  CHECK_STATUS(redlock_lock_opts(mgr, res, 6, 5000, REDLOCK_LOCK_ONCE | REDLOCK_LOCK_WAIT, 100, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_lock_opts(mgr, res, 6, 5000, 64, 0, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_lock_opts(NULL, res, 6, 5000, 0, 0, &lease, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(lease == (redlock_lease *)0x1);
+  CHECK(redlock_lease_fencing_token(NULL) == 0);
+  CHECK(!redlock_lease_is_renewing(NULL));
+  CHECK(!redlock_lease_lost_reason(NULL, err, sizeof err));
+  CHECK(redlock_lease_ttl_ms(NULL) == 0);
+
+  /* Fenced grants count up; a plain one has token 0. */
+  uint64_t last = 0;
+  for (int i = 0; i < 5; i++) {
+    lease = NULL;
+    CHECK_STATUS(redlock_lock_opts(mgr, res, 6, 5000, REDLOCK_LOCK_FENCED | REDLOCK_LOCK_ONCE, 0, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+    if (!lease) return;
+    uint64_t t = redlock_lease_fencing_token(lease);
+    CHECK(t > last);
+    last = t;
+    CHECK(redlock_lease_ttl_ms(lease) == 5000);
+    CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+    redlock_lease_free(lease);
+  }
+  lease = NULL;
+  CHECK_STATUS(redlock_lock_opts(mgr, res, 6, 5000, REDLOCK_LOCK_WAIT, 1000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_fencing_token(lease) == 0);
+  /* Held: a fenced attempt is refused. */
+  redlock_lease *other = (redlock_lease *)0x1;
+  CHECK_STATUS(redlock_lock_opts(mgr, res, 6, 5000, REDLOCK_LOCK_FENCED | REDLOCK_LOCK_ONCE, 0, &other, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+  CHECK(other == (redlock_lease *)0x1);
+  CHECK_STATUS(redlock_extend(lease, 7000, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_ttl_ms(lease) == 7000);
+
+  /* Renewal state and the reason a lease was lost. */
+  CHECK(!redlock_lease_is_renewing(lease));
+  CHECK(!redlock_lease_wait_lost(lease, 10000)); /* renewal off: returns at once */
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 300, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_is_renewing(lease));
+  CHECK(!redlock_lease_lost_reason(lease, err, sizeof err));
+  CHECK(redlock_lease_wait_lost(lease, 5000));
+  CHECK(!redlock_lease_is_renewing(lease));
+  char why[256] = {0};
+  CHECK(redlock_lease_lost_reason(lease, why, sizeof why));
+  CHECK(strstr(why, "maximum hold time") != NULL);
+  CHECK(redlock_lease_lost_reason(lease, NULL, 0));
+  redlock_lease_free(lease);
+
+  /* wait_lost returns as soon as an unlock ends the renewal. */
+  lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"waited", 6, 1000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_lease_auto_renew(lease, 0, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_stop_renewal(lease);
+  CHECK(!redlock_lease_is_renewing(lease));
+  CHECK(!redlock_lease_wait_lost(lease, 10000));
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
 #define THREADS 8
 #define ROUNDS 15
 
@@ -447,6 +511,7 @@ int main(int argc, char **argv) {
   test_expiry();
   test_free_orders();
   test_auto_renew();
+  test_fencing_and_accessors();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

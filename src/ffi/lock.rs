@@ -3,21 +3,23 @@
 use std::ffi::{CString, c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{FfiError, bytes, guard, guard_or, redlock_config, redlock_status};
 use crate::error::NodeOutcome;
-use crate::lock::{Lease, Redlock};
+use crate::lock::{Lease, Redlock, Wait};
 use crate::renew::RenewOptions;
 
 /// A lock manager over N independent Redis masters.
 ///
 /// Thread-safe: any number of threads may call `redlock_lock` and friends on one manager at
 /// once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
-/// usable after it is freed (each keeps what it needs alive).
+/// usable after it is freed (each keeps what it needs alive). Not usable in a child process
+/// after `fork()`.
 ///
 /// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
-/// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`.
+/// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
+/// `redlock_lock_opts`.
 pub struct redlock_manager {
     inner: Redlock,
 }
@@ -26,13 +28,16 @@ pub struct redlock_manager {
 ///
 /// Calls on one lease from several threads are serialised internally; only
 /// `redlock_lease_free` must not race with other calls on the same lease. Freeing a lease does
-/// not unlock it (the lock then expires after its TTL).
+/// not unlock it (the lock then expires after its TTL). Handles must not be used in a child
+/// process after `fork()`: they share the parent's sockets, and the renewal thread does not
+/// survive the fork.
 ///
 /// Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
 /// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
 /// `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
-/// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_lost`,
-/// `redlock_lease_wait_lost`, `redlock_lease_free`.
+/// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_renewing`,
+/// `redlock_lease_is_lost`, `redlock_lease_wait_lost`, `redlock_lease_lost_reason`,
+/// `redlock_lease_ttl_ms`, `redlock_lease_fencing_token`, `redlock_lease_free`.
 pub struct redlock_lease {
     inner: Lease,
     token: CString,
@@ -191,19 +196,21 @@ pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> 
     })
 }
 
-enum Mode {
-    Retry,
-    Once,
-    Wait(u32),
-}
-
-/// The arguments common to the three acquisition functions.
+/// The arguments common to the acquisition functions.
 struct Acquire {
     mgr: *mut redlock_manager,
     resource: *const u8,
     resource_len: usize,
     ttl_ms: u32,
-    mode: Mode,
+    wait: WaitMode,
+    fenced: bool,
+}
+
+#[derive(Clone, Copy)]
+enum WaitMode {
+    Retry,
+    Once,
+    For(u32),
 }
 
 fn acquire(
@@ -212,31 +219,23 @@ fn acquire(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    let Acquire {
-        mgr,
-        resource,
-        resource_len,
-        ttl_ms,
-        mode,
-    } = a;
     guard(err, err_len, || {
         // SAFETY: NULL or a live manager per the contract; shared access is thread-safe.
-        let Some(m) = (unsafe { mgr.as_ref() }) else {
+        let Some(m) = (unsafe { a.mgr.as_ref() }) else {
             return Err(FfiError::null("mgr"));
         };
         if out.is_null() {
             return Err(FfiError::null("out"));
         }
         // SAFETY: `resource` points to `resource_len` readable bytes per the contract.
-        let res = unsafe { bytes(resource, resource_len, "resource") }?;
-        let ttl = Duration::from_millis(ttl_ms.into());
-        let lease = match mode {
-            Mode::Retry => m.inner.lock(res, ttl),
-            Mode::Once => m.inner.try_lock(res, ttl),
-            Mode::Wait(ms) => m
-                .inner
-                .lock_timeout(res, ttl, Duration::from_millis(ms.into())),
-        }?;
+        let res = unsafe { bytes(a.resource, a.resource_len, "resource") }?;
+        let ttl = Duration::from_millis(a.ttl_ms.into());
+        let wait = match a.wait {
+            WaitMode::Retry => Wait::Retries,
+            WaitMode::Once => Wait::Once,
+            WaitMode::For(ms) => Wait::Until(Instant::now() + Duration::from_millis(ms.into())),
+        };
+        let lease = m.inner.acquire(res, ttl, wait, a.fenced)?;
         let token = CString::new(lease.token()).map_err(|_| FfiError::invalid("token"))?;
         let raw = Box::into_raw(Box::new(redlock_lease {
             inner: lease,
@@ -279,7 +278,8 @@ pub unsafe extern "C" fn redlock_lock(
         resource,
         resource_len,
         ttl_ms,
-        mode: Mode::Retry,
+        wait: WaitMode::Retry,
+        fenced: false,
     };
     acquire(a, out, err, err_len)
 }
@@ -304,7 +304,8 @@ pub unsafe extern "C" fn redlock_try_lock(
         resource,
         resource_len,
         ttl_ms,
-        mode: Mode::Once,
+        wait: WaitMode::Once,
+        fenced: false,
     };
     acquire(a, out, err, err_len)
 }
@@ -331,9 +332,137 @@ pub unsafe extern "C" fn redlock_lock_wait(
         resource,
         resource_len,
         ttl_ms,
-        mode: Mode::Wait(wait_ms),
+        wait: WaitMode::For(wait_ms),
+        fenced: false,
     };
     acquire(a, out, err, err_len)
+}
+
+/// Flag for `redlock_lock_opts`: grant a fencing token (`redlock_lease_fencing_token`).
+pub const REDLOCK_LOCK_FENCED: u32 = 1;
+/// Flag for `redlock_lock_opts`: one attempt, no retry (like `redlock_try_lock`).
+pub const REDLOCK_LOCK_ONCE: u32 = 2;
+/// Flag for `redlock_lock_opts`: retry until `wait_ms` have passed (like `redlock_lock_wait`).
+pub const REDLOCK_LOCK_WAIT: u32 = 4;
+
+/// Acquires `resource` for `ttl_ms` with options given as flags:
+///
+/// * `REDLOCK_LOCK_FENCED`: the lease carries a fencing token, strictly greater than that of
+///   every earlier fenced grant of the resource (while a majority of nodes keeps its data).
+///   Costs a second round trip: the token is read from the granting quorum's counters
+///   (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
+/// * `REDLOCK_LOCK_ONCE`: one attempt; `REDLOCK_LOCK_WAIT`: retry until `wait_ms`; neither:
+///   retry as configured. ONCE and WAIT together are INVALID_ARGUMENT, as are unknown flags.
+///
+/// Statuses and arguments otherwise as for `redlock_lock`.
+///
+/// # Safety
+/// As for `redlock_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_opts(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    flags: u32,
+    wait_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let known = REDLOCK_LOCK_FENCED | REDLOCK_LOCK_ONCE | REDLOCK_LOCK_WAIT;
+    let wait = match (
+        flags & REDLOCK_LOCK_ONCE != 0,
+        flags & REDLOCK_LOCK_WAIT != 0,
+    ) {
+        _ if flags & !known != 0 => {
+            return guard(err, err_len, || {
+                Err(FfiError::invalid(format!(
+                    "unknown flags {:#x}",
+                    flags & !known
+                )))
+            });
+        }
+        (true, true) => {
+            return guard(err, err_len, || {
+                Err(FfiError::invalid(
+                    "REDLOCK_LOCK_ONCE and REDLOCK_LOCK_WAIT are exclusive",
+                ))
+            });
+        }
+        (true, false) => WaitMode::Once,
+        (false, true) => WaitMode::For(wait_ms),
+        (false, false) => WaitMode::Retry,
+    };
+    let a = Acquire {
+        mgr,
+        resource,
+        resource_len,
+        ttl_ms,
+        wait,
+        fenced: flags & REDLOCK_LOCK_FENCED != 0,
+    };
+    acquire(a, out, err, err_len)
+}
+
+/// The lease's fencing token (see `REDLOCK_LOCK_FENCED`); 0 for a lease taken without it, and
+/// for NULL. Exact up to 2^53.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_fencing_token(lease: *const redlock_lease) -> u64 {
+    guard_or(0, || {
+        lease_ref(lease).map_or(0, |l| l.inner.fencing_token().unwrap_or(0))
+    })
+}
+
+/// True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
+/// its bound). False for NULL.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_is_renewing(lease: *const redlock_lease) -> bool {
+    guard_or(false, || {
+        lease_ref(lease).is_some_and(|l| l.inner.is_renewing())
+    })
+}
+
+/// If the lease is lost, writes why into `buf` (NUL-terminated, truncated to `len`; either
+/// may be NULL/0), for example `maximum hold time reached after 3000 ms` or `renewal failed:
+/// 1/5 extended (quorum 3); node 2 (…): connection refused; …`, and returns true. Returns
+/// false, writing nothing, if it is not lost (or NULL).
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_lost_reason(
+    lease: *const redlock_lease,
+    buf: *mut c_char,
+    len: usize,
+) -> bool {
+    guard_or(false, || {
+        let Some(reason) = lease_ref(lease).and_then(|l| l.inner.lost_reason()) else {
+            return false;
+        };
+        super::write_str(buf, len, &reason.to_string());
+        true
+    })
+}
+
+/// The TTL of the lease's last successful acquisition or extension, in milliseconds (0 for
+/// NULL).
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_ttl_ms(lease: *const redlock_lease) -> u32 {
+    guard_or(0, || {
+        lease_ref(lease).map_or(0, |l| {
+            l.inner.ttl().as_millis().min(u32::MAX as u128) as u32
+        })
+    })
 }
 
 /// Runs `f` on the lease behind `lease`.
@@ -617,8 +746,9 @@ pub unsafe extern "C" fn redlock_lease_is_lost(lease: *const redlock_lease) -> b
     })
 }
 
-/// Blocks until the lease is lost or `timeout_ms` pass; returns whether it is lost. False for
-/// NULL.
+/// Blocks while auto-renewal is on, until the lease is lost or `timeout_ms` pass. Returns
+/// true if lost; false on timeout, and as soon as renewal stops otherwise (never started,
+/// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
