@@ -23,17 +23,26 @@
 //	// ... work, finishing before l.Validity() runs out, or call l.Extend(10 * time.Second)
 //	err = l.Unlock()
 //
-// For work of unknown length, AutoRenew has the manager's renewal thread extend the lock, and
-// reports through Lost (a channel), IsLost, WaitLost and a callback if it cannot:
+// Lock, TryLock and LockWait take options. For work of unknown length, AutoRenew has the
+// manager's renewal thread extend the lock from the moment it is acquired, and reports through
+// Lost (a channel), IsLost, WaitLost, LostReason and an OnLost callback if it cannot. Fenced
+// gives the lock a fencing token, larger than that of every earlier fenced grant of the
+// resource, for the protected storage to refuse writes from a holder that was paused past its
+// validity:
 //
-//	if err := l.AutoRenew(time.Hour, 0, nil); err != nil {
+//	l, err := m.Lock("orders:42", 10*time.Second, redlock.Fenced(), redlock.AutoRenew(time.Hour))
+//	if err != nil {
 //		return err
 //	}
+//	defer l.Free()
+//	defer l.Unlock()
 //	select {
 //	case <-l.Lost():
-//		return errors.New("lock lost: stop touching the resource")
-//	case <-done:
+//		return errors.New("lock lost: " + l.LostReason())
+//	case <-done: // every write carried l.FencingToken()
 //	}
+//
+// The method Lock.AutoRenew starts (or reconfigures) renewal of a lock already held.
 //
 // # Building
 //
@@ -64,6 +73,7 @@
 // Lock.Free release it, wait for calls in progress, and are idempotent; later calls return
 // ErrClosed. Both are also released by finalizers if forgotten. Neither Close, Free nor a
 // finalizer ever unlocks anything: a lock that is not unlocked expires after its TTL (Free
-// and the finalizer stop auto-renewal). A Lock stays usable after its Manager is closed, and
-// the two may be released in any order.
+// and the finalizer stop auto-renewal; a Lock with an OnLost callback stays reachable while it
+// is renewed). A Lock stays usable after its Manager is closed, and the two may be released in
+// any order.
 package redlock

@@ -266,3 +266,86 @@ func ExampleLock_AutoRenew() {
 	// lost before the work finished; validity: 0s
 	// unlock: true
 }
+
+// Lock options: AutoRenew keeps the lock alive from the moment it is acquired, OnLost hears
+// when it cannot, and LostReason says why. Here a hold bound of 400 ms ends it on purpose.
+func ExampleAutoRenew() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	lost := make(chan string, 1)
+	l, err := m.Lock("example:option-renewed", 300*time.Millisecond,
+		redlock.AutoRenew(400*time.Millisecond), // renewed for at most 400 ms
+		redlock.OnLost(func(l *redlock.Lock) { lost <- l.Resource() }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Free()
+	fmt.Println("renewing:", l.Renewing(), "TTL:", l.TTL())
+
+	select {
+	case <-l.Lost():
+		fmt.Println("lost:", strings.HasPrefix(l.LostReason(), "maximum hold time reached"))
+	case <-time.After(5 * time.Second):
+		fmt.Println("work done")
+	}
+	fmt.Println("OnLost for", <-lost)
+	fmt.Println("renewing:", l.Renewing(), "validity:", l.Validity())
+	// Output:
+	// renewing: true TTL: 300ms
+	// lost: true
+	// OnLost for example:option-renewed
+	// renewing: false validity: 0s
+}
+
+// Fenced gives each grant a fencing token larger than every earlier one of the resource; the
+// storage the lock protects refuses writes with a token lower than one it has seen, so a
+// holder that was paused past its validity cannot overwrite its successor's work.
+func ExampleFenced() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	first, err := m.Lock("example:fenced", 10*time.Second, redlock.Fenced())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer first.Free()
+	_ = first.Unlock()
+
+	// Fenced composes with the other options and with TryLock and LockWait.
+	second, err := m.TryLock("example:fenced", 10*time.Second, redlock.Fenced(), redlock.AutoRenew(time.Minute))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Free()
+	fmt.Println("tokens increase:", first.FencingToken() > 0 && second.FencingToken() > first.FencingToken())
+	// Send the token with every write, e.g. as the argument of a script that keeps the
+	// highest token seen and refuses lower ones.
+	fmt.Println("unlock:", second.Unlock())
+
+	plain, err := m.Lock("example:plain", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer plain.Free()
+	fmt.Println("plain lock's token:", plain.FencingToken())
+	_ = plain.Unlock()
+	// Output:
+	// tokens increase: true
+	// unlock: <nil>
+	// plain lock's token: 0
+}

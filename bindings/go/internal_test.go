@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"math"
 	"os"
 	"runtime"
@@ -138,6 +139,86 @@ func TestRenewHandlesReleased(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := l.AutoRenew(0, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}()
+	if !gcUntil(func() bool { return renewHandles.Load() == before }) {
+		t.Fatalf("finalizers left %d handles", renewHandles.Load()-before)
+	}
+}
+
+// When auto-renewal requested by the AutoRenew option cannot start after the lock was
+// acquired, Lock unlocks and frees the lock and returns the error: no lock, C memory or
+// callback handle leaks. (The hook unlocks the lock first, so that starting renewal fails with
+// ErrNotHeld. Not parallel: the counters are package-wide.)
+func TestAutoRenewOptionFailureReleases(t *testing.T) {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var hooked *Lock
+	m.afterAcquire = func(l *Lock) {
+		hooked = l
+		if err := l.Unlock(); err != nil {
+			t.Errorf("hook: Unlock: %v", err)
+		}
+	}
+	beforeL, beforeH := locksFreed.Load(), renewHandles.Load()
+	res := "TestAutoRenewOptionFailureReleases/" + time.Now().String()
+	l, err := m.Lock(res, 10*time.Second, Fenced(), AutoRenew(time.Minute), OnLost(func(*Lock) {}))
+	if l != nil || !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Lock = %v, %v; want nil, ErrNotHeld", l, err)
+	}
+	if hooked == nil {
+		t.Fatal("the hook did not run")
+	}
+	if got := locksFreed.Load() - beforeL; got != 1 {
+		t.Fatalf("%d locks freed, want 1", got)
+	}
+	if got := renewHandles.Load() - beforeH; got != 0 {
+		t.Fatalf("%d callback handles left", got)
+	}
+	if err := hooked.Unlock(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the lock was not freed: Unlock = %v", err)
+	}
+
+	// With a hook that leaves the lock alone, the same call succeeds: the failure was the
+	// renewal's.
+	m.afterAcquire = nil
+	l, err = m.Lock(res, 10*time.Second, Fenced(), AutoRenew(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Renewing() {
+		t.Fatal("not renewing")
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l.Free()
+}
+
+// An OnLost callback refers to its Lock, but only while renewal is on: a Lock whose renewal
+// ended (here by Unlock) is finalized like any other, and its handle released.
+func TestOnLostLockCollectable(t *testing.T) {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	before := renewHandles.Load()
+	func() {
+		for i := 0; i < 5; i++ {
+			l, err := m.TryLock("TestOnLostLockCollectable/"+time.Now().String(), time.Second,
+				AutoRenew(0), OnLost(func(l *Lock) { _ = l.Token() }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
 				t.Fatal(err)
 			}
 		}

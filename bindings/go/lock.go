@@ -1,5 +1,6 @@
 package redlock
 
+// #include <stdlib.h>
 // #include "redlock.h"
 import "C"
 
@@ -68,15 +69,17 @@ func (o NodeOutcome) String() string {
 // garbage collected without Free is freed by a finalizer — again without unlocking. A Lock
 // stays usable after its Manager is closed.
 //
-// Extend pushes the expiry back by hand; AutoRenew has the manager's renewal thread do it,
-// and reports through IsLost, Lost, WaitLost and a callback if the lock is lost.
+// Extend pushes the expiry back by hand; auto-renewal (the AutoRenew option, or the AutoRenew
+// method) has the manager's renewal thread do it, and reports through IsLost, Lost, WaitLost,
+// LostReason and a callback if the lock is lost. A lock taken with the Fenced option carries
+// a FencingToken.
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
 	mu  sync.RWMutex
 	ptr *C.redlock_lease
 
-	// Auto-renewal: the state the lost callback reaches, and (once AutoRenew was called) the
+	// Auto-renewal: the state the lost callback reaches, and (once renewal was started) the
 	// C memory holding its cgo.Handle, passed to the library as userdata. userdata is guarded
 	// by mu and released by free.
 	lost     *lostState
@@ -87,26 +90,37 @@ type Lock struct {
 	resource string
 	granted  int
 	outcomes []NodeOutcome
+	fence    uint64
+
+	// What TTL and LostReason answered when the lease was freed (guarded by mu).
+	freedTTL    time.Duration
+	freedReason string
 }
 
-func newLock(p *C.redlock_lease) *Lock {
+// newLock wraps a lease just acquired for resource (the bytes the lease holds, so they are
+// not copied back out of C). s is the acquisition's scratch buffer, no longer needed for an
+// error message: the node outcomes are read into it.
+func newLock(p *C.redlock_lease, resource string, s cScratch) *Lock {
 	l := &Lock{
-		ptr:     p,
-		lost:    newLostState(),
-		token:   C.GoString(C.redlock_lease_token(p)),
-		granted: int(C.redlock_lease_granted(p)),
+		ptr:      p,
+		lost:     newLostState(),
+		token:    C.GoString(C.redlock_lease_token(p)),
+		resource: resource,
+		granted:  int(C.redlock_lease_granted(p)),
+		fence:    uint64(C.redlock_lease_fencing_token(p)),
 	}
-	var n C.size_t
-	if r := C.redlock_lease_resource(p, &n); r != nil && n > 0 {
-		l.resource = C.GoStringN((*C.char)(unsafe.Pointer(r)), C.int(n))
+	const capacity = scratchLen / C.sizeof_enum_redlock_node_outcome
+	buf := (*C.enum_redlock_node_outcome)(s.buf.p)
+	count := C.redlock_lease_node_outcomes(p, buf, capacity)
+	if count > capacity { // more nodes than anyone runs: a buffer of their own
+		big := C.malloc(count * C.sizeof_enum_redlock_node_outcome)
+		defer C.free(big)
+		buf = (*C.enum_redlock_node_outcome)(big)
+		count = min(count, C.redlock_lease_node_outcomes(p, buf, count))
 	}
-	if count := C.redlock_lease_node_outcomes(p, nil, 0); count > 0 {
-		raw := make([]C.enum_redlock_node_outcome, count)
-		got := C.redlock_lease_node_outcomes(p, &raw[0], count)
-		l.outcomes = make([]NodeOutcome, min(got, count))
-		for i := range l.outcomes {
-			l.outcomes[i] = NodeOutcome(raw[i])
-		}
+	l.outcomes = make([]NodeOutcome, count)
+	for i, o := range unsafe.Slice(buf, count) {
+		l.outcomes[i] = NodeOutcome(o)
 	}
 	runtime.SetFinalizer(l, (*Lock).free)
 	return l
@@ -119,18 +133,21 @@ func (l *Lock) free() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ptr != nil {
+		l.freedTTL = time.Duration(C.redlock_lease_ttl_ms(l.ptr)) * time.Millisecond
+		l.freedReason = lostReason(l.ptr)
 		C.redlock_lease_free(l.ptr)
 		l.ptr = nil
 		l.releaseRenewal()
+		l.lost.stopped()
 		locksFreed.Add(1)
 	}
 }
 
 // Free releases the Lock's memory without unlocking it: if it was not unlocked, the lock
 // expires on the nodes after its TTL. It stops auto-renewal. It waits for calls in progress
-// on this Lock; afterwards
-// Unlock and Extend return ErrClosed, Validity returns 0, and Token, Resource, Granted and
-// NodeOutcomes still answer. Free is idempotent.
+// on this Lock; afterwards Unlock and Extend return ErrClosed, Validity returns 0, Renewing
+// false, and Token, Resource, Granted, NodeOutcomes, FencingToken, TTL, IsLost and
+// LostReason still answer (with what they said at Free). Free is idempotent.
 func (l *Lock) Free() {
 	if l == nil {
 		return
@@ -158,6 +175,7 @@ func (l *Lock) Unlock() error {
 	}
 	st := C.redlock_unlock(l.ptr, s.err, errBufLen)
 	runtime.KeepAlive(l)
+	l.lost.stopped() // renewal stopped first, whatever the outcome
 	if st != C.REDLOCK_STATUS_OK {
 		return statusError(st, s.err)
 	}
@@ -262,6 +280,80 @@ func (l *Lock) NodeOutcomes() []NodeOutcome {
 	return append([]NodeOutcome(nil), l.outcomes...)
 }
 
+// FencingToken returns the lock's fencing token: for a lock taken with the Fenced option, a
+// number strictly greater than that of every earlier fenced grant of the resource (exact up
+// to 2⁵³); 0 for a plain lock. It never changes (renewal and Extend keep it) and still
+// answers after Free.
+func (l *Lock) FencingToken() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// TTL returns the TTL of the lock's last successful acquisition or extension (by Extend or
+// auto-renewal), in whole milliseconds. After Free it returns the value at Free.
+func (l *Lock) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return l.freedTTL
+	}
+	ms := C.redlock_lease_ttl_ms(l.ptr)
+	runtime.KeepAlive(l)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Renewing reports whether auto-renewal is on: started, and not yet stopped by Unlock,
+// StopRenewal, Free, a loss or a bound. False after Free.
+func (l *Lock) Renewing() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return false
+	}
+	on := C.redlock_lease_is_renewing(l.ptr)
+	runtime.KeepAlive(l)
+	return bool(on)
+}
+
+// LostReason says why auto-renewal reported the lock lost, for example "maximum hold time
+// reached after 3000 ms" or "renewal failed: 1/5 extended (quorum 3); node 2 (…): connection
+// refused; …"; it is empty while the lock is not lost. After Free it returns the reason known
+// at Free.
+func (l *Lock) LostReason() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return l.freedReason
+	}
+	r := lostReason(l.ptr)
+	runtime.KeepAlive(l)
+	return r
+}
+
+// lostReason reads a live lease's lost reason ("" when not lost) through a pooled buffer.
+func lostReason(p *C.redlock_lease) string {
+	if !C.redlock_lease_is_lost(p) {
+		return ""
+	}
+	s := newScratch("")
+	defer s.free()
+	if !C.redlock_lease_lost_reason(p, s.err, errBufLen) {
+		return ""
+	}
+	return C.GoString(s.err)
+}
+
 // String describes the lock for logs: its resource, the start of its token and its validity.
 func (l *Lock) String() string {
 	if l == nil {
@@ -270,6 +362,10 @@ func (l *Lock) String() string {
 	tok := l.token
 	if len(tok) > 8 {
 		tok = tok[:8] + "…"
+	}
+	if l.fence != 0 {
+		return fmt.Sprintf("redlock.Lock{resource: %q, token: %s, fencing token: %d, validity: %v}",
+			l.resource, tok, l.fence, l.Validity())
 	}
 	return fmt.Sprintf("redlock.Lock{resource: %q, token: %s, validity: %v}", l.resource, tok, l.Validity())
 }

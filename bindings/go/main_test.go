@@ -30,7 +30,23 @@ func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
+// childEnv names the role of a child process: tests re-execute the test binary with it set
+// (see childRoles), and TestMain then runs that role instead of the tests.
+const childEnv = "REDLOCK_TEST_CHILD"
+
+// childRoles are the roles a re-executed test binary can play, registered by the test files
+// that start children. A role returns the process's exit status.
+var childRoles = map[string]func() int{}
+
 func runTests(m *testing.M) int {
+	if role := os.Getenv(childEnv); role != "" {
+		run, ok := childRoles[role]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "FAIL: unknown %s role %q\n", childEnv, role)
+			return 2
+		}
+		return run()
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: redis-server is not on the PATH. These tests run against real Redis "+
 			"servers they start themselves; install it (apt-get install redis-server, or run .ci/setup).")

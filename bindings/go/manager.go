@@ -92,26 +92,48 @@ func ttlMillis(ttl time.Duration) (C.uint32_t, error) {
 // cScratch is C memory for one call: the error buffer, followed by a copy of the resource.
 // Passing C memory (rather than Go memory) keeps every call clean under the cgo pointer
 // checks, and nothing the library reads can be moved or collected during a call that blocks.
+//
+// The buffers are pooled (scratchPool), so the hot path (TryLock, Unlock) does no C.malloc or
+// C.free: each buffer is made once, reused, and freed by a finalizer on its Go wrapper when
+// the pool drops it at a garbage collection.
 type cScratch struct {
-	base unsafe.Pointer
-	err  *C.char
-	res  *C.uint8_t // nil when the resource is empty
-	n    C.size_t   // resource length
+	buf *cBuf
+	err *C.char
+	res *C.uint8_t // nil when the resource is empty
+	n   C.size_t   // resource length
 }
 
+// scratchLen is the size of a pooled buffer: the error buffer and the longest resource.
+const scratchLen = errBufLen + MaxResourceLen
+
+// cBuf owns scratchLen bytes of C memory, freed by its finalizer.
+type cBuf struct{ p unsafe.Pointer }
+
+var scratchPool = sync.Pool{New: func() any {
+	b := &cBuf{p: C.malloc(scratchLen)} // cgo's malloc never returns nil (it aborts)
+	runtime.SetFinalizer(b, func(b *cBuf) { C.free(b.p) })
+	return b
+}}
+
+// newScratch takes a buffer from the pool and copies resource (at most MaxResourceLen bytes,
+// which every caller checks first) after the error buffer.
 func newScratch(resource string) cScratch {
-	base := C.malloc(C.size_t(errBufLen + len(resource)))
-	s := cScratch{base: base, err: (*C.char)(base), n: C.size_t(len(resource))}
+	if len(resource) > MaxResourceLen {
+		panic("redlock: internal error: resource longer than MaxResourceLen reached newScratch")
+	}
+	b := scratchPool.Get().(*cBuf)
+	s := cScratch{buf: b, err: (*C.char)(b.p), n: C.size_t(len(resource))}
 	*s.err = 0
 	if len(resource) > 0 {
-		p := unsafe.Add(base, errBufLen)
+		p := unsafe.Add(b.p, errBufLen)
 		copy(unsafe.Slice((*byte)(p), len(resource)), resource)
 		s.res = (*C.uint8_t)(p)
 	}
 	return s
 }
 
-func (s cScratch) free() { C.free(s.base) }
+// free returns the buffer to the pool.
+func (s cScratch) free() { scratchPool.Put(s.buf) }
 
 // checkResource rejects names too long for the library before copying them. Empty names are
 // left to the library, which rejects them with its own message.
@@ -209,6 +231,10 @@ type Manager struct {
 	ptr    *C.redlock_manager
 	nodes  int
 	quorum int
+
+	// afterAcquire, when set (by the package's tests only), runs between a successful
+	// acquisition and the start of auto-renewal requested by the AutoRenew option.
+	afterAcquire func(*Lock)
 }
 
 // New creates a manager for the given nodes, each "redis://[user:password@]host[:port][/db]"
@@ -334,47 +360,87 @@ const (
 	modeWait
 )
 
-func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Duration) (*Lock, error) {
+func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Duration, opts []LockOption) (*Lock, error) {
 	if m == nil {
 		return nil, nilReceiver("*Manager")
+	}
+	o, err := lockOptionsOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	ttlMs, err := ttlMillis(ttl)
 	if err != nil {
 		return nil, err
 	}
-	var waitMs uint32
-	if mode == modeWait {
-		var ok bool
-		if waitMs, ok = millis(wait); !ok {
+	var flags, waitMs C.uint32_t
+	switch mode {
+	case modeOnce:
+		flags = C.REDLOCK_LOCK_ONCE
+	case modeWait:
+		ms, ok := millis(wait)
+		if !ok {
 			return nil, invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
 		}
+		flags, waitMs = C.REDLOCK_LOCK_WAIT, C.uint32_t(ms)
+	}
+	if o.fenced {
+		flags |= C.REDLOCK_LOCK_FENCED
 	}
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+
+	l, err := m.lockOpts(resource, ttlMs, flags, waitMs)
+	if err != nil {
+		return nil, err
+	}
+	if !o.renew {
+		return l, nil
+	}
+	if m.afterAcquire != nil {
+		m.afterAcquire(l)
+	}
+	var onLost func()
+	if f := o.onLost; f != nil {
+		// A reference to l: dropped when renewal stops (see lostState), so that it keeps l
+		// reachable only while the lock is renewed.
+		onLost = func() { f(l) }
+	}
+	if err := l.startRenewal(o.maxHold, o.maxExtensions, onLost); err != nil {
+		// Acquired but not renewed: release it rather than hand back a lock the caller asked
+		// to have renewed. Best effort: the error that matters is the renewal's.
+		_ = l.Unlock()
+		l.Free()
+		return nil, err
+	}
+	return l, nil
+}
+
+// lockOpts makes the one C call of an acquisition, under the manager's read lock, and wraps
+// the lease.
+func (m *Manager) lockOpts(resource string, ttlMs, flags, waitMs C.uint32_t) (*Lock, error) {
 	s := newScratch(resource)
 	defer s.free()
-
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.ptr == nil {
+	out, st, ok := m.lockOptsCall(s, ttlMs, flags, waitMs)
+	if !ok {
 		return nil, ErrClosed
 	}
-	var out *C.redlock_lease
-	var st C.enum_redlock_status
-	switch mode {
-	case modeRetry:
-		st = C.redlock_lock(m.ptr, s.res, s.n, ttlMs, &out, s.err, errBufLen)
-	case modeOnce:
-		st = C.redlock_try_lock(m.ptr, s.res, s.n, ttlMs, &out, s.err, errBufLen)
-	default:
-		st = C.redlock_lock_wait(m.ptr, s.res, s.n, ttlMs, C.uint32_t(waitMs), &out, s.err, errBufLen)
-	}
-	runtime.KeepAlive(m)
 	if st != C.REDLOCK_STATUS_OK {
 		return nil, statusError(st, s.err)
 	}
-	return newLock(out), nil
+	return newLock(out, resource, s), nil
+}
+
+// lockOptsCall is the C call; ok is false when the manager is closed.
+func (m *Manager) lockOptsCall(s cScratch, ttlMs, flags, waitMs C.uint32_t) (out *C.redlock_lease, st C.enum_redlock_status, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.ptr == nil {
+		return nil, 0, false
+	}
+	st = C.redlock_lock_opts(m.ptr, s.res, s.n, ttlMs, flags, waitMs, &out, s.err, errBufLen)
+	runtime.KeepAlive(m)
+	return out, st, true
 }
 
 // Lock acquires resource for ttl, retrying as configured by WithRetry (by default up to 3
@@ -385,23 +451,29 @@ func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Dura
 // followed by them. The TTL must be > 0 and at most MaxTTL; it is rounded up to whole
 // milliseconds and must exceed its drift allowance (so at least MinTTL).
 //
+// Options: Fenced gives the lock a fencing token (FencingToken); AutoRenew (with OnLost and
+// MaxExtensions) starts auto-renewal as soon as the lock is acquired. Without options this is
+// a plain lock.
+//
 // Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed),
-// ErrInvalidArgument, ErrInternal, ErrClosed. The returned Lock must eventually be unlocked
-// (or left to expire) and freed (or left to the garbage collector).
-func (m *Manager) Lock(resource string, ttl time.Duration) (*Lock, error) {
-	return m.acquire(modeRetry, resource, ttl, 0)
+// ErrInvalidArgument (bad TTL, resource or option), ErrInternal, ErrClosed; with AutoRenew,
+// the errors of starting renewal, in which case the lock has been unlocked and freed. The
+// returned Lock must eventually be unlocked (or left to expire) and freed (or left to the
+// garbage collector).
+func (m *Manager) Lock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire(modeRetry, resource, ttl, 0, opts)
 }
 
-// TryLock makes one attempt to acquire resource for ttl, with no retry. Arguments and errors
-// are those of Lock.
-func (m *Manager) TryLock(resource string, ttl time.Duration) (*Lock, error) {
-	return m.acquire(modeOnce, resource, ttl, 0)
+// TryLock makes one attempt to acquire resource for ttl, with no retry. Arguments, options
+// and errors are those of Lock.
+func (m *Manager) TryLock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire(modeOnce, resource, ttl, 0, opts)
 }
 
 // LockWait acquires resource for ttl, retrying after random pauses (up to the retry delay set
 // by WithRetry) until wait has passed; no attempt starts after that, and the retry count does
 // not apply. wait must be ≥ 0 (0 means a single attempt) and at most MaxTTL; it is rounded up
-// to whole milliseconds. Other arguments and errors are those of Lock.
-func (m *Manager) LockWait(resource string, ttl, wait time.Duration) (*Lock, error) {
-	return m.acquire(modeWait, resource, ttl, wait)
+// to whole milliseconds. Other arguments, options and errors are those of Lock.
+func (m *Manager) LockWait(resource string, ttl, wait time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire(modeWait, resource, ttl, wait, opts)
 }

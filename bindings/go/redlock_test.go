@@ -474,10 +474,12 @@ func TestBadInputs(t *testing.T) {
 	// Acquisition: TTLs out of range, in Go (≤ 0, too big) and in the library (1 and 2 ms).
 	m := newManager(t, sharedNodes, redlock.WithRetry(0, 0))
 	res := uniq(t)
-	acquirers := map[string]func(string, time.Duration) (*redlock.Lock, error){
-		"Lock":     m.Lock,
-		"TryLock":  m.TryLock,
-		"LockWait": func(r string, ttl time.Duration) (*redlock.Lock, error) { return m.LockWait(r, ttl, time.Second) },
+	acquirers := map[string]func(string, time.Duration, ...redlock.LockOption) (*redlock.Lock, error){
+		"Lock":    m.Lock,
+		"TryLock": m.TryLock,
+		"LockWait": func(r string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error) {
+			return m.LockWait(r, ttl, time.Second, opts...)
+		},
 	}
 	badTTLs := []time.Duration{0, -time.Second, math.MinInt64, redlock.MaxTTL + time.Millisecond,
 		redlock.MaxTTL + time.Nanosecond, math.MaxInt64, time.Nanosecond, time.Millisecond,
@@ -496,6 +498,24 @@ func TestBadInputs(t *testing.T) {
 		for _, r := range []string{"", strings.Repeat("r", redlock.MaxResourceLen+1)} {
 			_, err := acquire(r, time.Second)
 			wantIs(t, fmt.Sprintf("%s(%d-byte resource)", name, len(r)), err, redlock.ErrInvalidArgument)
+			_, err = acquire(r, time.Second, redlock.Fenced())
+			wantIs(t, fmt.Sprintf("%s(%d-byte resource, Fenced)", name, len(r)), err, redlock.ErrInvalidArgument)
+		}
+		// Lock options out of range, or that need AutoRenew without it: nothing is sent.
+		for what, opts := range map[string][]redlock.LockOption{
+			"AutoRenew(-1ms)":           {redlock.AutoRenew(-time.Millisecond)},
+			"AutoRenew(MaxTTL+1ms)":     {redlock.Fenced(), redlock.AutoRenew(redlock.MaxTTL + time.Millisecond)},
+			"OnLost without AutoRenew":  {redlock.OnLost(func(*redlock.Lock) {})},
+			"MaxExtensions without one": {redlock.Fenced(), redlock.MaxExtensions(3)},
+		} {
+			l, err := acquire(res, time.Second, opts...)
+			if l != nil {
+				t.Fatalf("%s(%s) returned a lock", name, what)
+			}
+			wantIs(t, fmt.Sprintf("%s(%s)", name, what), err, redlock.ErrInvalidArgument)
+		}
+		if n := present(t, sharedNodes, res); n != 0 {
+			t.Fatalf("%s: bad options reached the nodes (the key is on %d)", name, n)
 		}
 	}
 	for _, wait := range []time.Duration{-time.Nanosecond, -time.Second, redlock.MaxTTL + time.Millisecond} {

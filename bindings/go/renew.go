@@ -20,13 +20,19 @@ import (
 var renewHandles atomic.Int64
 
 // lostState records that a lease was lost and runs the user's callback. The C callback reaches
-// it through a cgo.Handle. It must not refer to its Lock: the handle keeps it reachable until
-// the Lock is freed, and a reference back would keep the Lock from ever being finalized.
+// it through a cgo.Handle, which keeps it reachable until the Lock is freed. It refers to its
+// Lock only through the callback of the OnLost option, and only while renewal is on: stopped
+// drops the callback, so that a Lock whose renewal ended can be finalized.
 type lostState struct {
-	ch     chan struct{} // closed when the lease is reported lost
-	once   sync.Once
+	ch   chan struct{} // closed when the lease is reported lost
+	once sync.Once
+
 	mu     sync.Mutex
 	onLost func()
+	// stop is non-nil while renewal is on as far as this package knows (from a successful
+	// start until a loss, Unlock, StopRenewal or Free), and closed when it stops: WaitLost
+	// returns as soon as renewal stops, like redlock_lease_wait_lost.
+	stop chan struct{}
 }
 
 func newLostState() *lostState {
@@ -40,6 +46,7 @@ func (s *lostState) fire() {
 		close(s.ch)
 		s.mu.Lock()
 		f := s.onLost
+		s.endLocked()
 		s.mu.Unlock()
 		if f != nil {
 			go f()
@@ -56,6 +63,37 @@ func (s *lostState) fired() bool {
 	}
 }
 
+// started records that renewal is on (after a successful redlock_lease_auto_renew).
+func (s *lostState) started() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop == nil {
+		s.stop = make(chan struct{})
+	}
+}
+
+// stopped records that renewal is off (Unlock, StopRenewal, Free) and drops the callback.
+func (s *lostState) stopped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked()
+}
+
+func (s *lostState) endLocked() {
+	s.onLost = nil
+	if s.stop != nil {
+		close(s.stop)
+		s.stop = nil
+	}
+}
+
+// stopChan returns the channel closed when the current renewal stops, nil if none is on.
+func (s *lostState) stopChan() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stop
+}
+
 // redlockGoOnLost is the redlock_lost_fn given to the library. userdata is C memory holding
 // the cgo.Handle of a lostState; it stays valid until the lease is freed, and the library runs
 // no callback after redlock_lease_free has returned.
@@ -70,20 +108,22 @@ func redlockGoOnLost(lease *C.redlock_lease, userdata unsafe.Pointer) {
 	}
 }
 
-// AutoRenew turns on auto-renewal: the manager's renewal thread extends the lock to its TTL
-// whenever a third of it has passed, and restores the key on a node that lost it while the
-// lock is valid. It never recreates an expired or released lock.
+// AutoRenew turns on auto-renewal of an acquired lock; the AutoRenew option (with OnLost and
+// MaxExtensions) does the same at acquisition. The manager's renewal thread extends the lock
+// to its TTL whenever a third of it has passed, and restores the key on a node that lost it
+// while the lock is valid. It never recreates an expired or released lock.
 //
 // Renewal stops after maxHold from the acquisition (0 means the library's default, one hour)
 // or after maxExtensions automatic extensions (0 means no limit besides the hold time). When a
 // renewal cannot be confirmed before the validity ends, or a bound is reached, the lock is
 // reported lost shortly before its validity ends: IsLost turns true, Validity reads 0 for
-// good, the channel returned by Lost is closed, and onLost (may be nil) is called once, in a
-// goroutine of its own. Calling AutoRenew again replaces the bounds and the callback.
+// good, LostReason says why, the channel returned by Lost is closed, and onLost (may be nil)
+// is called once, in a goroutine of its own. Calling AutoRenew again replaces the bounds and
+// the callback.
 //
 // Unlock stops renewal first; StopRenewal stops it without unlocking; Free (and the finalizer)
 // stop it too. Renewal continues after the Manager is closed. If onLost refers to the Lock,
-// the Lock stays reachable until Free, so call Free when done with it.
+// the Lock stays reachable while renewal is on.
 //
 // Errors: ErrNotHeld (unlocked, lost or expired), ErrInvalidArgument (maxHold < 0 or above
 // MaxTTL, maxExtensions < 0 or above 2³²−1), ErrInternal (the renewal thread could not be
@@ -99,6 +139,11 @@ func (l *Lock) AutoRenew(maxHold time.Duration, maxExtensions int, onLost func()
 	if maxExtensions < 0 || uint64(maxExtensions) > math.MaxUint32 {
 		return invalidf("maximum extensions must be in [0, %d], got %d", uint32(math.MaxUint32), maxExtensions)
 	}
+	return l.startRenewal(hold, uint32(maxExtensions), onLost)
+}
+
+// startRenewal is AutoRenew with checked arguments (milliseconds).
+func (l *Lock) startRenewal(hold, maxExtensions uint32, onLost func()) error {
 	s := newScratch("")
 	defer s.free()
 
@@ -129,6 +174,7 @@ func (l *Lock) AutoRenew(maxHold time.Duration, maxExtensions int, onLost func()
 		l.lost.mu.Unlock()
 		return statusError(st, s.err)
 	}
+	l.lost.started()
 	return nil
 }
 
@@ -157,6 +203,7 @@ func (l *Lock) StopRenewal() {
 	}
 	C.redlock_lease_stop_renewal(l.ptr)
 	runtime.KeepAlive(l)
+	l.lost.stopped()
 }
 
 // IsLost reports whether auto-renewal has reported the lock lost (a renewal failed or a bound
@@ -187,9 +234,10 @@ func (l *Lock) Lost() <-chan struct{} {
 	return l.lost.ch
 }
 
-// WaitLost blocks until auto-renewal reports the lock lost or timeout passes, and reports
-// whether it is lost. It is the Go counterpart of redlock_lease_wait_lost, built on the Lost
-// channel so that a long wait never holds up Free.
+// WaitLost blocks while auto-renewal is on, until the lock is reported lost or timeout
+// passes, and reports whether it is lost. Like redlock_lease_wait_lost it returns false at
+// once when renewal is off (never started, stopped, unlocked, freed) and as soon as renewal
+// stops while it waits. It is built on channels, so a long wait never holds up Free.
 func (l *Lock) WaitLost(timeout time.Duration) bool {
 	if l == nil {
 		return false
@@ -197,11 +245,17 @@ func (l *Lock) WaitLost(timeout time.Duration) bool {
 	if timeout <= 0 {
 		return l.IsLost()
 	}
+	stop := l.lost.stopChan()
+	if stop == nil || !l.Renewing() {
+		return l.IsLost()
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-l.lost.ch:
 		return true
+	case <-stop:
+		return l.IsLost()
 	case <-t.C:
 		return l.IsLost()
 	}
