@@ -15,6 +15,8 @@ Example::
         lk = mgr.try_lock(b"orders:43", ttl_ms=5_000)       # one attempt
         lk.unlock()
         lk.close()
+        with mgr.lock("account:7", ttl_ms=5_000, fenced=True) as lk:
+            lk.fencing_token                                # int, larger than every earlier one
 
 The shared library is found through ``REDLOCK_LIB``, a copy inside this package, the
 repository's ``target/release`` then ``target/debug``, then the system's library search; it is

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import math
 import os
 import threading
 import weakref
-from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Type, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, Union
 
 from . import _ffi
 from ._errors import (
@@ -18,7 +18,6 @@ from ._errors import (
     InvalidArgument,
     NodeOutcome,
     RedlockError,
-    Status,
     error_for_status,
 )
 
@@ -27,18 +26,77 @@ __all__ = ["Redlock", "Lease", "Resource", "version"]
 #: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
 Resource = Union[str, bytes]
 
-#: How long one ``redlock_lease_wait_lost`` call of an ``on_lost`` watcher lasts: the longest a
-#: watcher keeps a closed (or dropped) lease's handle from being freed.
-_WATCH_SLICE_MS = 200
+#: How long one ``redlock_lease_wait_lost`` call of an ``on_lost`` watcher may last. Every way
+#: a watcher has to end (unlock, stop_renewal, close, the lease being dropped, loss) wakes it at
+#: once: the wait returns as soon as renewal stops, and closing or dropping a lease that a call
+#: is blocked in stops renewal first. The slice is only a safety net.
+_WATCH_SLICE_MS = 60_000
 
-# Renewal generations: a watcher serves only the ``auto_renew`` call that started it.
+#: Size of the buffer that receives a lost lease's reason (``redlock_lease_lost_reason``
+#: truncates to it; a reason names every node, so it may be longer than an error message).
+_REASON_LEN = 8192
+
+# Renewal generations: a watcher serves only the ``auto_renew`` call it was started or handed
+# over by.
 _generations = itertools.count(1)
+
+# Guards only the creation of a lease's ``_Watch`` (once per lease); the hand-over between
+# ``auto_renew`` and the lease's watcher thread is guarded by that ``_Watch``'s own lock.
+_watch_create_lock = threading.Lock()
 
 # Defaults documented in include/redlock.h, used only when one of a pair of options that C
 # sets together (retry count and delay; connect and node timeouts) is given without the other.
 _DEFAULT_RETRY_COUNT = 3
 _DEFAULT_RETRY_DELAY_MS = 200
 _DEFAULT_CONNECT_TIMEOUT_MS = 250
+
+# ``redlock_lock_opts`` flags (include/redlock.h).
+LOCK_FENCED = 1
+LOCK_ONCE = 2
+LOCK_WAIT = 4
+
+_UINT32_MAX = _ffi.UINT32_MAX
+_byref = ctypes.byref
+
+# The loaded library, set by the first Redlock (every Lease comes from one): the hot paths
+# read a module global instead of calling ``_ffi.lib()``.
+_c: Any = None
+
+
+class _Process:
+    """This process's id, kept current across ``os.fork()`` (a ``getpid`` syscall per call
+    would be wasted), and whether the interpreter is exiting. Class attributes, so that
+    ``_Handle.__del__`` still finds them while modules are torn down."""
+
+    pid = os.getpid()
+    exiting = False
+
+
+def _after_fork_in_child() -> None:
+    _Process.pid = os.getpid()
+
+
+def _at_exit() -> None:
+    # From here on the collector frees nothing: a daemon thread may still be inside a C call
+    # on a handle, and the OS reclaims everything anyway.
+    _Process.exiting = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_at_exit)
+
+# One reusable error buffer per thread: C writes a NUL-terminated message into it on every
+# failure (and only then is it read, right after the call, on the same thread).
+_tls = threading.local()
+
+
+def _err_buf() -> "ctypes.Array[ctypes.c_char]":
+    try:
+        return _tls.err
+    except AttributeError:
+        buf = _tls.err = _ffi.err_buffer()
+        return buf
 
 
 def version() -> str:
@@ -49,8 +107,12 @@ def version() -> str:
 
 def _check(status: int, err: "ctypes.Array[ctypes.c_char]") -> None:
     """Raises the exception for a non-OK status, with the message from ``err``."""
-    if status == Status.OK:
-        return
+    if status:
+        _raise(status, err)
+
+
+def _raise(status: int, err: "ctypes.Array[ctypes.c_char]") -> None:
+    """Raises the exception for the non-OK ``status``, with the message from ``err``."""
     message = _ffi.err_text(err)
     if not message:
         raw = _ffi.lib().redlock_status_str(status)
@@ -100,81 +162,140 @@ def _url(url: object) -> bytes:
 # ---- handles: a C pointer, a count of calls in progress, and a free-only finalizer ----
 
 
-def _free_in_owner(free: Callable[[Any], None], ptr: Any, pid: int) -> None:
-    # A forked child has a copy of the handle but not the library's threads, and shares the
-    # parent's sockets: it must neither use nor free it (the copy is left to the OS).
-    if os.getpid() == pid:
-        free(ptr)
-
-
 class _Handle:
-    """Owns one C pointer. ``use()`` lends it to one C call; ``close()`` frees it at once if no
-    call is in progress, otherwise when the last one returns, so no C call ever runs on freed
-    memory. The finalizer (garbage collection) only calls the ``*_free`` function: no unlock,
-    no I/O. It does not run at interpreter exit, when a daemon thread may still be inside a
-    C call on the handle, nor in a forked child."""
+    """Owns one C pointer. ``acquire()`` lends it to one C call (``release()`` in a
+    ``finally`` returns it); ``close()`` frees it at once if no call is in progress, otherwise
+    when the last one returns, so no C call ever runs on freed memory.
 
-    __slots__ = (
-        "_ptr",
-        "_what",
-        "_pid",
-        "_mutex",
-        "_users",
-        "_closed",
-        "_finalizer",
-        "__weakref__",
-    )
+    A handle that is garbage-collected unclosed is freed by ``__del__``, which only calls the
+    ``*_free`` function: no unlock, no I/O. (Every call in progress holds a reference to the
+    handle, so it is never collected under a call.) Nothing is freed once the interpreter is
+    exiting (a daemon thread may still be inside a C call), nor in a forked child (it shares
+    the parent's sockets but not the library's threads: the copy is left to the OS).
+
+    Nothing inside the mutex allocates an object the cyclic garbage collector tracks, so a
+    finalizer run by the collector never finds the mutex held by its own thread."""
+
+    __slots__ = ("_ptr", "_free", "_what", "_pid", "_mutex", "_users", "_waiters", "_closed",
+                 "_freed", "__weakref__")  # fmt: skip
 
     def __init__(self, ptr: Any, free: Callable[[Any], None], what: str) -> None:
         self._ptr = ptr
+        self._free = free
+        self._freed = False
+        self._pid = _Process.pid
         self._what = what
-        self._pid = os.getpid()
         self._mutex = threading.Lock()
         self._users = 0
+        self._waiters = 0
         self._closed = False
-        self._finalizer = weakref.finalize(self, _free_in_owner, free, ptr, self._pid)
-        self._finalizer.atexit = False
+
+    def __del__(self, _proc: Any = _Process) -> None:
+        # Unreferenced: no call can be in progress. ``_proc`` is bound now, so this works
+        # during module teardown too (when it does nothing: exiting is set by then).
+        if not self._freed and not _proc.exiting and self._pid == _proc.pid:
+            self._freed = True
+            self._free(self._ptr)
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    @contextmanager
-    def use(self) -> Iterator[Any]:
-        if os.getpid() != self._pid:
+    @property
+    def freed(self) -> bool:
+        """True once the C ``*_free`` function has run."""
+        return self._freed
+
+    def _free_now(self) -> None:
+        # Called once: by whoever saw the handle closed with no call in progress.
+        self._freed = True
+        self._free(self._ptr)
+
+    def acquire(self) -> Any:
+        """The pointer, lent to one C call; pair with :meth:`release` (in a ``finally``)."""
+        if self._pid != _Process.pid:
             raise RedlockError(
                 f"this {self._what} was created in process {self._pid} and cannot be used in "
                 f"a forked child ({os.getpid()}): create a new Redlock in the child"
             )
         with self._mutex:
-            if self._closed:
-                raise HandleClosed(f"the {self._what} is closed")
-            self._users += 1
-        try:
-            yield self._ptr
-        finally:
-            with self._mutex:
-                self._users -= 1
-                free_now = self._closed and self._users == 0
-            if free_now:
-                self._finalizer()
+            if not self._closed:
+                self._users += 1
+                return self._ptr
+        raise HandleClosed(f"the {self._what} is closed")
 
-    def close(self) -> None:
-        if os.getpid() != self._pid:
+    def release(self) -> None:
+        with self._mutex:
+            self._users -= 1
+            free_now = self._closed and not self._users
+        if free_now:
+            self._free_now()
+
+    def acquire_waiting(self) -> Any:
+        """:meth:`acquire` for a call that may block until interrupted (``wait_lost``); pair
+        with :meth:`release_waiting`."""
+        ptr = self.acquire()
+        with self._mutex:
+            self._waiters += 1
+        return ptr
+
+    def release_waiting(self) -> None:
+        with self._mutex:
+            self._waiters -= 1
+        self.release()
+
+    def close(self, interrupt: Optional[Callable[[Any], None]] = None) -> None:
+        """Marks the handle closed and frees it now, or when the calls in progress return.
+        If one of those is a waiting call (:meth:`acquire_waiting`), ``interrupt(ptr)`` (if
+        given) is called first to make it return early (a lease's: stop its renewal, which
+        ends ``wait_lost``). Otherwise close never waits for a call in progress."""
+        if self._pid != _Process.pid:
             self._closed = True  # never free the parent's handle from a child
             return
         with self._mutex:
             if self._closed:
                 return
             self._closed = True
-            free_now = self._users == 0
-        if free_now:
-            self._finalizer()
+            busy = self._users > 0
+            interrupting = busy and self._waiters > 0 and interrupt is not None
+            if interrupting:
+                self._users += 1  # the interrupt is a call in progress too
+        if not busy:
+            self._free_now()
+        elif interrupting:
+            try:
+                interrupt(self._ptr)  # type: ignore[misc]
+            finally:
+                self.release()
 
-    @property
-    def freed(self) -> bool:
-        """True once the C ``*_free`` function has run."""
-        return not self._finalizer.alive
+
+def _stop_renewal(ptr: Any) -> None:
+    _c.redlock_lease_stop_renewal(ptr)
+
+
+def _close_dropped_lease(handle: _Handle) -> None:
+    # A lease whose ``on_lost`` watcher is blocked in wait_lost was garbage-collected: stop its
+    # renewal (which wakes the watcher) and free the handle when the watcher lets go.
+    handle.close(_stop_renewal)
+
+
+class _Watch:
+    """What a lease's ``on_lost`` watcher thread shares with ``auto_renew`` (one per lease,
+    under its ``lock``): the generation and callback to serve, and whether the thread is
+    ``alive``. While it is, ``auto_renew(on_lost=...)`` hands its generation and callback to
+    that thread instead of starting another, so a lease has at most one watcher."""
+
+    __slots__ = ("lock", "gen", "on_lost", "alive")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.gen = 0
+        self.on_lost: Optional[Callable[["Lease"], None]] = None
+        self.alive = False
+
+
+# NodeOutcome members by value (an Enum call per node would cost more than the C calls).
+_OUTCOMES = {o.value: o for o in NodeOutcome}
 
 
 class Lease:
@@ -191,11 +312,11 @@ class Lease:
     is closed. If you called :meth:`unlock` (or :meth:`close`) inside the block, nothing more
     is done at its end.
 
-    Facts recorded at acquisition (:attr:`token`, :attr:`resource`, :attr:`node_outcomes`,
-    :attr:`granted`) stay readable after :meth:`close`; everything that needs the C handle
-    (:attr:`validity_ms`, :attr:`valid`, :attr:`lost`, :meth:`extend`, :meth:`unlock`,
-    :meth:`auto_renew`, :meth:`stop_renewal`, :meth:`wait_lost`) then raises
-    :class:`HandleClosed`.
+    Facts recorded at acquisition (:attr:`token`, :attr:`resource`, :attr:`fencing_token`,
+    :attr:`node_outcomes`, :attr:`granted`) stay readable after :meth:`close`; everything that
+    needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
+    :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
+    :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
 
     Not constructed directly: :meth:`Redlock.lock` and :meth:`Redlock.try_lock` return one.
 
@@ -210,37 +331,47 @@ class Lease:
         "_resource",
         "_outcomes",
         "_granted",
+        "_fencing",
         "_unlock_attempted",
         "_renew_gen",
+        "_watch",
         "__weakref__",
     )
 
-    def __init__(self, ptr: Any) -> None:
-        # Take ownership first, so the handle is freed whatever happens below.
-        self._handle = _Handle(ptr, _ffi.lib().redlock_lease_free, "lease")
+    def __init__(self, ptr: Any, resource: bytes, fenced: bool, node_count: int) -> None:
+        # Runs right after the acquisition returns, while the library still takes in the late
+        # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
+        # from the manager; the token is decoded and the outcomes converted when read).
+        c = _c
+        # Take ownership first, so the handle is freed whatever happens below. No other thread
+        # can know of the handle yet: the reads below need no acquire().
+        self._handle = _Handle(ptr, c.redlock_lease_free, "lease")
         self._unlock_attempted = False
         self._renew_gen = 0
-        c = _ffi.lib()
-        with self._handle.use() as p:
-            raw_token = c.redlock_lease_token(p)
-            self._token: str = raw_token.decode("ascii") if raw_token else ""
-            n = ctypes.c_size_t(0)
-            data = c.redlock_lease_resource(p, ctypes.byref(n))
-            self._resource: bytes = ctypes.string_at(data, n.value) if data else b""
-            count = c.redlock_lease_node_count(p)
-            arr = (_ffi.node_outcome_t * max(count, 1))()
-            total = c.redlock_lease_node_outcomes(p, arr, count)
-            self._outcomes: Tuple[NodeOutcome, ...] = tuple(
-                _outcome(arr[i]) for i in range(min(total, count))
-            )
-            self._granted: int = c.redlock_lease_granted(p)
+        self._watch: Optional[_Watch] = None
+        self._resource = resource
+        self._token: Any = c.redlock_lease_token(ptr)  # bytes until read
+        arr = (_ffi.node_outcome_t * node_count)()
+        total = c.redlock_lease_node_outcomes(ptr, arr, node_count)
+        if total > node_count:  # not expected: the report has one entry per node
+            arr = (_ffi.node_outcome_t * total)()
+            total = c.redlock_lease_node_outcomes(ptr, arr, total)
+        # Raw values; turned into NodeOutcome members when read.
+        self._outcomes: Tuple[int, ...] = tuple(arr[:total])
+        self._granted: int = c.redlock_lease_granted(ptr)
+        self._fencing: Optional[int] = None
+        if fenced:
+            self._fencing = c.redlock_lease_fencing_token(ptr) or None
 
     # ---- facts recorded at acquisition ----
 
     @property
     def token(self) -> str:
         """This lock's owner token: 40 hex characters, the value stored on the nodes."""
-        return self._token
+        token = self._token
+        if type(token) is not str:
+            token = self._token = token.decode("ascii") if token else ""
+        return token
 
     @property
     def resource(self) -> bytes:
@@ -248,9 +379,21 @@ class Lease:
         return self._resource
 
     @property
+    def fencing_token(self) -> Optional[int]:
+        """The fencing token of a lease taken with ``fenced=True``: an ``int`` strictly greater
+        than that of every earlier fenced grant of this resource (while a majority of the nodes
+        keeps its data). ``None`` for a plain lease.
+
+        Pass it with every write to the protected store, and have the store refuse a token
+        smaller than the largest it has seen (e.g. ``UPDATE … SET fence = $t WHERE id = $id
+        AND fence < $t``): a holder that paused past its validity can then no longer overwrite
+        the work of the next holder. Renewal and :meth:`extend` keep the token."""
+        return self._fencing
+
+    @property
     def node_outcomes(self) -> List[NodeOutcome]:
         """Each node's :class:`NodeOutcome` during the acquisition, in configuration order."""
-        return list(self._outcomes)
+        return [_outcome(v) for v in self._outcomes]
 
     @property
     def granted(self) -> int:
@@ -265,15 +408,34 @@ class Lease:
         """The remaining validity in milliseconds (rounded down): 0 once expired or unlocked.
         Finish the critical section before it reaches 0. Raises :class:`HandleClosed` after
         :meth:`close`."""
-        with self._handle.use() as p:
-            return int(_ffi.lib().redlock_lease_validity_ms(p))
+        h = self._handle
+        p = h.acquire()
+        try:
+            return _c.redlock_lease_validity_ms(p)
+        finally:
+            h.release()
 
     @property
     def valid(self) -> bool:
         """True while the remaining validity is positive. Raises :class:`HandleClosed` after
         :meth:`close`."""
-        with self._handle.use() as p:
-            return bool(_ffi.lib().redlock_lease_is_valid(p))
+        h = self._handle
+        p = h.acquire()
+        try:
+            return _c.redlock_lease_is_valid(p)
+        finally:
+            h.release()
+
+    @property
+    def ttl_ms(self) -> int:
+        """The TTL, in milliseconds, of the last successful acquisition or extension (by
+        :meth:`extend` or by auto-renewal). Raises :class:`HandleClosed` after :meth:`close`."""
+        h = self._handle
+        p = h.acquire()
+        try:
+            return _c.redlock_lease_ttl_ms(p)
+        finally:
+            h.release()
 
     @property
     def closed(self) -> bool:
@@ -282,7 +444,8 @@ class Lease:
 
     def extend(self, ttl_ms: int) -> None:
         """Extends the lock to ``ttl_ms`` milliseconds from now, if a quorum confirms before
-        the current validity ends. Never recreates an expired key.
+        the current validity ends. Never recreates an expired key. A fenced lease keeps its
+        :attr:`fencing_token`; :attr:`ttl_ms` becomes ``ttl_ms``.
 
         Raises:
             NotHeld: the lock expired, was unlocked or was taken over (nothing is sent when
@@ -292,27 +455,39 @@ class Lease:
             TypeError: ``ttl_ms`` is not an ``int``.
             HandleClosed: the lease was closed.
         """
-        ttl = _ttl("ttl_ms", ttl_ms)
-        err = _ffi.err_buffer()
-        with self._handle.use() as p:
-            st = _ffi.lib().redlock_extend(p, ttl, err, _ffi.ERR_LEN)
-        _check(st, err)
+        if type(ttl_ms) is not int or not 0 < ttl_ms <= _UINT32_MAX:
+            ttl_ms = _ttl("ttl_ms", ttl_ms)
+        err = _err_buf()
+        h = self._handle
+        p = h.acquire()
+        try:
+            st = _c.redlock_extend(p, ttl_ms, err, _ffi.ERR_LEN)
+        finally:
+            h.release()
+        if st:
+            _raise(st, err)
 
     def unlock(self) -> None:
         """Releases the lock on every node (only where it still holds this lease's token).
-        Does not close the lease; from now on :attr:`validity_ms` reads 0.
+        Does not close the lease; from now on :attr:`validity_ms` reads 0. Stops auto-renewal
+        first.
 
         Raises:
             NotHeld: expired, already unlocked, or not confirmed by a quorum.
             Unavailable: too many nodes failed; the lock expires after its TTL.
             HandleClosed: the lease was closed.
         """
-        err = _ffi.err_buffer()
-        with self._handle.use() as p:
+        err = _err_buf()
+        h = self._handle
+        p = h.acquire()
+        try:
             self._unlock_attempted = True
             self._renew_gen = 0  # an unlocked lease is never lost: its watcher may go
-            st = _ffi.lib().redlock_unlock(p, err, _ffi.ERR_LEN)
-        _check(st, err)
+            st = _c.redlock_unlock(p, err, _ffi.ERR_LEN)
+        finally:
+            h.release()
+        if st:
+            _raise(st, err)
 
     # ---- auto-renewal ----
 
@@ -325,13 +500,15 @@ class Lease:
     ) -> None:
         """Turns on auto-renewal: the manager's renewal thread (in the library) extends the lock
         to its TTL whenever a third of it has passed, and restores the key on a node that lost
-        it while the lease is valid. It never recreates an expired or released lock.
+        it while the lease is valid. It never recreates an expired or released lock. A fenced
+        lease keeps its :attr:`fencing_token` while it renews.
 
         Renewal is bounded by ``max_hold_ms`` from the acquisition (``None`` or 0: the
         library's default, one hour) and by ``max_extensions`` automatic extensions (``None``
         or 0: no limit besides the hold time). When a renewal cannot be confirmed in time, or a
         bound is reached, the lease is marked lost shortly *before* its validity ends:
-        :attr:`lost` turns true and :attr:`validity_ms` reads 0 for good.
+        :attr:`lost` turns true, :attr:`lost_reason` says why, :attr:`renewing` turns false
+        and :attr:`validity_ms` reads 0 for good.
 
         ``on_lost``, if given, is then called once with this lease, on a daemon thread of this
         binding that waits with ``redlock_lease_wait_lost`` (Python code never runs on the
@@ -341,7 +518,8 @@ class Lease:
         lease object is garbage-collected. Keep a reference to the lease while it renews:
         dropping it frees the handle, which stops renewal (without unlocking).
 
-        :meth:`unlock` stops renewal first. Calling this again replaces the settings.
+        :meth:`unlock` stops renewal first. Calling this again replaces the settings (and the
+        callback; ``on_lost=None`` then means no callback).
 
         Raises:
             NotHeld: the lease was unlocked, lost or has expired.
@@ -354,52 +532,119 @@ class Lease:
         extensions = 0 if max_extensions is None else _u32("max_extensions", max_extensions)
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
-        err = _ffi.err_buffer()
+        err = _err_buf()
         gen = next(_generations)
-        with self._handle.use() as p:
-            st = _ffi.lib().redlock_lease_auto_renew(
+        h = self._handle
+        p = h.acquire()
+        try:
+            st = _c.redlock_lease_auto_renew(
                 p, hold, extensions, _ffi.NULL_LOST_FN, None, err, _ffi.ERR_LEN
             )
-            if st == Status.OK:
+            if not st:
                 self._renew_gen = gen
+        finally:
+            h.release()
         _check(st, err)
-        if on_lost is not None:
-            threading.Thread(
-                target=_watch_lost,
-                args=(weakref.ref(self), self._handle, gen, on_lost),
-                name="redlock-lost-watcher",
-                daemon=True,
-            ).start()
+        if on_lost is None:
+            return  # a live watcher of an earlier generation will not call its callback
+        with _watch_create_lock:
+            w = self._watch
+            first = w is None
+            if first:
+                w = self._watch = _Watch()
+        with w.lock:
+            w.gen, w.on_lost = gen, on_lost
+            if w.alive:
+                return  # handed over to the running watcher
+            w.alive = True
+        thread = threading.Thread(
+            target=_watch_lost,
+            args=(weakref.ref(self), h, w),
+            name="redlock-lost-watcher",
+            daemon=True,
+        )
+        if first:
+            # If the lease is dropped while a watcher waits, stop renewal (waking the watcher)
+            # and free the handle; an idempotent no-op once the lease was closed.
+            weakref.finalize(self, _close_dropped_lease, h).atexit = False
+        try:
+            thread.start()
+        except BaseException:
+            with w.lock:
+                w.alive = False
+            raise
 
     def stop_renewal(self) -> None:
         """Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect
         when renewal is off. Raises :class:`HandleClosed` after :meth:`close`."""
-        with self._handle.use() as p:
+        h = self._handle
+        p = h.acquire()
+        try:
             self._renew_gen = 0
-            _ffi.lib().redlock_lease_stop_renewal(p)
+            _c.redlock_lease_stop_renewal(p)
+        finally:
+            h.release()
+
+    @property
+    def renewing(self) -> bool:
+        """True while auto-renewal is on: started by :meth:`auto_renew`, and not stopped,
+        unlocked, lost or at its bound. Raises :class:`HandleClosed` after :meth:`close`."""
+        h = self._handle
+        p = h.acquire()
+        try:
+            return _c.redlock_lease_is_renewing(p)
+        finally:
+            h.release()
 
     @property
     def lost(self) -> bool:
         """True once the lease is known lost (auto-renewal failed or reached its bound). A lost
         lease never becomes valid again. Raises :class:`HandleClosed` after :meth:`close`."""
-        with self._handle.use() as p:
-            return bool(_ffi.lib().redlock_lease_is_lost(p))
+        h = self._handle
+        p = h.acquire()
+        try:
+            return _c.redlock_lease_is_lost(p)
+        finally:
+            h.release()
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the lease was lost, once :attr:`lost` (``None`` before), for example
+        ``"maximum hold time reached after 3000 ms"`` or ``"renewal failed: 1/5 extended
+        (quorum 3); node 2 (…): connection refused; …"``. Raises :class:`HandleClosed` after
+        :meth:`close`."""
+        buf = ctypes.create_string_buffer(_REASON_LEN)
+        h = self._handle
+        p = h.acquire()
+        try:
+            lost = _c.redlock_lease_lost_reason(p, buf, _REASON_LEN)
+        finally:
+            h.release()
+        return _ffi.err_text(buf) if lost else None
 
     def wait_lost(self, timeout_ms: int) -> bool:
-        """Blocks (with the GIL released) until the lease is lost or ``timeout_ms``
-        milliseconds pass; returns whether it is lost. An unlocked lease is not lost, so this
-        does not return early on unlock. Raises :class:`HandleClosed` after :meth:`close`
-        (a :meth:`close` from another thread frees the handle when this call returns)."""
+        """Blocks (with the GIL released) while auto-renewal is on, until the lease is lost or
+        ``timeout_ms`` milliseconds pass; returns whether it is lost. Returns ``False`` at
+        once when renewal is off (never started, or stopped by :meth:`stop_renewal`,
+        :meth:`unlock` or :meth:`close`, also from another thread). Raises
+        :class:`HandleClosed` after :meth:`close`."""
         timeout = _u32("timeout_ms", timeout_ms)
-        with self._handle.use() as p:
-            return bool(_ffi.lib().redlock_lease_wait_lost(p, timeout))
+        h = self._handle
+        p = h.acquire_waiting()
+        try:
+            return _c.redlock_lease_wait_lost(p, timeout)
+        finally:
+            h.release_waiting()
 
     def close(self) -> None:
         """Frees the C handle. Does **not** unlock (an unreleased lock expires after its TTL);
-        stops auto-renewal. Idempotent; if another thread is inside a call on this lease, the
-        handle is freed when that call returns."""
+        stops auto-renewal. Idempotent. If another thread is inside a call on this lease, the
+        handle is freed when that call returns; if that call is :meth:`wait_lost` (or an
+        ``on_lost`` watcher waits), renewal is stopped first so that the wait returns
+        ``False`` at once (this may wait for a renewal, :meth:`extend` or :meth:`unlock` in
+        flight on another thread, as freeing does)."""
         self._renew_gen = 0
-        self._handle.close()
+        self._handle.close(_stop_renewal)
 
     def __reduce__(self) -> Any:
         raise TypeError("a redlock.Lease cannot be pickled or sent to another process")
@@ -414,7 +659,7 @@ class Lease:
         tb: Optional[TracebackType],
     ) -> None:
         try:
-            if self._unlock_attempted or self._handle.closed:
+            if self._unlock_attempted or self._handle._closed:
                 return
             try:
                 self.unlock()
@@ -432,40 +677,57 @@ class Lease:
 
     def __repr__(self) -> str:
         state = "closed" if self._handle.closed else "open"
-        return f"<redlock.Lease resource={self._resource!r} {state}>"
+        fence = "" if self._fencing is None else f" fencing_token={self._fencing}"
+        return f"<redlock.Lease resource={self._resource!r}{fence} {state}>"
 
 
 def _watch_lost(
-    lease_ref: "weakref.ReferenceType[Lease]",
-    handle: _Handle,
-    gen: int,
-    on_lost: Callable[[Lease], None],
+    lease_ref: "weakref.ReferenceType[Lease]", handle: _Handle, w: _Watch
 ) -> None:
-    """Waits, in slices, for the lease to be lost, then calls ``on_lost`` once. Ends as soon
-    as its ``auto_renew`` call is superseded (stop, unlock, close, a new ``auto_renew``) or the
-    lease object is gone. Holds no strong reference to the lease while it waits."""
+    """Waits for the lease to be lost, then calls the current ``on_lost`` once. Ends as soon as
+    its generation is superseded without a hand-over (stop, unlock, close, ``auto_renew``
+    without a callback), renewal stops, or the lease object is gone. Holds no strong
+    reference to the lease while it waits."""
+    c = _c
     while True:
-        lease = lease_ref()
-        if lease is None or lease._renew_gen != gen:
-            return
-        del lease
         try:
-            with handle.use() as p:
-                lost = _ffi.lib().redlock_lease_wait_lost(p, _WATCH_SLICE_MS)
-        except HandleClosed:
-            return
+            p = handle.acquire_waiting()
+        except RedlockError:  # closed (or a forked child)
+            break
+        try:
+            # Returns at once when renewal is off, and as soon as it stops.
+            lost = c.redlock_lease_wait_lost(p, _WATCH_SLICE_MS)
+            if not lost:
+                with w.lock:
+                    lease = lease_ref()
+                    # Under the lock, so that an auto_renew that turned renewal back on either
+                    # is seen here or finds this watcher dead and starts another.
+                    lost = c.redlock_lease_is_lost(p)
+                    if not lost and (
+                        lease is None
+                        or lease._renew_gen != w.gen
+                        or not c.redlock_lease_is_renewing(p)
+                    ):
+                        w.alive = False
+                        return
+                    del lease
+        finally:
+            handle.release_waiting()
         if lost:
             lease = lease_ref()
-            if lease is not None and lease._renew_gen == gen:
-                on_lost(lease)
+            with w.lock:
+                w.alive = False
+                on_lost = w.on_lost if lease is not None and lease._renew_gen == w.gen else None
+            if on_lost is not None:
+                on_lost(lease)  # type: ignore[arg-type]
             return
+    with w.lock:
+        w.alive = False
 
 
 def _outcome(value: int) -> NodeOutcome:
-    try:
-        return NodeOutcome(value)
-    except ValueError:  # a newer library with an outcome this package does not know
-        return value  # type: ignore[return-value]
+    # A newer library may report an outcome this package does not know: kept as an int.
+    return _OUTCOMES.get(value, value)  # type: ignore[return-value]
 
 
 class Redlock:
@@ -545,7 +807,8 @@ class Redlock:
                 _u32("node_timeout_ms", 0 if node_timeout_ms is None else node_timeout_ms),
             )
 
-        c = _ffi.lib()
+        global _c
+        c = _c = _ffi.lib()
         cfg = c.redlock_config_new()
         if not cfg:
             raise MemoryError("redlock_config_new returned NULL")
@@ -585,7 +848,14 @@ class Redlock:
         """True once :meth:`close` was called (or the ``with`` block ended)."""
         return self._handle.closed
 
-    def lock(self, resource: Resource, ttl_ms: int, *, wait_ms: Optional[int] = None) -> Lease:
+    def lock(
+        self,
+        resource: Resource,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+    ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying.
 
         With ``wait_ms=None`` it retries as configured (``retry_count`` more attempts, each
@@ -598,6 +868,9 @@ class Redlock:
             ttl_ms: the lock's time to live, 3..2**32-1 milliseconds (it must exceed its own
                 drift allowance ``ttl_ms × drift_factor + 2``).
             wait_ms: ``None`` for the configured retries, or the time to keep retrying.
+            fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
+                than that of every earlier fenced grant of ``resource``. It costs a second
+                round trip to the nodes per acquisition.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -612,34 +885,40 @@ class Redlock:
             TypeError: an argument of the wrong type.
             HandleClosed: the manager was closed.
         """
-        res = _resource(resource)
-        ttl = _ttl("ttl_ms", ttl_ms)
-        wait = None if wait_ms is None else _u32("wait_ms", wait_ms)
-        out = _ffi.LeasePtr()
-        err = _ffi.err_buffer()
-        c = _ffi.lib()
-        with self._handle.use() as m:
-            if wait is None:
-                st = c.redlock_lock(m, res, len(res), ttl, ctypes.byref(out), err, _ffi.ERR_LEN)
-            else:
-                st = c.redlock_lock_wait(
-                    m, res, len(res), ttl, wait, ctypes.byref(out), err, _ffi.ERR_LEN
-                )
-        _check(st, err)
-        return Lease(out)
+        if wait_ms is None:
+            return self._acquire(resource, ttl_ms, 0, 0, fenced)
+        return self._acquire(resource, ttl_ms, LOCK_WAIT, _u32("wait_ms", wait_ms), fenced)
 
-    def try_lock(self, resource: Resource, ttl_ms: int) -> Lease:
+    def try_lock(self, resource: Resource, ttl_ms: int, *, fenced: bool = False) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry.
-        Same arguments, result and exceptions as :meth:`lock`."""
-        res = _resource(resource)
-        ttl = _ttl("ttl_ms", ttl_ms)
+        Same arguments (``fenced`` included), result and exceptions as :meth:`lock`."""
+        return self._acquire(resource, ttl_ms, LOCK_ONCE, 0, fenced)
+
+    def _acquire(self, resource: Any, ttl_ms: Any, flags: int, wait_ms: int, fenced: Any) -> Lease:
+        # The hot path: cheap exact-type checks first, the full ones only to report an error.
+        if type(resource) is bytes:
+            res = resource
+        else:
+            res = _resource(resource)
+        if type(ttl_ms) is not int or not 0 < ttl_ms <= _UINT32_MAX:
+            ttl_ms = _ttl("ttl_ms", ttl_ms)
+        if fenced is True:
+            flags |= LOCK_FENCED
+        elif fenced is not False:
+            raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
         out = _ffi.LeasePtr()
-        err = _ffi.err_buffer()
-        c = _ffi.lib()
-        with self._handle.use() as m:
-            st = c.redlock_try_lock(m, res, len(res), ttl, ctypes.byref(out), err, _ffi.ERR_LEN)
-        _check(st, err)
-        return Lease(out)
+        err = _err_buf()
+        h = self._handle
+        m = h.acquire()
+        try:
+            st = _c.redlock_lock_opts(
+                m, res, len(res), ttl_ms, flags, wait_ms, _byref(out), err, _ffi.ERR_LEN
+            )
+        finally:
+            h.release()
+        if st:
+            _raise(st, err)
+        return Lease(out, res, fenced, self._node_count)
 
     def close(self) -> None:
         """Frees the manager and closes its idle connections. Never unlocks anything; leases

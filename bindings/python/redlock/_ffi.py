@@ -37,6 +37,7 @@ from ctypes import (
     c_size_t,
     c_uint8,
     c_uint32,
+    c_uint64,
     c_void_p,
 )
 from pathlib import Path
@@ -87,7 +88,7 @@ LeasePtr = POINTER(Lease)
 status_t = c_int
 #: ``enum redlock_node_outcome``.
 node_outcome_t = c_int
-#: ``char *err`` (a ``ctypes.create_string_buffer``).
+#: ``char *err`` and ``char *buf`` (a ``ctypes.create_string_buffer``).
 err_buf_t = POINTER(c_char)
 #: ``const uint8_t *resource`` (passed as ``bytes``; the length is passed separately).
 resource_t = c_char_p
@@ -139,6 +140,24 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
             c_size_t,
         ),
     ),
+    "redlock_lock_opts": (
+        status_t,
+        (
+            ManagerPtr,
+            resource_t,
+            c_size_t,
+            c_uint32,
+            c_uint32,
+            c_uint32,
+            POINTER(LeasePtr),
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
+    "redlock_lease_fencing_token": (c_uint64, (LeasePtr,)),
+    "redlock_lease_is_renewing": (c_bool, (LeasePtr,)),
+    "redlock_lease_lost_reason": (c_bool, (LeasePtr, err_buf_t, c_size_t)),
+    "redlock_lease_ttl_ms": (c_uint32, (LeasePtr,)),
     "redlock_extend": (status_t, (LeasePtr, c_uint32, err_buf_t, c_size_t)),
     "redlock_unlock": (status_t, (LeasePtr, err_buf_t, c_size_t)),
     "redlock_lease_validity_ms": (c_uint32, (LeasePtr,)),
@@ -282,7 +301,9 @@ def library_path() -> str:
 
 
 def err_buffer() -> "ctypes.Array[c_char]":
-    """A fresh, zeroed error buffer of :data:`ERR_LEN` bytes (one per call: thread-safe)."""
+    """A fresh, zeroed error buffer of :data:`ERR_LEN` bytes. ``_core`` keeps one per thread
+    and reuses it: C writes a NUL-terminated message into it on every failure, and it is read
+    only then, right after the call."""
     return ctypes.create_string_buffer(ERR_LEN)
 
 

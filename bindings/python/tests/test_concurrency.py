@@ -170,23 +170,57 @@ def test_close_while_a_call_is_in_progress_defers_the_free(cluster, new_manager,
     holder.close()
 
 
-def test_lease_close_during_a_blocking_lease_call(cluster, mgr, resource):
-    lk = mgr.try_lock(resource, ttl_ms=10_000)
+def test_lease_close_during_a_blocking_lease_call(make_cluster, new_manager, resource):
+    c = make_cluster(3)
+    m = new_manager(c.urls)
+    lk = m.try_lock(resource, ttl_ms=10_000)
+    c.servers[0].pause()
+    c.servers[1].pause()  # the extend below waits out its node timeout (500 ms)
+    result = {}
+
+    def extender() -> None:
+        try:
+            lk.extend(10_000)
+            result["ok"] = True
+        except redlock.RedlockError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=extender)
+    t.start()
+    wait_until(lambda: lk._handle._users == 1, timeout=5, interval=0.001, what="extend")
+    lk.close()
+    assert lk.closed
+    assert not lk._handle.freed  # the running call still uses the lease
+    with pytest.raises(redlock.HandleClosed):
+        lk.validity_ms
+    t.join(10)
+    assert not t.is_alive()
+    assert isinstance(result.get("error"), (redlock.Unavailable, redlock.NotHeld)), result
+    assert lk._handle.freed  # freed when the call returned
+    c.servers[0].resume()
+    c.servers[1].resume()
+
+
+def test_lease_close_wakes_a_wait_lost_in_another_thread(cluster, mgr, resource):
+    lk = mgr.try_lock(resource, ttl_ms=1_000)
+    lk.auto_renew()
     result = {}
 
     def waiter() -> None:
-        result["lost"] = lk.wait_lost(500)
+        result["lost"] = lk.wait_lost(30_000)
 
     t = threading.Thread(target=waiter)
     t.start()
     wait_until(lambda: lk._handle._users == 1, timeout=5, interval=0.001, what="wait_lost")
-    lk.close()
-    assert not lk._handle.freed
+    t0 = time.monotonic()
+    lk.close()  # stops renewal first: the wait returns at once, then the handle is freed
     t.join(5)
+    assert not t.is_alive() and time.monotonic() - t0 < 2.0
     assert result == {"lost": False}
-    assert lk._handle.freed
-    # Closing never unlocked it.
+    wait_until(lambda: lk._handle.freed, timeout=5, what="the lease to be freed")
+    # Closing never unlocked it; renewal stopped, so it expires after its TTL.
     assert cluster.holding(key_of(resource), lk.token) >= 2
+    wait_until(lambda: cluster.present(key_of(resource)) == 0, timeout=5, what="expiry")
 
 
 def test_many_threads_racing_close(cluster, resource):

@@ -146,18 +146,46 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         assert cluster.present(key_of(resource + suffix)) >= 2, suffix
 
 
+def _record_free(handle, freed: list) -> None:
+    """Wraps a handle's C free function so that the test sees it run (once)."""
+    free = handle._free
+
+    def recording(ptr) -> None:
+        freed.append(ptr)
+        free(ptr)
+
+    handle._free = recording
+
+
 def test_manager_freed_by_the_collector_in_process(cluster, resource):
     m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
     lk = m.try_lock(resource, ttl_ms=10_000)
-    manager_finalizer = m._handle._finalizer
+    manager_freed: list = []
+    _record_free(m._handle, manager_freed)
     del m
     gc.collect()
-    assert not manager_finalizer.alive  # redlock_manager_free ran
+    assert len(manager_freed) == 1  # redlock_manager_free ran
     # The lease still works after its manager was collected.
     lk.extend(10_000)
     lk.unlock()
     cluster.released(key_of(resource))
-    lease_finalizer = lk._handle._finalizer
+    lease_freed: list = []
+    _record_free(lk._handle, lease_freed)
     del lk
     gc.collect()
-    assert not lease_finalizer.alive  # redlock_lease_free ran
+    assert len(lease_freed) == 1  # redlock_lease_free ran
+
+
+def test_closed_handles_are_not_freed_again_by_the_collector(cluster, resource):
+    m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
+    lk = m.try_lock(resource, ttl_ms=10_000)
+    freed: list = []
+    _record_free(m._handle, freed)
+    _record_free(lk._handle, freed)
+    lk.unlock()
+    lk.close()
+    m.close()
+    assert len(freed) == 2
+    del m, lk
+    gc.collect()
+    assert len(freed) == 2

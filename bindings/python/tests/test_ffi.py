@@ -7,7 +7,7 @@ import ctypes
 import os
 import re
 from ctypes import POINTER, c_bool, c_char, c_char_p, c_double, c_int, c_int32, c_size_t, c_uint8
-from ctypes import c_uint32, c_void_p
+from ctypes import c_uint32, c_uint64, c_void_p
 from typing import Dict, List, Tuple
 
 import pytest
@@ -64,6 +64,7 @@ ACCEPTED = {
     "bool": (c_bool,),
     "int32_t": (c_int32,),
     "uint32_t": (c_uint32,),
+    "uint64_t": (c_uint64,),
     "size_t": (c_size_t,),
     "double": (c_double,),
     "size_t *": (POINTER(c_size_t),),
@@ -187,6 +188,14 @@ def test_constants_match_header():
     assert m and int(m.group(1)) == redlock.MAX_RESOURCE_LEN
     assert "#define REDLOCK_MAX_TTL_MS UINT32_MAX" in text
     assert redlock.MAX_TTL_MS == 2**32 - 1 == _ffi.UINT32_MAX
+
+
+def test_lock_flags_match_header():
+    from redlock import _core
+
+    flags = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"#define REDLOCK_LOCK_(\w+) (\d+)", _header_text())}
+    assert flags == {"FENCED": _core.LOCK_FENCED, "ONCE": _core.LOCK_ONCE, "WAIT": _core.LOCK_WAIT}
 
 
 def test_versions_agree():

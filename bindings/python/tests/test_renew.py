@@ -91,10 +91,6 @@ def test_stop_renewal_lets_the_lock_expire(cluster, mgr, resource):
     lk.close()
 
 
-def finalizer_done(finalizer):
-    return lambda: not finalizer.alive
-
-
 def test_watcher_ends_on_unlock_close_and_collection(cluster, mgr, resource):
     import gc
 
@@ -107,12 +103,13 @@ def test_watcher_ends_on_unlock_close_and_collection(cluster, mgr, resource):
         elif end == "close":
             lk.close()
         else:
-            finalizer = lk._handle._finalizer
+            handle = lk._handle
             del lk
             gc.collect()
         wait_until(lambda: _watchers() == 0, timeout=5, what=f"the watcher to end ({end})")
         if end == "drop":
-            wait_until(finalizer_done(finalizer), timeout=5, what="the lease to be freed")
+            wait_until(lambda: handle.freed, timeout=5, what="the lease to be freed")
+            del handle
 
 
 def test_auto_renew_arguments(cluster, mgr, resource):
@@ -143,4 +140,31 @@ def test_renewal_fails_when_the_majority_goes_down(make_cluster, new_manager, re
     assert lost_in == [0]
     with pytest.raises((redlock.NotHeld, redlock.Unavailable)):
         lk.unlock()
+    lk.close()
+
+
+def test_auto_renew_again_hands_the_callback_to_the_same_watcher(cluster, mgr, resource):
+    lk = mgr.lock(resource, ttl_ms=300)
+    calls = []
+    fired = threading.Event()
+    lk.auto_renew(on_lost=lambda _: calls.append("first"))
+    lk.auto_renew(on_lost=lambda _: calls.append("second"))
+    lk.stop_renewal()
+    lk.auto_renew(max_extensions=1, on_lost=lambda _: (calls.append("third"), fired.set()))
+    assert _watchers() <= 2  # the first one may still be on its way out after the stop
+    assert fired.wait(5), "on_lost was not called"
+    time.sleep(0.1)
+    assert calls == ["third"]
+    wait_until(lambda: _watchers() == 0, timeout=5, what="the watcher to end")
+    lk.close()
+
+
+def test_auto_renew_without_callback_replaces_the_callback(cluster, mgr, resource):
+    lk = mgr.lock(resource, ttl_ms=300)
+    calls = []
+    lk.auto_renew(on_lost=lambda _: calls.append("old"))
+    lk.auto_renew(max_extensions=1)  # no callback from now on
+    assert lk.wait_lost(5_000)
+    wait_until(lambda: _watchers() == 0, timeout=5, what="the watcher to end")
+    assert calls == []
     lk.close()

@@ -55,3 +55,99 @@ def contend(urls: List[str], resource: str, rounds: int, marker: str, counter: s
 
 def process_main(urls, resource, rounds, marker, counter, start, results) -> None:
     results.put(contend(urls, resource, rounds, marker, counter, start))
+
+
+# ---- fencing tokens (test_fencing.py) ----
+
+#: ``redlock::scripts::FENCED_STORE_WRITE``: writes ``ARGV[2]`` to the hash ``KEYS[1]`` only if
+#: the token ``ARGV[1]`` is larger than every token the record has seen; 1 if written, else 0.
+FENCED_STORE_WRITE = (
+    "local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0') or 0 "
+    "if tonumber(ARGV[1]) > last then "
+    "redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2]) return 1 end "
+    "return 0"
+)
+
+
+def fenced_write(store_port: int, record: str, token: int, value: str) -> int:
+    """The fenced store write, on the store node: 1 if accepted, 0 if refused."""
+    from redis_nodes import resp
+
+    reply = resp(store_port, "EVAL", FENCED_STORE_WRITE, 1, record, token, value)
+    if not isinstance(reply, int):
+        raise RuntimeError(f"store write failed: {reply!r}")
+    return reply
+
+
+def fenced_grants(urls: List[str], resource: str, n_threads: int, per_thread: int, start=None):
+    """``per_thread`` fenced grants in each of ``n_threads`` threads; returns every
+    ``(time.monotonic_ns() right after the grant, token, "pid:thread")``. Each lock is released
+    only after its time was taken, so the times are in grant order (the lock is held
+    meanwhile)."""
+    import threading
+
+    import redlock
+
+    records: list = []
+    errors: list = []
+    lock = threading.Lock()
+    with redlock.Redlock(
+        urls, retry_delay_ms=10, node_timeout_ms=500, connect_timeout_ms=1000
+    ) as mgr:
+
+        def work() -> None:
+            mine = []
+            me = f"{os.getpid()}:{threading.get_ident()}"
+            try:
+                for _ in range(per_thread):
+                    lk = mgr.lock(resource, ttl_ms=10_000, wait_ms=30_000, fenced=True)
+                    mine.append((time.monotonic_ns(), lk.fencing_token, me))
+                    lk.unlock()
+                    lk.close()
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                errors.append(repr(e))
+            with lock:
+                records.extend(mine)
+
+        if start is not None:
+            start.wait(30)
+        threads = [threading.Thread(target=work) for _ in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    if errors:
+        raise RuntimeError(f"fenced grants failed: {errors}")
+    return records
+
+
+def fenced_grants_main(urls, resource, n_threads, per_thread, start, results) -> None:
+    try:
+        results.put(("ok", fenced_grants(urls, resource, n_threads, per_thread, start)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        results.put(("error", repr(e)))
+
+
+def paused_writer_main() -> None:
+    """A subprocess (``tests/test_fencing.py``): for each round, takes a fenced lock with a
+    short TTL, prints ``token <n>``, waits for a line on stdin (the parent SIGSTOPs it meanwhile,
+    past its TTL), then performs its fenced store write with that token anyway, as a client
+    that paused between its check and its write would, and prints ``write <0|1>``."""
+    import json
+    import sys
+
+    import redlock
+
+    args = json.loads(sys.argv[1])
+    with redlock.Redlock(
+        args["urls"], retry_delay_ms=10, node_timeout_ms=500, connect_timeout_ms=1000
+    ) as mgr:
+        for i in range(args["rounds"]):
+            lk = mgr.lock(args["resource"], ttl_ms=args["ttl_ms"], wait_ms=10_000, fenced=True)
+            print(f"token {lk.fencing_token} {lk.validity_ms}", flush=True)
+            if sys.stdin.readline().strip() != "go":
+                return
+            token = lk.fencing_token
+            written = fenced_write(args["store_port"], args["record"], token, f"child {i}")
+            print(f"write {written}", flush=True)
+            lk.close()  # its lock expired long ago; nothing to unlock
