@@ -70,6 +70,6 @@ pub use config::{
     Config, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
-pub use lock::{Lease, LeaseGuard, Redlock, quorum};
+pub use lock::{Lease, LeaseGuard, NodeState, Redlock, quorum};
 pub use renew::{LostCallback, LostReason, RenewOptions, RenewalStats};
 pub use token::TOKEN_BYTES;

@@ -457,6 +457,7 @@ impl Renewer {
         let cmd = Command {
             bytes: &sha_cmd,
             noscript_fallback: Some(&eval_cmd),
+            skip: &[],
         };
         let start = sh.now();
         let clock = || sh.now();

@@ -325,3 +325,14 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A configuration for nodes a test (or demo) has just started: they hold no keys, so restart
+/// quarantine (which keeps a node out until its uptime passes the maximum TTL, a minute by
+/// default) would only keep them out for nothing.
+pub fn fresh<I, S>(nodes: I) -> redlock::Config
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    redlock::Config::new(nodes).restart_quarantine(false)
+}
