@@ -108,7 +108,7 @@ typedef struct redlock_lease redlock_lease;
 //
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 // `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
-// `redlock_lock_opts`, `redlock_manager_node_state`.
+// `redlock_lock_opts`, `redlock_manager_node_state`, `redlock_manager_metrics`.
 typedef struct redlock_manager redlock_manager;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
@@ -120,6 +120,9 @@ typedef struct redlock_manager redlock_manager;
 // `redlock_lease_free`) and any function on other handles, but should return quickly: other
 // leases' renewals wait for it. It must not unwind (no C++ exceptions or longjmp out of it).
 typedef void (*redlock_lost_fn)(struct redlock_lease *lease, void *userdata);
+
+// Upper bounds of the histogram buckets, in seconds (the last bucket, `+Inf`, is implicit).
+#define BUCKETS { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -277,6 +280,20 @@ enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr
                                                uint32_t *remaining_ms,
                                                char *err,
                                                size_t err_len);
+
+// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+// and returns the length of the whole text, so a return value `>= len` means it was cut
+// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+//
+// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+// node addresses never include a password.
+//
+// # Safety
+// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+size_t redlock_manager_metrics(const struct redlock_manager *mgr, char *buf, size_t len);
 
 // Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`).
 // Blocks for at most about `(retry_count + 1) × (node timeout + retry_delay_ms)`; never

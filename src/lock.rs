@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, Config, KEY_PREFIX};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
+use crate::metrics::{Metrics, Registry};
 use crate::node::{Command, ConnSet, ConnSettings, Node, NodeResult, StepLimits, Ticket};
 use crate::pool::Pool;
 use crate::renew::{LostReason, RenewOptions, RenewalState, RenewalStats, Renewer};
@@ -65,6 +66,7 @@ pub(crate) struct Shared {
     fence_write_sha: String,
     /// The renewal thread, started by the first auto-renewed lease.
     renewer: Mutex<Option<Arc<Renewer>>>,
+    pub(crate) metrics: Registry,
 }
 
 impl Drop for Shared {
@@ -167,6 +169,7 @@ impl Shared {
                 },
             )
             .map_err(|e| Error::Internal(format!("poll(2) failed: {e}")))?;
+        let latencies = set.latencies().to_vec();
         let mut outcomes = Vec::with_capacity(results.len());
         let mut replies = Vec::with_capacity(results.len());
         for (i, r) in results.into_iter().enumerate() {
@@ -184,6 +187,9 @@ impl Shared {
                     replies.push(None);
                 }
             }
+        }
+        for (i, o) in outcomes.iter().enumerate() {
+            self.metrics.node(i, o, latencies.get(i).copied().flatten());
         }
         Ok((outcomes, replies))
     }
@@ -433,6 +439,7 @@ impl Redlock {
                 fenced_acquire_sha: resp::script_sha(scripts::FENCED_ACQUIRE),
                 fence_write_sha: resp::script_sha(scripts::FENCE_WRITE),
                 renewer: Mutex::new(None),
+                metrics: Registry::new(n),
                 cfg: config,
             }),
         })
@@ -483,6 +490,21 @@ impl Redlock {
                 }
             })
             .collect()
+    }
+
+    /// A snapshot of this manager's metrics: acquisitions by result, retries, wait and hold
+    /// times, unlock and extend outcomes, renewal counters, and per-node requests, errors,
+    /// latency and quarantine. [`Metrics::to_prometheus`] renders them for scraping.
+    pub fn metrics(&self) -> Metrics {
+        let sh = &self.shared;
+        let mut m = sh.metrics.snapshot();
+        m.renewal = self.renewal_stats();
+        let now = sh.now();
+        for (n, node) in m.nodes.iter_mut().zip(&sh.nodes) {
+            n.addr = node.addr.to_string();
+            n.quarantined = sh.quarantine(node.index, now).is_some();
+        }
+        m
     }
 
     /// Counters of the renewal thread (all zero until a lease is auto-renewed).
@@ -579,9 +601,26 @@ impl Redlock {
         wait: Wait,
         fenced: bool,
     ) -> Result<Lease, Error> {
+        let called = self.shared.now();
+        let r = self.acquire_inner(resource, ttl, wait, fenced);
+        self.shared
+            .metrics
+            .acquisition(&r, self.shared.now().saturating_duration_since(called));
+        r
+    }
+
+    fn acquire_inner(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        wait: Wait,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
         self.check(resource, ttl)?;
+        let m = &self.shared.metrics;
         let mut retries = 0;
         loop {
+            m.attempts.fetch_add(1, Ordering::Relaxed);
             let e = match self.attempt(resource, ttl, fenced) {
                 Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => e,
                 other => return other,
@@ -606,6 +645,7 @@ impl Redlock {
                     }
                 }
             }
+            m.retries.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -1039,6 +1079,18 @@ impl Lease {
     /// unlocked, or a quorum did not hold our token (the keys are still deleted wherever they
     /// are ours); [`Error::Unavailable`] if too many nodes failed to tell.
     pub fn unlock(&self) -> Result<(), Error> {
+        let r = self.unlock_inner();
+        let sh = &self.inner.shared;
+        sh.metrics.unlocks.record(&r);
+        if r.is_ok() {
+            sh.metrics
+                .hold
+                .observe(sh.now().saturating_duration_since(self.inner.acquired_at));
+        }
+        r
+    }
+
+    fn unlock_inner(&self) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
         // Holding the state lock: the renewal thread holds it while this lease's renewal is
@@ -1142,6 +1194,12 @@ impl Lease {
     /// before it (it is shortened if the new TTL was shorter, since some nodes may have
     /// applied it).
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let r = self.extend_inner(ttl);
+        self.inner.shared.metrics.extensions.record(&r);
+        r
+    }
+
+    fn extend_inner(&self, ttl: Duration) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
         config::check_ttl_for(ttl, &sh.cfg)?;

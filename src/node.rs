@@ -525,6 +525,8 @@ struct Slot<'a> {
     settings: &'a ConnSettings,
     cmd: &'a Command<'a>,
     sent: bool,
+    sent_at: Option<Instant>,
+    latency: Option<Duration>,
     used_fallback: bool,
     deadline: Instant,
     result: NodeResult,
@@ -546,6 +548,7 @@ impl Slot<'_> {
         c.out.extend_from_slice(bytes);
         c.sent += 1;
         self.sent = true;
+        self.sent_at.get_or_insert(now);
         if let Err(e) = c.flush() {
             self.fail(now, unreachable_from(&e));
         }
@@ -607,6 +610,7 @@ impl Slot<'_> {
                     return;
                 }
                 self.node.record_success();
+                self.latency = self.sent_at.map(|t| now.saturating_duration_since(t));
                 self.result = NodeResult::Reply(reply);
             }
         }
@@ -748,6 +752,8 @@ pub(crate) struct ConnSet {
     /// acquisition (see `Pool::checkout_preferring`).
     pub(crate) id: u64,
     conns: Vec<Option<Conn>>,
+    /// Per node, how long it took to answer in the last step (None if it did not answer).
+    latencies: Vec<Option<Duration>>,
 }
 
 impl ConnSet {
@@ -755,12 +761,23 @@ impl ConnSet {
         ConnSet {
             id,
             conns: (0..n).map(|_| None).collect(),
+            latencies: vec![None; n],
         }
     }
 
     #[cfg(test)]
     pub(crate) fn from_conns(conns: Vec<Option<Conn>>) -> ConnSet {
-        ConnSet { id: 0, conns }
+        let n = conns.len();
+        ConnSet {
+            id: 0,
+            conns,
+            latencies: vec![None; n],
+        }
+    }
+
+    /// How long each node took to answer in the last step (None where it did not answer).
+    pub(crate) fn latencies(&self) -> &[Option<Duration>] {
+        &self.latencies
     }
 
     /// A ticket for the last command sent to node `i`, if it has a connection.
@@ -797,6 +814,8 @@ impl ConnSet {
                 settings,
                 cmd,
                 sent: false,
+                sent_at: None,
+                latency: None,
                 used_fallback: false,
                 deadline: start,
                 result: NodeResult::Waiting,
@@ -822,6 +841,7 @@ impl ConnSet {
             }
         }
         let mut out = Vec::with_capacity(slots.len());
+        let latencies: Vec<Option<Duration>> = slots.iter().map(|s| s.latency).collect();
         for slot in slots {
             let result = match slot.result {
                 NodeResult::Waiting => NodeResult::Failed(NodeOutcome::Pending),
@@ -840,6 +860,7 @@ impl ConnSet {
             }
             out.push(result);
         }
+        self.latencies = latencies;
         r.map(|_| out)
     }
 

@@ -511,6 +511,30 @@ static void test_quarantine(void) {
   redlock_manager_free(mgr);
 }
 
+static void test_metrics(void) {
+  char err[256];
+  redlock_manager *mgr = make_manager(0, 0);
+  CHECK(redlock_manager_metrics(NULL, NULL, 0) == 0);
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"metered", 7, 1000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  /* snprintf-style: size first, then the whole text. */
+  size_t need = redlock_manager_metrics(mgr, NULL, 0);
+  CHECK(need > 100);
+  char small[16];
+  CHECK(redlock_manager_metrics(mgr, small, sizeof small) == need);
+  CHECK(strlen(small) == sizeof small - 1);
+  char *buf = malloc(need + 1);
+  CHECK(redlock_manager_metrics(mgr, buf, need + 1) == need);
+  CHECK(strlen(buf) == need);
+  CHECK(strstr(buf, "redlock_acquire_total{result=\"granted\"} 1\n") != NULL);
+  CHECK(strstr(buf, "redlock_unlock_total{result=\"ok\"} 1\n") != NULL);
+  CHECK(strstr(buf, "# TYPE redlock_node_latency_seconds histogram") != NULL);
+  free(buf);
+  redlock_manager_free(mgr);
+}
+
 #define THREADS 8
 #define ROUNDS 15
 
@@ -583,6 +607,7 @@ int main(int argc, char **argv) {
   test_auto_renew();
   test_fencing_and_accessors();
   test_quarantine();
+  test_metrics();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

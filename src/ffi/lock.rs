@@ -19,7 +19,7 @@ use crate::renew::RenewOptions;
 ///
 /// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 /// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
-/// `redlock_lock_opts`, `redlock_manager_node_state`.
+/// `redlock_lock_opts`, `redlock_manager_node_state`, `redlock_manager_metrics`.
 pub struct redlock_manager {
     inner: Redlock,
 }
@@ -252,6 +252,39 @@ pub unsafe extern "C" fn redlock_manager_node_state(
             }
         }
         Ok(())
+    })
+}
+
+/// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+/// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+/// and returns the length of the whole text, so a return value `>= len` means it was cut
+/// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+///
+/// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+/// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+/// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+/// node addresses never include a password.
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_metrics(
+    mgr: *const redlock_manager,
+    buf: *mut c_char,
+    len: usize,
+) -> usize {
+    guard_or(0, || {
+        // SAFETY: NULL or a live manager per the contract.
+        let Some(m) = (unsafe { mgr.as_ref() }) else {
+            return 0;
+        };
+        let text = m.inner.metrics().to_prometheus();
+        if !buf.is_null() && len > 0 {
+            // The text is ASCII apart from label values, which write_str cuts only at
+            // character boundaries.
+            super::write_str(buf, len, &text);
+        }
+        text.len()
     })
 }
 
