@@ -56,14 +56,14 @@ fn parse(text: &str) -> HashMap<String, f64> {
             "{}",
             at("sample before its TYPE")
         );
-        if let Some(labels) = series.strip_prefix(name) {
-            if !labels.is_empty() {
-                let inner = labels
-                    .strip_prefix('{')
-                    .and_then(|l| l.strip_suffix('}'))
-                    .unwrap_or_else(|| panic!("{}", at("bad label braces")));
-                check_labels(inner, &at("bad labels"));
-            }
+        if let Some(labels) = series.strip_prefix(name)
+            && !labels.is_empty()
+        {
+            let inner = labels
+                .strip_prefix('{')
+                .and_then(|l| l.strip_suffix('}'))
+                .unwrap_or_else(|| panic!("{}", at("bad label braces")));
+            check_labels(inner, &at("bad labels"));
         }
         assert!(
             samples.insert(series.to_string(), v).is_none(),
