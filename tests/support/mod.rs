@@ -18,9 +18,14 @@ pub mod proxy;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// The redis-server program: `$REDIS_SERVER`, or `redis-server` on the PATH.
+pub fn redis_server_binary_name() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
 /// Fails loudly (never skips) when `redis-server` is not installed.
 pub fn redis_server_binary() -> String {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string());
+    let bin = redis_server_binary_name();
     match Command::new(&bin)
         .arg("--version")
         .stdout(Stdio::null())
