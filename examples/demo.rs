@@ -107,7 +107,15 @@ fn main() -> ExitCode {
         }
     };
     println!("nodes: {}", urls.join(" "));
-    let mgr = match Redlock::new(Config::new(urls.clone()).retry_count(0)) {
+    // Nodes this demo just started hold nothing, so restart quarantine (which keeps a node
+    // that restarted less than the maximum TTL ago out of the quorum) is off for them; for
+    // your own nodes (--nodes) it stays on, as by default.
+    let config = if cluster.is_some() {
+        support::fresh(urls.clone())
+    } else {
+        Config::new(urls.clone())
+    };
+    let mgr = match Redlock::new(config.retry_count(0)) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("demo: {e}");

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{Config, Redlock, scripts};
+use redlock::{Redlock, scripts};
 
 /// Writes `value` if `token` is larger than every token the record has seen.
 fn fenced_write(store: &mut redis::Connection, token: u64, value: &str) -> bool {
@@ -33,7 +33,7 @@ fn main() {
     let nodes = support::Cluster::start(3);
     let store_server = support::RedisServer::start();
     let mut store = store_server.client();
-    let mgr = Redlock::new(Config::new(nodes.urls())).expect("manager");
+    let mgr = Redlock::new(support::fresh(nodes.urls())).expect("manager");
 
     let slow = mgr
         .lock_fenced("account:7", Duration::from_millis(300))

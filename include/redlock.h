@@ -68,6 +68,8 @@ typedef enum redlock_node_outcome {
   REDLOCK_NODE_SERVER_ERROR = 6,
   // The node's answer was not valid RESP or not the expected reply.
   REDLOCK_NODE_PROTOCOL = 7,
+  // Not counted: the node restarted less than the maximum TTL ago (restart quarantine).
+  REDLOCK_NODE_QUARANTINED = 8,
 } redlock_node_outcome;
 
 // Options for a manager: an opaque builder with one setter per option.
@@ -77,7 +79,8 @@ typedef enum redlock_node_outcome {
 // time.
 //
 // Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
-// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`.
+// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
+// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`.
 typedef struct redlock_config redlock_config;
 
 // A held lock (named lease because the function `redlock_lock` takes the name).
@@ -105,7 +108,7 @@ typedef struct redlock_lease redlock_lease;
 //
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 // `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
-// `redlock_lock_opts`.
+// `redlock_lock_opts`, `redlock_manager_node_state`, `redlock_manager_metrics`.
 typedef struct redlock_manager redlock_manager;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
@@ -117,6 +120,9 @@ typedef struct redlock_manager redlock_manager;
 // `redlock_lease_free`) and any function on other handles, but should return quickly: other
 // leases' renewals wait for it. It must not unwind (no C++ exceptions or longjmp out of it).
 typedef void (*redlock_lost_fn)(struct redlock_lease *lease, void *userdata);
+
+// Upper bounds of the histogram buckets, in seconds (the last bucket, `+Inf`, is implicit).
+#define BUCKETS { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -196,6 +202,35 @@ enum redlock_status redlock_config_set_timeouts(struct redlock_config *cfg,
                                                 char *err,
                                                 size_t err_len);
 
+// Sets the largest TTL a lock may have (a larger one is INVALID_ARGUMENT at lock time); it is
+// also how long a restarted node stays in quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
+// 60000 (60 s). Hold locks longer with auto-renewal.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_max_ttl(struct redlock_config *cfg,
+                                               uint32_t max_ttl_ms,
+                                               char *err,
+                                               size_t err_len);
+
+// Turns restart quarantine on (the default) or off. On: a node whose uptime (read with
+// `INFO server` on every connection) is below the maximum TTL may have restarted without the
+// keys it held, so its grants do not count toward a quorum until its uptime passes the
+// maximum TTL; unlocks and renewals still go to it. Turn it off only for nodes that persist
+// every write (`appendfsync always`) or that were just started empty; with it off, a warning
+// is logged once for each node that does not persist every write.
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config *cfg,
+                                                          bool enabled,
+                                                          char *err,
+                                                          size_t err_len);
+
 // Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
 // every option and resolves every host; no connection is made until the first lock.
 //
@@ -229,6 +264,36 @@ size_t redlock_manager_node_count(const struct redlock_manager *mgr);
 // # Safety
 // `mgr` must be NULL or a live manager.
 size_t redlock_manager_quorum(const struct redlock_manager *mgr);
+
+// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
+// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
+// not). Either out-pointer may be NULL; both are written only on success.
+//
+// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+//
+// # Safety
+// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
+// writable bytes.
+enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr,
+                                               size_t index,
+                                               bool *quarantined,
+                                               uint32_t *remaining_ms,
+                                               char *err,
+                                               size_t err_len);
+
+// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+// and returns the length of the whole text, so a return value `>= len` means it was cut
+// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+//
+// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+// node addresses never include a password.
+//
+// # Safety
+// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+size_t redlock_manager_metrics(const struct redlock_manager *mgr, char *buf, size_t len);
 
 // Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`).
 // Blocks for at most about `(retry_count + 1) × (node timeout + retry_delay_ms)`; never

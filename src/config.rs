@@ -148,6 +148,8 @@ pub struct Config {
     pub(crate) reconnect_backoff_min: Duration,
     pub(crate) reconnect_backoff_max: Duration,
     pub(crate) max_idle_connection_sets: usize,
+    pub(crate) max_ttl: Duration,
+    pub(crate) restart_quarantine: bool,
 }
 
 impl Default for Config {
@@ -165,6 +167,8 @@ impl Default for Config {
             reconnect_backoff_min: Duration::from_millis(20),
             reconnect_backoff_max: Duration::from_secs(1),
             max_idle_connection_sets: 32,
+            max_ttl: Duration::from_secs(60),
+            restart_quarantine: true,
         }
     }
 }
@@ -271,6 +275,28 @@ impl Config {
         self
     }
 
+    /// The largest TTL a lock of this manager may have; a larger one is invalid input. It is
+    /// also how long a restarted node stays in quarantine. At most [`MAX_TTL`]. Defaults to
+    /// 60 s (hold locks longer with auto-renewal).
+    pub fn max_ttl(mut self, t: Duration) -> Config {
+        self.max_ttl = t;
+        self
+    }
+
+    /// Restart quarantine (on by default): a node whose uptime is below the maximum TTL may
+    /// have restarted without the keys it held, so its grants do not count toward a quorum
+    /// (unlocks and renewals still go to it) until its uptime passes the maximum TTL. The
+    /// uptime is read with `INFO server` on every (re)connection, rounded toward a longer
+    /// quarantine, and timed from then on with the client's monotonic clock.
+    ///
+    /// Turn it off only for nodes that persist every write (`appendonly yes`,
+    /// `appendfsync always`), or that you have just started empty; with it off, a warning is
+    /// logged once for each node that does not persist every write.
+    pub fn restart_quarantine(mut self, on: bool) -> Config {
+        self.restart_quarantine = on;
+        self
+    }
+
     /// The per-node I/O timeout used for a step on a lock with this TTL.
     pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
         match self.node_timeout {
@@ -322,6 +348,13 @@ impl Config {
                 "maximum reconnect backoff must not be below the minimum",
             ));
         }
+        if self.max_ttl < Duration::from_millis(3) || self.max_ttl > MAX_TTL {
+            return Err(Error::invalid(format!(
+                "maximum TTL must be between 3 ms and {} ms, got {} ms",
+                MAX_TTL.as_millis(),
+                self.max_ttl.as_millis()
+            )));
+        }
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
                 "max idle connection sets must be at least 1",
@@ -352,6 +385,21 @@ impl Config {
 pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
     let micros = (ttl.as_micros() as f64 * factor).ceil();
     Duration::from_micros(micros as u64) + DRIFT_CONSTANT
+}
+
+/// Checks a TTL against a manager's configuration: at most its maximum TTL, and see
+/// [`check_ttl`].
+pub(crate) fn check_ttl_for(ttl: Duration, cfg: &Config) -> Result<(), Error> {
+    check_ttl(ttl, cfg.drift_factor)?;
+    if ttl > cfg.max_ttl {
+        return Err(Error::invalid(format!(
+            "TTL of {} ms exceeds this manager's maximum TTL of {} ms (Config::max_ttl); hold \
+             locks longer with auto-renewal",
+            ttl.as_millis(),
+            cfg.max_ttl.as_millis()
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a TTL: at least 1 ms, at most [`MAX_TTL`], and longer than its own drift allowance

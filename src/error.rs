@@ -54,6 +54,12 @@ pub enum NodeOutcome {
     ServerError(String),
     /// The node sent something that is not the expected RESP reply.
     Protocol(String),
+    /// The node restarted less than the maximum TTL ago and may have lost keys it held, so
+    /// its grant does not count (restart quarantine). `remaining` is how much longer.
+    Quarantined {
+        /// How long until the node counts again.
+        remaining: std::time::Duration,
+    },
 }
 
 impl NodeOutcome {
@@ -81,6 +87,12 @@ impl NodeOutcome {
             NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
             NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
+            NodeOutcome::Quarantined { remaining } => write!(
+                f,
+                "in restart quarantine for another {:.1} s (restarted less than the maximum \
+                 TTL ago)",
+                remaining.as_secs_f64()
+            ),
         }
     }
 }

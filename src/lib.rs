@@ -58,6 +58,7 @@ mod config;
 mod error;
 pub mod ffi;
 mod lock;
+mod metrics;
 mod mux;
 mod node;
 mod pool;
@@ -70,6 +71,9 @@ pub use config::{
     Config, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
-pub use lock::{Lease, LeaseGuard, Redlock, quorum};
+pub use lock::{Lease, LeaseGuard, NodeState, Redlock, quorum};
+pub use metrics::{
+    BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts,
+};
 pub use renew::{LostCallback, LostReason, RenewOptions, RenewalStats};
 pub use token::TOKEN_BYTES;

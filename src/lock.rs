@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, Config, KEY_PREFIX};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
+use crate::metrics::{Metrics, Registry};
 use crate::node::{Command, ConnSet, ConnSettings, Node, NodeResult, StepLimits, Ticket};
 use crate::pool::Pool;
 use crate::renew::{LostReason, RenewOptions, RenewalState, RenewalStats, Renewer};
@@ -65,6 +66,7 @@ pub(crate) struct Shared {
     fence_write_sha: String,
     /// The renewal thread, started by the first auto-renewed lease.
     renewer: Mutex<Option<Arc<Renewer>>>,
+    pub(crate) metrics: Registry,
 }
 
 impl Drop for Shared {
@@ -97,6 +99,22 @@ impl Shared {
         self.clock.now()
     }
 
+    /// How much longer node `i` stays in restart quarantine, if it is in it at `now`.
+    ///
+    /// The node reported `uptime` whole seconds (truncated, so it has been up less than
+    /// `uptime + 1` s) in a reply read at `seen_at`; it may have started as late as
+    /// `seen_at − uptime`, so it leaves quarantine at `seen_at − uptime + max_ttl + 1 s`:
+    /// every uncertainty rounds toward a longer quarantine.
+    pub(crate) fn quarantine(&self, i: usize, now: Instant) -> Option<Duration> {
+        if !self.cfg.restart_quarantine {
+            return None;
+        }
+        let id = self.nodes.get(i)?.identity()?;
+        let span = (self.cfg.max_ttl + Duration::from_secs(1)).checked_sub(id.uptime)?;
+        let until = id.seen_at + span;
+        (until > now).then(|| until - now)
+    }
+
     fn checkout(&self) -> ConnSet {
         self.pool.checkout()
     }
@@ -115,7 +133,7 @@ impl Shared {
         node_timeout: Duration,
         cap: Option<Instant>,
     ) -> Result<Vec<NodeOutcome>, Error> {
-        self.step_with(set, &|r| classify(op, r), cmd, node_timeout, cap)
+        self.step_with(set, &|_, r| classify(op, r), cmd, node_timeout, cap)
             .map(|(o, _)| o)
     }
 
@@ -123,7 +141,7 @@ impl Shared {
     pub(crate) fn step_with(
         &self,
         set: &mut ConnSet,
-        judge: &dyn Fn(&Reply) -> NodeOutcome,
+        judge: &dyn Fn(usize, &Reply) -> NodeOutcome,
         cmd: &Command<'_>,
         node_timeout: Duration,
         cap: Option<Instant>,
@@ -140,10 +158,10 @@ impl Shared {
                 |results| {
                     let mut ok = 0;
                     let mut waiting = 0;
-                    for r in results {
+                    for (i, r) in results.iter().enumerate() {
                         match r {
                             NodeResult::Waiting => waiting += 1,
-                            NodeResult::Reply(reply) if judge(reply).is_success() => ok += 1,
+                            NodeResult::Reply(reply) if judge(i, reply).is_success() => ok += 1,
                             _ => {}
                         }
                     }
@@ -151,12 +169,13 @@ impl Shared {
                 },
             )
             .map_err(|e| Error::Internal(format!("poll(2) failed: {e}")))?;
+        let latencies = set.latencies().to_vec();
         let mut outcomes = Vec::with_capacity(results.len());
         let mut replies = Vec::with_capacity(results.len());
-        for r in results {
+        for (i, r) in results.into_iter().enumerate() {
             match r {
                 NodeResult::Reply(reply) => {
-                    outcomes.push(judge(&reply));
+                    outcomes.push(judge(i, &reply));
                     replies.push(Some(reply));
                 }
                 NodeResult::Failed(o) => {
@@ -168,6 +187,9 @@ impl Shared {
                     replies.push(None);
                 }
             }
+        }
+        for (i, o) in outcomes.iter().enumerate() {
+            self.metrics.node(i, o, latencies.get(i).copied().flatten());
         }
         Ok((outcomes, replies))
     }
@@ -307,6 +329,25 @@ fn key_for(resource: &[u8]) -> Vec<u8> {
     k
 }
 
+/// What a manager knows of one node (see [`Redlock::node_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    /// The node's position in the configured node list, from 0.
+    pub index: usize,
+    /// The node's address, password redacted.
+    pub addr: String,
+    /// The server's `run_id` as of the last connection (`None` before the first, or if the
+    /// node does not answer `INFO`).
+    pub run_id: Option<String>,
+    /// How long the server has been up (its last reported uptime, advanced by the client's
+    /// clock since).
+    pub uptime: Option<Duration>,
+    /// Restarts seen: reconnections that found a new `run_id`.
+    pub restarts_seen: u64,
+    /// `Some(remaining)` while the node is in restart quarantine.
+    pub quarantined_for: Option<Duration>,
+}
+
 /// How long an acquisition keeps trying.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
@@ -369,7 +410,13 @@ impl Redlock {
                 }
             }
             seen.extend(resolved.iter().map(|sa| (i, *sa)));
-            nodes.push(Node::new(i, addr, resolved.first().copied(), &scripts::ALL));
+            nodes.push(Node::new(
+                i,
+                addr,
+                resolved.first().copied(),
+                &scripts::ALL,
+                !config.restart_quarantine,
+            ));
         }
         let settings = ConnSettings {
             connect_timeout: config.connect_timeout,
@@ -392,6 +439,7 @@ impl Redlock {
                 fenced_acquire_sha: resp::script_sha(scripts::FENCED_ACQUIRE),
                 fence_write_sha: resp::script_sha(scripts::FENCE_WRITE),
                 renewer: Mutex::new(None),
+                metrics: Registry::new(n),
                 cfg: config,
             }),
         })
@@ -421,6 +469,44 @@ impl Redlock {
         &self.shared.cfg
     }
 
+    /// What the manager knows of each node, in configuration order: its identity and age as
+    /// of the last connection, restarts seen, and whether it is in restart quarantine.
+    pub fn node_states(&self) -> Vec<NodeState> {
+        let sh = &self.shared;
+        let now = sh.now();
+        sh.nodes
+            .iter()
+            .map(|n| {
+                let id = n.identity();
+                NodeState {
+                    index: n.index,
+                    addr: n.addr.to_string(),
+                    run_id: id.as_ref().map(|i| i.run_id.clone()),
+                    uptime: id
+                        .as_ref()
+                        .map(|i| i.uptime + now.saturating_duration_since(i.seen_at)),
+                    restarts_seen: n.restarts(),
+                    quarantined_for: sh.quarantine(n.index, now),
+                }
+            })
+            .collect()
+    }
+
+    /// A snapshot of this manager's metrics: acquisitions by result, retries, wait and hold
+    /// times, unlock and extend outcomes, renewal counters, and per-node requests, errors,
+    /// latency and quarantine. [`Metrics::to_prometheus`] renders them for scraping.
+    pub fn metrics(&self) -> Metrics {
+        let sh = &self.shared;
+        let mut m = sh.metrics.snapshot();
+        m.renewal = self.renewal_stats();
+        let now = sh.now();
+        for (n, node) in m.nodes.iter_mut().zip(&sh.nodes) {
+            n.addr = node.addr.to_string();
+            n.quarantined = sh.quarantine(node.index, now).is_some();
+        }
+        m
+    }
+
     /// Counters of the renewal thread (all zero until a lease is auto-renewed).
     pub fn renewal_stats(&self) -> RenewalStats {
         self.shared.renewer().map(|r| r.stats()).unwrap_or_default()
@@ -428,7 +514,7 @@ impl Redlock {
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<(), Error> {
         config::check_resource(resource)?;
-        config::check_ttl(ttl, self.shared.cfg.drift_factor)
+        config::check_ttl_for(ttl, &self.shared.cfg)
     }
 
     /// One attempt to acquire `resource` for `ttl`, with no retry.
@@ -515,9 +601,26 @@ impl Redlock {
         wait: Wait,
         fenced: bool,
     ) -> Result<Lease, Error> {
+        let called = self.shared.now();
+        let r = self.acquire_inner(resource, ttl, wait, fenced);
+        self.shared
+            .metrics
+            .acquisition(&r, self.shared.now().saturating_duration_since(called));
+        r
+    }
+
+    fn acquire_inner(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        wait: Wait,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
         self.check(resource, ttl)?;
+        let m = &self.shared.metrics;
         let mut retries = 0;
         loop {
+            m.attempts.fetch_add(1, Ordering::Relaxed);
             let e = match self.attempt(resource, ttl, fenced) {
                 Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => e,
                 other => return other,
@@ -542,6 +645,7 @@ impl Redlock {
                     }
                 }
             }
+            m.retries.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -598,20 +702,36 @@ impl Redlock {
             );
             (set_cmd, None)
         };
-        let judge: &dyn Fn(&Reply) -> NodeOutcome = if fenced {
-            &classify_fenced
-        } else {
-            &|r| classify(Op::Acquire, r)
+        // Restart quarantine: a node that restarted less than the maximum TTL ago is not
+        // asked at all, and a grant from one found quarantined during this very step (its
+        // handshake comes first on a new connection) does not count and is released.
+        let skip: Vec<Option<NodeOutcome>> = (0..sh.nodes.len())
+            .map(|i| {
+                sh.quarantine(i, sh.now())
+                    .map(|remaining| NodeOutcome::Quarantined { remaining })
+            })
+            .collect();
+        let judge = |i: usize, r: &Reply| {
+            let o = if fenced {
+                classify_fenced(r)
+            } else {
+                classify(Op::Acquire, r)
+            };
+            match sh.quarantine(i, sh.now()) {
+                Some(remaining) if o.is_success() => NodeOutcome::Quarantined { remaining },
+                _ => o,
+            }
         };
         let node_timeout = sh.cfg.node_timeout_for(ttl);
         let mut set = sh.checkout();
         let start = sh.now();
         let stepped = sh.step_with(
             &mut set,
-            judge,
+            &judge,
             &Command {
                 bytes: &first,
                 noscript_fallback: first_fallback.as_deref(),
+                skip: &skip,
             },
             node_timeout,
             None,
@@ -656,6 +776,7 @@ impl Redlock {
                 &Command {
                     bytes: &sha_cmd,
                     noscript_fallback: Some(&eval_cmd),
+                    skip: &[],
                 },
                 node_timeout,
                 Some(expires),
@@ -700,6 +821,24 @@ impl Redlock {
             let mut tickets = unanswered(&set, &outcomes);
             if let Some(o2) = &fence_outcomes {
                 tickets.extend(unanswered(&set, o2));
+            }
+            // Grants from quarantined nodes did not count: take them back at once.
+            let quarantined_grants: Vec<bool> = outcomes
+                .iter()
+                .zip(&replies)
+                .map(|(o, r)| {
+                    matches!(o, NodeOutcome::Quarantined { .. })
+                        && r.as_ref().is_some_and(|r| {
+                            classify_fenced(r).is_success() || classify(Op::Acquire, r).is_success()
+                        })
+                })
+                .collect();
+            if quarantined_grants.iter().any(|q| *q) {
+                let (_, eval_cmd) =
+                    sh.script_cmds(&sh.release_sha, scripts::RELEASE, &key, &[token.as_bytes()]);
+                set.send_detached_to(&sh.nodes, &sh.settings, &eval_cmd, now, &|i| {
+                    quarantined_grants[i]
+                });
             }
             sh.checkin(set);
             let report = sh.report(Op::Acquire, outcomes, None);
@@ -940,6 +1079,18 @@ impl Lease {
     /// unlocked, or a quorum did not hold our token (the keys are still deleted wherever they
     /// are ours); [`Error::Unavailable`] if too many nodes failed to tell.
     pub fn unlock(&self) -> Result<(), Error> {
+        let r = self.unlock_inner();
+        let sh = &self.inner.shared;
+        sh.metrics.unlocks.record(&r);
+        if r.is_ok() {
+            sh.metrics
+                .hold
+                .observe(sh.now().saturating_duration_since(self.inner.acquired_at));
+        }
+        r
+    }
+
+    fn unlock_inner(&self) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
         // Holding the state lock: the renewal thread holds it while this lease's renewal is
@@ -959,7 +1110,11 @@ impl Lease {
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
         let was_lost = st.lost.is_some();
         inner.set_expires(None);
-        let (sha_cmd, eval_cmd) = sh.script_cmds(
+        // Plain EVAL, not EVALSHA: the step returns at quorum, and a node still pending
+        // then could answer NOSCRIPT (after a SCRIPT FLUSH) when nobody is left to send the
+        // fallback, keeping the key until its TTL. The script is under 100 bytes, and a node
+        // hashes it in well under a microsecond.
+        let (_, eval_cmd) = sh.script_cmds(
             &sh.release_sha,
             scripts::RELEASE,
             &inner.key,
@@ -967,8 +1122,9 @@ impl Lease {
         );
         let node_timeout = sh.cfg.node_timeout_for(st.ttl);
         let cmd = Command {
-            bytes: &sha_cmd,
-            noscript_fallback: Some(&eval_cmd),
+            bytes: &eval_cmd,
+            noscript_fallback: None,
+            skip: &[],
         };
 
         // A node may not yet have run an earlier command about this key (the SET, or an
@@ -1038,9 +1194,15 @@ impl Lease {
     /// before it (it is shortened if the new TTL was shorter, since some nodes may have
     /// applied it).
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let r = self.extend_inner(ttl);
+        self.inner.shared.metrics.extensions.record(&r);
+        r
+    }
+
+    fn extend_inner(&self, ttl: Duration) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
-        config::check_ttl(ttl, sh.cfg.drift_factor)?;
+        config::check_ttl_for(ttl, &sh.cfg)?;
         let mut st = inner.lock_state();
         let no_io = |detail: &str| {
             Err(Error::NotHeld(sh.report(
@@ -1077,6 +1239,7 @@ impl Lease {
             &Command {
                 bytes: &sha_cmd,
                 noscript_fallback: Some(&eval_cmd),
+                skip: &[],
             },
             sh.cfg.node_timeout_for(ttl),
             Some(old),

@@ -14,7 +14,7 @@
 use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,15 +41,50 @@ pub(crate) struct ConnSettings {
     pub backoff_max: Duration,
 }
 
-/// A configured node and its shared health (reconnect backoff).
+/// What a handshake command is for, and so what an error reply to it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hs {
+    /// `AUTH`, `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
+    Required,
+    /// `INFO server`: the node's identity and age; an error only disables restart detection.
+    Info,
+    /// `CONFIG GET appendonly|appendfsync`: an error only means the setting is unknown.
+    Config,
+}
+
+/// A node's identity as of its last handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// `run_id`: changes whenever the server process restarts.
+    pub run_id: String,
+    /// `uptime_in_seconds` (whole seconds, truncated by the server).
+    pub uptime: Duration,
+    /// When the reply was read (client monotonic clock): the uptime was at least `uptime` then.
+    pub seen_at: Instant,
+}
+
+/// A configured node and its shared state: reconnect backoff and identity.
 pub(crate) struct Node {
     pub index: usize,
     pub addr: NodeAddr,
     sockaddr: Option<SocketAddr>,
     handshake: Vec<u8>,
-    handshake_replies: usize,
+    handshake_kinds: Vec<Hs>,
     failures: AtomicU32,
     health: Mutex<Health>,
+    identity: Mutex<Option<Identity>>,
+    /// Restarts seen (a changed run_id on reconnect).
+    restarts: AtomicU64,
+    info_warned: AtomicBool,
+    persistence: Mutex<Persistence>,
+}
+
+#[derive(Default)]
+struct Persistence {
+    appendonly: Option<String>,
+    appendfsync: Option<String>,
+    answered: usize,
+    warned: bool,
 }
 
 #[derive(Default)]
@@ -62,15 +97,18 @@ struct Health {
 
 impl Node {
     /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`,
-    /// `SELECT`) followed by `SCRIPT LOAD` of every script.
+    /// `SELECT`) followed by `SCRIPT LOAD` of every script and `INFO server` (identity and
+    /// uptime, for restart detection). With `check_persistence`, it also reads `appendonly`
+    /// and `appendfsync`, to warn about a node that does not persist every write.
     pub(crate) fn new(
         index: usize,
         addr: NodeAddr,
         sockaddr: Option<SocketAddr>,
         scripts: &[&str],
+        check_persistence: bool,
     ) -> Node {
         let mut handshake = Vec::new();
-        let mut handshake_replies = 0;
+        let mut kinds = Vec::new();
         if let Some(pw) = addr.password() {
             match addr.username() {
                 Some(user) => {
@@ -78,27 +116,135 @@ impl Node {
                 }
                 None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
             }
-            handshake_replies += 1;
+            kinds.push(Hs::Required);
         }
         if addr.db() != 0 {
             resp::pack(
                 &[b"SELECT", addr.db().to_string().as_bytes()],
                 &mut handshake,
             );
-            handshake_replies += 1;
+            kinds.push(Hs::Required);
         }
         for s in scripts {
             resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
-            handshake_replies += 1;
+            kinds.push(Hs::Required);
+        }
+        resp::pack(&[b"INFO", b"server"], &mut handshake);
+        kinds.push(Hs::Info);
+        if check_persistence {
+            for setting in [&b"appendonly"[..], b"appendfsync"] {
+                resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);
+                kinds.push(Hs::Config);
+            }
         }
         Node {
             index,
             addr,
             sockaddr,
             handshake,
-            handshake_replies,
+            handshake_kinds: kinds,
             failures: AtomicU32::new(0),
             health: Mutex::new(Health::default()),
+            identity: Mutex::new(None),
+            restarts: AtomicU64::new(0),
+            info_warned: AtomicBool::new(false),
+            persistence: Mutex::new(Persistence::default()),
+        }
+    }
+
+    /// The node's identity as of its last handshake, if it answered `INFO`.
+    pub(crate) fn identity(&self) -> Option<Identity> {
+        self.identity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Restarts seen so far (a new run_id on reconnect).
+    pub(crate) fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
+    fn observe_info(&self, reply: &Reply, now: Instant) {
+        let text = match reply {
+            Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            other => {
+                if !self.info_warned.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "node {} ({}) does not answer INFO ({}): restarts of this node cannot \
+                         be detected, so restart quarantine cannot protect it",
+                        self.index,
+                        self.addr,
+                        other.describe()
+                    );
+                }
+                return;
+            }
+        };
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        };
+        let (Some(run_id), Some(uptime)) = (
+            field("run_id"),
+            field("uptime_in_seconds").and_then(|u| u.parse::<u64>().ok()),
+        ) else {
+            return;
+        };
+        let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = id.as_ref()
+            && old.run_id != run_id
+        {
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "node {} ({}) restarted (new run_id; up for {uptime} s)",
+                self.index,
+                self.addr
+            );
+        }
+        *id = Some(Identity {
+            run_id,
+            uptime: Duration::from_secs(uptime),
+            seen_at: now,
+        });
+    }
+
+    /// Reads a `CONFIG GET appendonly|appendfsync` reply; once both are in, warns (once) if
+    /// the node does not persist every write.
+    fn observe_config(&self, reply: &Reply) {
+        let mut p = self.persistence.lock().unwrap_or_else(|p| p.into_inner());
+        p.answered += 1;
+        if let Reply::Array(items) = reply
+            && let [Reply::Bulk(k), Reply::Bulk(v)] = items.as_slice()
+        {
+            let v = String::from_utf8_lossy(v).into_owned();
+            match k.as_slice() {
+                b"appendonly" => p.appendonly = Some(v),
+                b"appendfsync" => p.appendfsync = Some(v),
+                _ => {}
+            }
+        }
+        if p.answered < 2 || p.warned {
+            return;
+        }
+        p.warned = true;
+        match (p.appendonly.as_deref(), p.appendfsync.as_deref()) {
+            (Some("yes"), Some("always")) => {}
+            (Some(aof), Some(fsync)) => log::warn!(
+                "node {} ({}) does not persist every write (appendonly {aof}, appendfsync \
+                 {fsync}) and restart quarantine is off: if it restarts it may grant a lock \
+                 that another client holds",
+                self.index,
+                self.addr
+            ),
+            _ => log::warn!(
+                "node {} ({}): cannot read its persistence settings (CONFIG GET refused) and \
+                 restart quarantine is off: make sure it runs with appendfsync always",
+                self.index,
+                self.addr
+            ),
         }
     }
 
@@ -225,11 +371,11 @@ impl Conn {
             out_pos: 0,
             reader: ReplyReader::new(),
             bytes_since_reply: 0,
-            handshake_left: node.handshake_replies,
+            handshake_left: node.handshake_kinds.len(),
             owed: 0,
             owed_since: Some(now),
             last_used: now,
-            sent: node.handshake_replies as u64,
+            sent: node.handshake_kinds.len() as u64,
             acked: Arc::new(AtomicU64::new(0)),
         };
         if connected {
@@ -368,6 +514,9 @@ pub(crate) enum NodeResult {
 pub(crate) struct Command<'a> {
     pub bytes: &'a [u8],
     pub noscript_fallback: Option<&'a [u8]>,
+    /// Nodes not to contact in this step (by index), with the outcome to report for them;
+    /// shorter than the node list (or empty) means the rest are contacted.
+    pub skip: &'a [Option<NodeOutcome>],
 }
 
 struct Slot<'a> {
@@ -376,6 +525,8 @@ struct Slot<'a> {
     settings: &'a ConnSettings,
     cmd: &'a Command<'a>,
     sent: bool,
+    sent_at: Option<Instant>,
+    latency: Option<Duration>,
     used_fallback: bool,
     deadline: Instant,
     result: NodeResult,
@@ -397,6 +548,7 @@ impl Slot<'_> {
         c.out.extend_from_slice(bytes);
         c.sent += 1;
         self.sent = true;
+        self.sent_at.get_or_insert(now);
         if let Err(e) = c.flush() {
             self.fail(now, unreachable_from(&e));
         }
@@ -411,15 +563,22 @@ impl Slot<'_> {
                 self.fail(now, NodeOutcome::Protocol("reply before connect".into()));
             }
             Phase::Handshake => {
-                if let Reply::Error { text, .. } = &reply {
-                    // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
-                    // configured. Close the connection so that the commands pipelined behind
-                    // the handshake are never taken for answers.
-                    let text = format!("handshake failed: {text}");
-                    self.node.record_failure(now, &text, self.settings, true);
-                    *self.conn = None;
-                    self.result = NodeResult::Failed(NodeOutcome::ServerError(text));
-                    return;
+                let kinds = &self.node.handshake_kinds;
+                let kind = kinds[kinds.len() - c.handshake_left];
+                match (kind, &reply) {
+                    (Hs::Required, Reply::Error { text, .. }) => {
+                        // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
+                        // configured. Close the connection so that the commands pipelined
+                        // behind the handshake are never taken for answers.
+                        let text = format!("handshake failed: {text}");
+                        self.node.record_failure(now, &text, self.settings, true);
+                        *self.conn = None;
+                        self.result = NodeResult::Failed(NodeOutcome::ServerError(text));
+                        return;
+                    }
+                    (Hs::Required, _) => {}
+                    (Hs::Info, r) => self.node.observe_info(r, now),
+                    (Hs::Config, r) => self.node.observe_config(r),
                 }
                 c.handshake_left -= 1;
                 if c.handshake_left == 0 {
@@ -451,6 +610,7 @@ impl Slot<'_> {
                     return;
                 }
                 self.node.record_success();
+                self.latency = self.sent_at.map(|t| now.saturating_duration_since(t));
                 self.result = NodeResult::Reply(reply);
             }
         }
@@ -592,6 +752,8 @@ pub(crate) struct ConnSet {
     /// acquisition (see `Pool::checkout_preferring`).
     pub(crate) id: u64,
     conns: Vec<Option<Conn>>,
+    /// Per node, how long it took to answer in the last step (None if it did not answer).
+    latencies: Vec<Option<Duration>>,
 }
 
 impl ConnSet {
@@ -599,12 +761,23 @@ impl ConnSet {
         ConnSet {
             id,
             conns: (0..n).map(|_| None).collect(),
+            latencies: vec![None; n],
         }
     }
 
     #[cfg(test)]
     pub(crate) fn from_conns(conns: Vec<Option<Conn>>) -> ConnSet {
-        ConnSet { id: 0, conns }
+        let n = conns.len();
+        ConnSet {
+            id: 0,
+            conns,
+            latencies: vec![None; n],
+        }
+    }
+
+    /// How long each node took to answer in the last step (None where it did not answer).
+    pub(crate) fn latencies(&self) -> &[Option<Duration>] {
+        &self.latencies
     }
 
     /// A ticket for the last command sent to node `i`, if it has a connection.
@@ -641,6 +814,8 @@ impl ConnSet {
                 settings,
                 cmd,
                 sent: false,
+                sent_at: None,
+                latency: None,
                 used_fallback: false,
                 deadline: start,
                 result: NodeResult::Waiting,
@@ -666,6 +841,7 @@ impl ConnSet {
             }
         }
         let mut out = Vec::with_capacity(slots.len());
+        let latencies: Vec<Option<Duration>> = slots.iter().map(|s| s.latency).collect();
         for slot in slots {
             let result = match slot.result {
                 NodeResult::Waiting => NodeResult::Failed(NodeOutcome::Pending),
@@ -684,6 +860,7 @@ impl ConnSet {
             }
             out.push(result);
         }
+        self.latencies = latencies;
         r.map(|_| out)
     }
 
@@ -743,7 +920,22 @@ impl ConnSet {
         bytes: &[u8],
         now: Instant,
     ) {
+        self.send_detached_to(nodes, settings, bytes, now, &|_| true);
+    }
+
+    /// [`send_detached`](Self::send_detached) to the nodes `to` selects (by index).
+    pub(crate) fn send_detached_to(
+        &mut self,
+        nodes: &[Node],
+        settings: &ConnSettings,
+        bytes: &[u8],
+        now: Instant,
+        to: &dyn Fn(usize) -> bool,
+    ) {
         for (node, slot) in nodes.iter().zip(self.conns.iter_mut()) {
+            if !to(node.index) {
+                continue;
+            }
             // Queued behind whatever this connection already carries (a handshake, the
             // command being cleaned up), so the node runs it after them.
             let Some(c) = slot.as_mut() else { continue };
@@ -772,6 +964,10 @@ impl ConnSet {
 fn prepare(slot: &mut Slot<'_>, now: Instant, limits: StepLimits) {
     let StepLimits { node_timeout, cap } = limits;
     let settings = slot.settings;
+    if let Some(Some(outcome)) = slot.cmd.skip.get(slot.node.index) {
+        slot.result = NodeResult::Failed(outcome.clone());
+        return;
+    }
     if slot
         .conn
         .as_ref()
@@ -835,6 +1031,7 @@ mod tests {
                     NodeAddr::parse(&format!("127.0.0.1:{}", 1 + i)).unwrap(),
                     None,
                     &[],
+                    false,
                 )
             })
             .collect()
@@ -871,6 +1068,7 @@ mod tests {
         let cmd = Command {
             bytes: b"*1\r\n$4\r\nPING\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let mut p3 = peers.pop().unwrap();
         let p2 = peers.pop().unwrap();
@@ -921,6 +1119,7 @@ mod tests {
         let cmd2 = Command {
             bytes: b"*1\r\n$4\r\nECHO\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let h3 = thread::spawn(move || {
             read_cmd(&mut p3, b"*1\r\n$4\r\nECHO\r\n");
@@ -974,6 +1173,7 @@ mod tests {
         let cmd = Command {
             bytes: b"*1\r\n$1\r\nA\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let slow = peers.pop().unwrap();
         let fast: Vec<_> = peers
@@ -1028,6 +1228,7 @@ mod tests {
         let cmd = Command {
             bytes: b"*1\r\n$1\r\nA\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let garbage = answer(peers.pop().unwrap(), vec![(cmd.bytes, b"?garbage\r\n")]);
         let mut closer = peers.pop().unwrap();
@@ -1065,6 +1266,7 @@ mod tests {
         let cmd = Command {
             bytes: b"*1\r\n$1\r\nA\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let alive = answer(peers.pop().unwrap(), vec![(cmd.bytes, b":1\r\n")]);
         thread::sleep(Duration::from_millis(10)); // idle long enough to be probed
@@ -1095,6 +1297,7 @@ mod tests {
         let cmd = Command {
             bytes: b"SHA\r\n",
             noscript_fallback: Some(b"EVAL\r\n"),
+            skip: &[],
         };
         let mut p = peers.pop().unwrap();
         let h = thread::spawn(move || {
@@ -1129,6 +1332,7 @@ mod tests {
         let cmd = Command {
             bytes: b"X\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let out = set
             .step(
@@ -1168,6 +1372,7 @@ mod tests {
         let cmd = Command {
             bytes: b"X\r\n",
             noscript_fallback: None,
+            skip: &[],
         };
         let start = Instant::now();
         let out = set

@@ -457,6 +457,7 @@ impl Renewer {
         let cmd = Command {
             bytes: &sha_cmd,
             noscript_fallback: Some(&eval_cmd),
+            skip: &[],
         };
         let start = sh.now();
         let clock = || sh.now();
@@ -495,6 +496,11 @@ impl Renewer {
                 return;
             }
         };
+        let latencies = self.with_conns(|set| set.latencies().to_vec());
+        for (i, r) in results.iter().enumerate() {
+            sh.metrics
+                .node(i, &outcome_of(r, 0), latencies.get(i).copied().flatten());
+        }
         let now = sh.now();
         for (j, (l, st)) in chunk.iter_mut().enumerate() {
             l.add_tickets(tickets.clone());

@@ -1,10 +1,12 @@
 //! The Lua scripts run on every node. Each acts only when the key still holds the caller's
 //! token, so that a client can never release or extend a lock another client holds.
 //!
-//! Both take the lock key as `KEYS[1]` and the token as `ARGV[1]`, and return 1 when they acted,
-//! 0 when the key is absent or holds another token. They are sent with `EVALSHA` (loaded once
-//! per connection during the handshake), with a fallback to `EVAL` when a node answers
-//! `NOSCRIPT` (after `SCRIPT FLUSH`, for instance).
+//! They take the lock key as `KEYS[1]` and the token as `ARGV[1]`, and return 1 when they
+//! acted, 0 when the key is absent or holds another token. Extend, renew and the fencing
+//! scripts are sent with `EVALSHA` (loaded once per connection during the handshake), with a
+//! fallback to `EVAL` when a node answers `NOSCRIPT` (after `SCRIPT FLUSH`, for instance).
+//! Release is always sent with `EVAL`: a release whose node answers after the quorum decided
+//! could not fall back any more, and a release that never runs leaves the key until its TTL.
 
 /// Deletes the key if it holds `ARGV[1]`.
 pub const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock::{Config, Error, Redlock, scripts};
+use redlock::{Error, Redlock, scripts};
 use support::{Cluster, RedisServer};
 
 fn mono_ns() -> u128 {
@@ -27,7 +27,7 @@ fn mono_ns() -> u128 {
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
-        Config::new(urls)
+        support::fresh(urls)
             .retry_delay(Duration::from_millis(5))
             .node_timeout(Duration::from_millis(300))
             .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100)),

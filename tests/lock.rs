@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock::{Config, Error, NodeOutcome, Redlock};
+use redlock::{Error, NodeOutcome, Redlock};
 use support::{Cluster, RedisServer, SilentListener, eventually};
 
 /// How long nodes decided after the quorum get to apply a command before a test complains.
@@ -23,7 +23,7 @@ fn key(resource: &[u8]) -> Vec<u8> {
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
-        Config::new(urls)
+        support::fresh(urls)
             .retry_delay(Duration::from_millis(20))
             // Generous: CI machines are small and busy. Early return at quorum means a
             // timeout only costs time when a node's answer is really needed.
@@ -170,7 +170,7 @@ fn separate_managers_exclude_each_other() {
 fn one_of_five_killed_locking_still_works_and_the_node_comes_back() {
     let mut cluster = Cluster::start(5);
     let mgr = Redlock::new(
-        Config::new(cluster.urls())
+        support::fresh(cluster.urls())
             .node_timeout(Duration::from_millis(500))
             .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50)),
     )
@@ -210,7 +210,7 @@ fn two_of_five_paused_locking_decided_by_the_live_three() {
     let cluster = Cluster::start(5);
     // A long per-node timeout: if a step waited for the paused nodes, each would take 3 s.
     let mgr = Redlock::new(
-        Config::new(cluster.urls())
+        support::fresh(cluster.urls())
             .node_timeout(Duration::from_secs(3))
             .stale_limit(Duration::from_secs(30)),
     )
@@ -278,7 +278,7 @@ fn three_of_five_down_fails_fast_with_unavailable() {
         cluster.servers[i].kill();
     }
     let mgr = Redlock::new(
-        Config::new(cluster.urls())
+        support::fresh(cluster.urls())
             .retry_count(2)
             .retry_delay(Duration::from_millis(10))
             .node_timeout(Duration::from_secs(2)),
@@ -318,7 +318,7 @@ fn a_listener_that_never_answers_is_outvoted_and_then_times_out() {
     let silent = SilentListener::start();
     let mut urls = cluster.urls();
     urls.insert(1, silent.url());
-    let mgr = Redlock::new(Config::new(urls).node_timeout(Duration::from_millis(100))).unwrap();
+    let mgr = Redlock::new(support::fresh(urls).node_timeout(Duration::from_millis(100))).unwrap();
     let lease = mgr.try_lock("s", Duration::from_secs(5)).unwrap();
     assert_eq!(lease.acquisition().successes, 2);
     assert!(matches!(
@@ -368,7 +368,7 @@ fn a_key_of_the_wrong_type_on_one_node() {
     // The release script's GET fails with WRONGTYPE there; a lock held through a 4/5 quorum
     // reports it per node.
     let lease = mgr.try_lock("typed", Duration::from_secs(5)).unwrap();
-    let mgr1 = Redlock::new(Config::new(vec![cluster.servers[0].url()])).unwrap();
+    let mgr1 = Redlock::new(support::fresh(vec![cluster.servers[0].url()])).unwrap();
     match mgr1.try_lock("typed", Duration::from_secs(5)) {
         Err(Error::NotAcquired(r)) => assert_eq!(r.nodes[0].outcome, NodeOutcome::Rejected),
         other => panic!("{other:?}"),
@@ -379,7 +379,7 @@ fn a_key_of_the_wrong_type_on_one_node() {
 #[test]
 fn wrong_type_key_makes_scripts_report_server_errors() {
     let server = RedisServer::start();
-    let mgr = Redlock::new(Config::new(vec![server.url()])).unwrap();
+    let mgr = Redlock::new(support::fresh(vec![server.url()])).unwrap();
     let lease = mgr.try_lock("w", Duration::from_secs(5)).unwrap();
     // Someone replaces our key by a list behind our back.
     let mut c = server.client();
@@ -451,7 +451,7 @@ fn a_wrong_password_on_one_node_is_reported_without_the_password() {
         format!("redis://:wrong-pw@127.0.0.1:{}", b.port),
         format!("redis://user:wrong-too@127.0.0.1:{}", c.port),
     ];
-    let mgr = Redlock::new(Config::new(urls).retry_count(0)).unwrap();
+    let mgr = Redlock::new(support::fresh(urls).retry_count(0)).unwrap();
     let err = mgr.lock("pw", Duration::from_secs(5)).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Unavailable(_)), "{msg}");
@@ -615,7 +615,7 @@ fn a_lease_outlives_its_manager() {
 #[test]
 fn construction_rejects_bad_configurations() {
     let s = RedisServer::start();
-    let same_node_twice = Config::new(vec![
+    let same_node_twice = support::fresh(vec![
         format!("127.0.0.1:{}", s.port),
         format!("localhost:{}", s.port),
     ]);
@@ -624,15 +624,15 @@ fn construction_rejects_bad_configurations() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        Redlock::new(Config::new(Vec::<String>::new())),
+        Redlock::new(support::fresh(Vec::<String>::new())),
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        Redlock::new(Config::new(["redis://127.0.0.1:notaport"])),
+        Redlock::new(support::fresh(["redis://127.0.0.1:notaport"])),
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        Redlock::new(Config::new(vec![s.url()]).drift_factor(1.5)),
+        Redlock::new(support::fresh(vec![s.url()]).drift_factor(1.5)),
         Err(Error::InvalidInput(_))
     ));
 }
@@ -645,7 +645,7 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
     let slow = DelayProxy::start(cluster.servers[4].port, Duration::from_millis(200));
     let mut urls = cluster.urls();
     urls[4] = slow.url();
-    let mgr = Redlock::new(Config::new(urls).node_timeout(Duration::from_secs(2))).unwrap();
+    let mgr = Redlock::new(support::fresh(urls).node_timeout(Duration::from_secs(2))).unwrap();
     // Warm the connections (the first step also connects through the proxy).
     mgr.try_lock("warm", Duration::from_secs(10))
         .unwrap()
@@ -683,7 +683,7 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
         }
     }
     let slow_mgr = Redlock::new(
-        Config::new(
+        support::fresh(
             mgr.node_addrs()
                 .iter()
                 .map(|a| format!("redis://{a}"))

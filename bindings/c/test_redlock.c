@@ -47,6 +47,8 @@ static redlock_manager *make_manager(uint32_t retries, uint32_t delay_ms) {
   CHECK(cfg != NULL);
   for (int i = 0; i < n_urls; i++) CHECK_STATUS(redlock_config_add_node(cfg, urls[i], err, sizeof err), REDLOCK_STATUS_OK);
   CHECK_STATUS(redlock_config_set_retry(cfg, retries, delay_ms, err, sizeof err), REDLOCK_STATUS_OK);
+  /* The nodes were just started empty: no restart quarantine needed (see test_quarantine). */
+  CHECK_STATUS(redlock_config_set_restart_quarantine(cfg, false, err, sizeof err), REDLOCK_STATUS_OK);
   /* Generous per-node timeout: CI machines are small and busy. */
   CHECK_STATUS(redlock_config_set_timeouts(cfg, 1000, 500, err, sizeof err), REDLOCK_STATUS_OK);
   redlock_manager *mgr = NULL;
@@ -441,6 +443,98 @@ static void test_fencing_and_accessors(void) {
   redlock_manager_free(mgr);
 }
 
+static redlock_manager *quarantined_manager(uint32_t max_ttl_ms) {
+  char err[256];
+  redlock_config *cfg = redlock_config_new();
+  for (int i = 0; i < n_urls; i++) redlock_config_add_node(cfg, urls[i], err, sizeof err);
+  CHECK_STATUS(redlock_config_set_max_ttl(cfg, max_ttl_ms, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_restart_quarantine(cfg, true, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 1000, 500, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_retry(cfg, 0, 0, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_config_free(cfg);
+  return mgr;
+}
+
+static void test_quarantine(void) {
+  char err[512];
+  CHECK_STATUS(redlock_config_set_max_ttl(NULL, 1000, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_restart_quarantine(NULL, true, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  redlock_config *bad = redlock_config_new();
+  CHECK_STATUS(redlock_config_set_max_ttl(bad, 2, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  redlock_config_free(bad);
+
+  /* Quarantine on with the default 60 s maximum TTL: the nodes were started seconds ago, so
+   * none of them counts, and the error says why. */
+  redlock_manager *mgr = quarantined_manager(60000);
+  if (!mgr) return;
+  redlock_lease *lease = (redlock_lease *)0x1;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"q", 1, 60001, &lease, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "maximum TTL") != NULL);
+  bool q = true;
+  uint32_t left = 12345;
+  CHECK_STATUS(redlock_manager_node_state(NULL, 0, &q, &left, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_manager_node_state(mgr, (size_t)n_urls, &q, &left, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(q && left == 12345);
+  /* Nothing is known before the first connection. */
+  CHECK_STATUS(redlock_manager_node_state(mgr, 0, &q, &left, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(!q && left == 0);
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"q", 1, 1000, &lease, err, sizeof err), REDLOCK_STATUS_UNAVAILABLE);
+  CHECK(strstr(err, "restart quarantine") != NULL);
+  CHECK(lease == (redlock_lease *)0x1);
+  /* The attempt was decided as soon as a quorum was impossible, so a node may not have
+   * answered (and told its age) yet; those that did are quarantined for about a minute. */
+  int quarantined = 0;
+  for (int i = 0; i < n_urls; i++) {
+    CHECK_STATUS(redlock_manager_node_state(mgr, (size_t)i, &q, &left, err, sizeof err), REDLOCK_STATUS_OK);
+    if (q) {
+      quarantined++;
+      CHECK(left > 30000 && left <= 61000);
+    }
+  }
+  CHECK(quarantined >= n_urls / 2 + 1);
+  CHECK_STATUS(redlock_manager_node_state(mgr, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager_free(mgr);
+
+  /* With a 1 s maximum TTL the same nodes have been up long enough: they count. */
+  mgr = quarantined_manager(1000);
+  lease = NULL;
+  CHECK_STATUS(redlock_lock_wait(mgr, (const uint8_t *)"q", 1, 1000, 5000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_manager_node_state(mgr, 0, &q, &left, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(!q && left == 0);
+  redlock_node_outcome outcomes[16];
+  size_t n = redlock_lease_node_outcomes(lease, outcomes, 16);
+  for (size_t i = 0; i < n; i++) CHECK(outcomes[i] != REDLOCK_NODE_QUARANTINED);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
+static void test_metrics(void) {
+  char err[256];
+  redlock_manager *mgr = make_manager(0, 0);
+  CHECK(redlock_manager_metrics(NULL, NULL, 0) == 0);
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"metered", 7, 1000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  /* snprintf-style: size first, then the whole text. */
+  size_t need = redlock_manager_metrics(mgr, NULL, 0);
+  CHECK(need > 100);
+  char small[16];
+  CHECK(redlock_manager_metrics(mgr, small, sizeof small) == need);
+  CHECK(strlen(small) == sizeof small - 1);
+  char *buf = malloc(need + 1);
+  CHECK(redlock_manager_metrics(mgr, buf, need + 1) == need);
+  CHECK(strlen(buf) == need);
+  CHECK(strstr(buf, "redlock_acquire_total{result=\"granted\"} 1\n") != NULL);
+  CHECK(strstr(buf, "redlock_unlock_total{result=\"ok\"} 1\n") != NULL);
+  CHECK(strstr(buf, "# TYPE redlock_node_latency_seconds histogram") != NULL);
+  free(buf);
+  redlock_manager_free(mgr);
+}
+
 #define THREADS 8
 #define ROUNDS 15
 
@@ -512,6 +606,8 @@ int main(int argc, char **argv) {
   test_free_orders();
   test_auto_renew();
   test_fencing_and_accessors();
+  test_quarantine();
+  test_metrics();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -32,7 +32,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock::{Config, Redlock};
+use redlock::Redlock;
 use support::proxy::DelayProxy;
 
 const MIXED_MS: [f64; 5] = [0.5, 1.0, 1.0, 2.0, 5.0];
@@ -245,7 +245,7 @@ fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &s
         .collect();
     let ours = (driver == Driver::Ours).then(|| {
         Redlock::new(
-            Config::new(urls.clone())
+            support::fresh(urls.clone())
                 .retry_delay(RETRY_DELAY)
                 // Long enough that a 5 ms node is never timed out by a slow machine.
                 .node_timeout(Duration::from_millis(200)),
@@ -388,7 +388,11 @@ fn rss_kib(field: &str) -> u64 {
 }
 
 fn long_run(servers: &[u16], cycles: u64) {
-    let mgr = Redlock::new(Config::new([format!("redis://127.0.0.1:{}", servers[0])])).unwrap();
+    let mgr = Redlock::new(support::fresh([format!(
+        "redis://127.0.0.1:{}",
+        servers[0]
+    )]))
+    .unwrap();
     println!("\nMemory over {cycles} uncontended cycles, N = 1, no delay:");
     println!("| cycles | VmRSS (KiB) | VmHWM (KiB) |\n|---:|---:|---:|");
     let start = Instant::now();

@@ -13,7 +13,8 @@ use crate::config::{Config, NodeAddr};
 /// time.
 ///
 /// Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
-/// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`.
+/// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
+/// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`.
 pub struct redlock_config {
     pub(crate) inner: Config,
 }
@@ -154,6 +155,54 @@ pub unsafe extern "C" fn redlock_config_set_timeouts(
         }
         c.connect_timeout = Duration::from_millis(connect_ms.into());
         c.node_timeout = (node_ms > 0).then(|| Duration::from_millis(node_ms.into()));
+        Ok(())
+    })
+}
+
+/// Sets the largest TTL a lock may have (a larger one is INVALID_ARGUMENT at lock time); it is
+/// also how long a restarted node stays in quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
+/// 60000 (60 s). Hold locks longer with auto-renewal.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_max_ttl(
+    cfg: *mut redlock_config,
+    max_ttl_ms: u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        if max_ttl_ms < 3 {
+            return Err(FfiError::invalid("maximum TTL must be at least 3 ms"));
+        }
+        c.max_ttl = Duration::from_millis(max_ttl_ms.into());
+        Ok(())
+    })
+}
+
+/// Turns restart quarantine on (the default) or off. On: a node whose uptime (read with
+/// `INFO server` on every connection) is below the maximum TTL may have restarted without the
+/// keys it held, so its grants do not count toward a quorum until its uptime passes the
+/// maximum TTL; unlocks and renewals still go to it. Turn it off only for nodes that persist
+/// every write (`appendfsync always`) or that were just started empty; with it off, a warning
+/// is logged once for each node that does not persist every write.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_restart_quarantine(
+    cfg: *mut redlock_config,
+    enabled: bool,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    with_cfg(cfg, err, err_len, |c| {
+        c.restart_quarantine = enabled;
         Ok(())
     })
 }

@@ -19,7 +19,7 @@ use crate::renew::RenewOptions;
 ///
 /// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 /// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
-/// `redlock_lock_opts`.
+/// `redlock_lock_opts`, `redlock_manager_node_state`, `redlock_manager_metrics`.
 pub struct redlock_manager {
     inner: Redlock,
 }
@@ -104,6 +104,8 @@ pub enum redlock_node_outcome {
     REDLOCK_NODE_SERVER_ERROR = 6,
     /// The node's answer was not valid RESP or not the expected reply.
     REDLOCK_NODE_PROTOCOL = 7,
+    /// Not counted: the node restarted less than the maximum TTL ago (restart quarantine).
+    REDLOCK_NODE_QUARANTINED = 8,
 }
 
 impl From<&NodeOutcome> for redlock_node_outcome {
@@ -118,6 +120,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::Backoff(_) => REDLOCK_NODE_BACKOFF,
             NodeOutcome::ServerError(_) => REDLOCK_NODE_SERVER_ERROR,
             NodeOutcome::Protocol(_) => REDLOCK_NODE_PROTOCOL,
+            NodeOutcome::Quarantined { .. } => REDLOCK_NODE_QUARANTINED,
         }
     }
 }
@@ -204,6 +207,85 @@ struct Acquire {
     ttl_ms: u32,
     wait: WaitMode,
     fenced: bool,
+}
+
+/// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
+/// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
+/// not). Either out-pointer may be NULL; both are written only on success.
+///
+/// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+///
+/// # Safety
+/// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_node_state(
+    mgr: *const redlock_manager,
+    index: usize,
+    quarantined: *mut bool,
+    remaining_ms: *mut u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    guard(err, err_len, || {
+        // SAFETY: NULL or a live manager per the contract.
+        let Some(m) = (unsafe { mgr.as_ref() }) else {
+            return Err(FfiError::null("mgr"));
+        };
+        let states = m.inner.node_states();
+        let Some(st) = states.get(index) else {
+            return Err(FfiError::invalid(format!(
+                "node index {index} out of range ({} nodes)",
+                states.len()
+            )));
+        };
+        let remaining = st
+            .quarantined_for
+            .map_or(0, |d| d.as_millis().clamp(1, u32::MAX as u128) as u32);
+        // SAFETY: each pointer is NULL (skipped) or writable per the contract.
+        unsafe {
+            if !quarantined.is_null() {
+                *quarantined = st.quarantined_for.is_some();
+            }
+            if !remaining_ms.is_null() {
+                *remaining_ms = remaining;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+/// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+/// and returns the length of the whole text, so a return value `>= len` means it was cut
+/// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+///
+/// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+/// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+/// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+/// node addresses never include a password.
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_metrics(
+    mgr: *const redlock_manager,
+    buf: *mut c_char,
+    len: usize,
+) -> usize {
+    guard_or(0, || {
+        // SAFETY: NULL or a live manager per the contract.
+        let Some(m) = (unsafe { mgr.as_ref() }) else {
+            return 0;
+        };
+        let text = m.inner.metrics().to_prometheus();
+        if !buf.is_null() && len > 0 {
+            // The text is ASCII apart from label values, which write_str cuts only at
+            // character boundaries.
+            super::write_str(buf, len, &text);
+        }
+        text.len()
+    })
 }
 
 #[derive(Clone, Copy)]

@@ -18,9 +18,14 @@ pub mod proxy;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// The redis-server program: `$REDIS_SERVER`, or `redis-server` on the PATH.
+pub fn redis_server_binary_name() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
 /// Fails loudly (never skips) when `redis-server` is not installed.
 pub fn redis_server_binary() -> String {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string());
+    let bin = redis_server_binary_name();
     match Command::new(&bin)
         .arg("--version")
         .stdout(Stdio::null())
@@ -324,4 +329,15 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A configuration for nodes a test (or demo) has just started: they hold no keys, so restart
+/// quarantine (which keeps a node out until its uptime passes the maximum TTL, a minute by
+/// default) would only keep them out for nothing.
+pub fn fresh<I, S>(nodes: I) -> redlock::Config
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    redlock::Config::new(nodes).restart_quarantine(false)
 }

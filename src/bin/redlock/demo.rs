@@ -1,0 +1,124 @@
+//! `redlock demo`: three local nodes, a command run under the lock, a second client turned
+//! away, and `inspect` before, during and after.
+
+#[path = "../../../tests/support/mod.rs"]
+#[allow(dead_code, clippy::all)] // shared with the tests; the demo uses a little of it
+mod support;
+
+use std::ffi::OsString;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::EXIT_ERROR;
+
+const HELP: &str = "\
+redlock demo — a first try: starts three local redis-servers (no persistence, on free
+loopback ports), runs a command under a lock with `redlock run` while a second `redlock run`
+is turned away, shows `redlock inspect` while the lock is held and after, and stops the
+servers. Needs redis-server on the PATH.";
+
+pub fn main(args: Vec<OsString>) -> u8 {
+    if args
+        .iter()
+        .any(|a| a == "--help" || a == "-h" || a == "help")
+    {
+        println!("{HELP}");
+        return 0;
+    }
+    if let Some(a) = args.first() {
+        eprintln!(
+            "redlock demo: unexpected argument {:?} (see `redlock demo --help`)",
+            a.to_string_lossy()
+        );
+        return EXIT_ERROR;
+    }
+    if std::process::Command::new(support::redis_server_binary_name())
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "redlock demo: redis-server not found on the PATH (apt-get install redis-server)"
+        );
+        return EXIT_ERROR;
+    }
+    let me = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("redlock demo: cannot find this program: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    println!("starting 3 local redis-server nodes...");
+    let cluster = support::Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    println!("nodes: {nodes}\n");
+    // The nodes were just started empty: restart quarantine would keep them out a minute.
+    let common = ["--nodes", &nodes, "--no-quarantine"];
+
+    println!("$ redlock run --resource report --ttl 2000 --fenced -- sh -c '…; sleep 2'");
+    let mut holder = match Command::new(&me)
+        .arg("run")
+        .args(common)
+        .args(["--resource", "report", "--ttl", "2000", "--fenced", "--"])
+        .args([
+            "sh",
+            "-c",
+            "echo \"  [child] holding $REDLOCK_RESOURCE, fencing token \
+             $REDLOCK_FENCING_TOKEN, $REDLOCK_VALIDITY_MS ms of validity\"; sleep 2; \
+             echo '  [child] done'",
+        ])
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("redlock demo: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    std::thread::sleep(Duration::from_millis(700));
+
+    println!("\n$ redlock run --resource report --ttl 2000 -- echo 'second client'");
+    let second = Command::new(&me)
+        .arg("run")
+        .args(common)
+        .args(["--resource", "report", "--ttl", "2000", "--", "echo"])
+        .arg("  [second] got it")
+        .status();
+    if let Ok(s) = second {
+        println!(
+            "  -> exit status {} (123: not acquired, the lock is held)",
+            s.code().unwrap_or(-1)
+        );
+    }
+
+    println!("\n$ redlock inspect   (while the lock is held)");
+    let _ = Command::new(&me).arg("inspect").args(common).status();
+
+    let status = holder.wait();
+    println!(
+        "\nthe first run exited with {}; the lock was released",
+        status.map(|s| s.code().unwrap_or(-1)).unwrap_or(-1)
+    );
+
+    println!("\n$ redlock run --resource report --ttl 2000 --wait 1000 -- echo …");
+    let _ = Command::new(&me)
+        .arg("run")
+        .args(common)
+        .args([
+            "--resource",
+            "report",
+            "--ttl",
+            "2000",
+            "--wait",
+            "1000",
+            "--",
+        ])
+        .args(["echo", "  [second] got it now"])
+        .status();
+
+    println!("\n$ redlock inspect   (after)");
+    let _ = Command::new(&me).arg("inspect").args(common).status();
+    println!("\nstopping the nodes");
+    0
+}

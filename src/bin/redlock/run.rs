@@ -1,0 +1,304 @@
+//! `redlock run`: hold a lock while a command runs.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, RecvTimeoutError};
+use redlock::{Error, Redlock, RenewOptions};
+
+use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts, Opt, describe, ms, next, string, unexpected};
+
+/// Exit status: too many nodes failed for a quorum.
+pub const EXIT_UNAVAILABLE: u8 = 122;
+/// Exit status: the lock was held elsewhere until `--wait` ran out.
+pub const EXIT_NOT_ACQUIRED: u8 = 123;
+/// Exit status: the lease was lost while the command ran; the command was terminated.
+pub const EXIT_LOST: u8 = 124;
+
+const HELP: &str = "\
+redlock run — run a command while holding a distributed lock
+
+usage: redlock run --nodes URL[,URL…] --resource NAME --ttl MS [options] -- CMD [ARGS…]
+
+Acquires NAME on a quorum of the nodes (waiting up to --wait), runs CMD while the lock is
+renewed every TTL/3, and releases it when CMD exits. CMD runs in its own process group;
+signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the lease
+is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is reached), the
+group gets SIGTERM, then SIGKILL after --grace.
+
+options:
+  --resource NAME      the lock's name (required)
+  --ttl MS             the lock's TTL in milliseconds (required)
+  --wait MS            retry for up to MS milliseconds if the lock is held (default 0: one try)
+  --max-hold MS        stop renewing after MS milliseconds and treat the lease as lost
+                       (default 3600000, one hour)
+  --fenced             take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
+  --grace MS           after SIGTERM on a lost lease, wait this long before SIGKILL (default 5000)
+NODE_OPTS
+
+CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS and REDLOCK_VALIDITY_MS (the
+validity left when CMD started).
+
+exit status:
+  CMD's own status (128 + N when it was killed by signal N)
+  122  unavailable: too many nodes failed for a quorum
+  123  not acquired: held elsewhere until --wait ran out
+  124  lease lost while CMD ran; CMD was terminated
+  125  usage error or other failure of redlock itself
+  126  CMD could not be executed
+  127  CMD not found";
+
+struct Opts {
+    nodes: NodeOpts,
+    resource: Option<String>,
+    ttl: Option<u64>,
+    wait: u64,
+    max_hold: u64,
+    fenced: bool,
+    grace: u64,
+    cmd: Vec<OsString>,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
+    let mut o = Opts {
+        nodes: NodeOpts::new(),
+        resource: None,
+        ttl: None,
+        wait: 0,
+        max_hold: 3_600_000,
+        fenced: false,
+        grace: 5000,
+        cmd: Vec::new(),
+    };
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = next(&mut p)? {
+        if let Opt::Long(name) = &arg
+            && o.nodes.take(name, &mut p)?
+        {
+            continue;
+        }
+        match &arg {
+            Opt::Long(n) if n == "resource" => o.resource = Some(string(&mut p, "--resource")?),
+            Opt::Long(n) if n == "ttl" => o.ttl = Some(ms(&mut p, "--ttl")?),
+            Opt::Long(n) if n == "wait" => o.wait = ms(&mut p, "--wait")?,
+            Opt::Long(n) if n == "max-hold" => o.max_hold = ms(&mut p, "--max-hold")?,
+            Opt::Long(n) if n == "grace" => o.grace = ms(&mut p, "--grace")?,
+            Opt::Long(n) if n == "fenced" => o.fenced = true,
+            Opt::Long(n) if n == "help" => return Ok(None),
+            Opt::Short('h') => return Ok(None),
+            Opt::Value(v) => {
+                o.cmd.push(v.clone());
+                o.cmd.extend(p.raw_args().map_err(|e| e.to_string())?);
+            }
+            other => return Err(unexpected(other)),
+        }
+    }
+    if o.resource.is_none() {
+        return Err("--resource is required".into());
+    }
+    if o.ttl.is_none() {
+        return Err("--ttl is required".into());
+    }
+    if o.cmd.is_empty() {
+        return Err("no command given: put it after `--`".into());
+    }
+    if o.max_hold == 0 {
+        return Err("--max-hold must be > 0".into());
+    }
+    Ok(Some(o))
+}
+
+/// The signal to forward to the command, and the command's PID once it runs.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    // Only async-signal-safe work here: atomics and kill(2).
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe; `-pid` is our child's process group.
+        unsafe { libc::kill(-pid, sig) };
+    } else {
+        PENDING.store(sig, Ordering::SeqCst);
+    }
+}
+
+const FORWARDED: [libc::c_int; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+fn install_forwarding() {
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is valid; the handler only touches atomics and calls
+        // kill(2); sigaction(2) is given valid pointers.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Signals the command's whole process group (the command and whatever it started).
+fn signal_child(pid: i32, sig: libc::c_int) {
+    // SAFETY: kill(2) on the process group our child leads (it has not been reaped yet).
+    unsafe { libc::kill(-pid, sig) };
+}
+
+pub fn main(args: Vec<OsString>) -> u8 {
+    let o = match parse(args) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{}", HELP.replace("NODE_OPTS", NODE_OPTS_HELP));
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("redlock run: {e} (see `redlock run --help`)");
+            return EXIT_ERROR;
+        }
+    };
+    match run(o) {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            eprintln!("redlock run: {msg}");
+            code
+        }
+    }
+}
+
+fn run(o: Opts) -> Result<u8, (u8, String)> {
+    let config = o.nodes.config().map_err(|e| (EXIT_ERROR, e))?;
+    let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
+    let resource = o.resource.unwrap_or_default();
+    let ttl = Duration::from_millis(o.ttl.unwrap_or_default());
+    install_forwarding();
+    let deadline = Instant::now() + Duration::from_millis(o.wait);
+    let acquired = match (o.fenced, o.wait) {
+        (false, 0) => mgr.try_lock(&resource, ttl),
+        (true, 0) => mgr.try_lock_fenced(&resource, ttl),
+        (false, _) => mgr.lock_until(&resource, ttl, deadline),
+        (true, _) => mgr.lock_fenced_until(&resource, ttl, deadline),
+    };
+    let lease = acquired.map_err(|e| {
+        let code = match e {
+            Error::NotAcquired(_) => EXIT_NOT_ACQUIRED,
+            Error::Unavailable(_) => EXIT_UNAVAILABLE,
+            _ => EXIT_ERROR,
+        };
+        (code, describe(&e))
+    })?;
+    let (lost_tx, lost_rx) = channel::bounded::<()>(1);
+    let renewal = RenewOptions::new()
+        .max_hold(Duration::from_millis(o.max_hold))
+        .on_lost(move |_| {
+            let _ = lost_tx.try_send(());
+        });
+    if let Err(e) = lease.auto_renew(renewal) {
+        let _ = lease.unlock();
+        return Err((EXIT_ERROR, describe(&e)));
+    }
+    let pending = PENDING.swap(0, Ordering::SeqCst);
+    if pending != 0 {
+        let _ = lease.unlock();
+        return Ok(128 + pending as u8);
+    }
+
+    let mut cmd = Command::new(&o.cmd[0]);
+    // Its own process group, so that a lost lease stops everything the command started, and
+    // a Ctrl-C at a terminal reaches it once (forwarded by us), not twice.
+    cmd.process_group(0)
+        .args(&o.cmd[1..])
+        .env("REDLOCK_RESOURCE", &resource)
+        .env("REDLOCK_TTL_MS", ttl.as_millis().to_string())
+        .env(
+            "REDLOCK_VALIDITY_MS",
+            lease.validity().as_millis().to_string(),
+        );
+    if let Some(t) = lease.fencing_token() {
+        cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = lease.unlock();
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return Err((
+                code,
+                format!("cannot run {:?}: {e}", o.cmd[0].to_string_lossy()),
+            ));
+        }
+    };
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
+    let pending = PENDING.swap(0, Ordering::SeqCst);
+    if pending != 0 {
+        signal_child(pid, pending);
+    }
+    let (exit_tx, exit_rx) = channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+
+    let status = channel::select! {
+        recv(exit_rx) -> s => s.ok(),
+        recv(lost_rx) -> _ => None,
+    };
+    let code = match status {
+        Some(status) => {
+            CHILD.store(0, Ordering::SeqCst);
+            let status =
+                status.map_err(|e| (EXIT_ERROR, format!("waiting for the command: {e}")))?;
+            if let Err(e) = lease.unlock() {
+                eprintln!("redlock run: unlock after the command exited: {e}");
+            }
+            exit_code(status)
+        }
+        None => {
+            let why = lease
+                .lost_reason()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "lost".into());
+            eprintln!("redlock run: lease on {resource:?} lost ({why}); terminating the command");
+            signal_child(pid, libc::SIGTERM);
+            match exit_rx.recv_timeout(Duration::from_millis(o.grace)) {
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    eprintln!(
+                        "redlock run: the command ignored SIGTERM for {} ms; sending SIGKILL",
+                        o.grace
+                    );
+                    signal_child(pid, libc::SIGKILL);
+                    let _ = exit_rx.recv();
+                }
+                Err(RecvTimeoutError::Disconnected) => {}
+            }
+            CHILD.store(0, Ordering::SeqCst);
+            // Clean up whatever keys are still ours (never another owner's).
+            let _ = lease.unlock();
+            EXIT_LOST
+        }
+    };
+    Ok(code)
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => EXIT_ERROR,
+    }
+}

@@ -1,0 +1,339 @@
+//! The `redlock` command-line tool against real redis-server processes.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::{Cluster, RedisServer, eventually};
+
+fn redlock() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_redlock"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `redlock run` on nodes the test started (quarantine off: they are empty).
+fn run(nodes: &str, args: &[&str]) -> Command {
+    let mut c = redlock();
+    c.args(["run", "--nodes", nodes, "--no-quarantine"])
+        .args(args);
+    c
+}
+
+#[test]
+fn run_holds_the_lock_while_the_command_runs_and_returns_its_status() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let holder = run(&nodes, &["--resource", "job", "--ttl", "1000", "--"])
+        .args(["sh", "-c", "echo started; sleep 2; exit 7"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs (the lock is held by then).
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(b"redlock:job")
+        == 3));
+    // A second run without --wait is refused with the documented status...
+    let refused = run(
+        &nodes,
+        &["--resource", "job", "--ttl", "1000", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(refused.status.code(), Some(123), "{}", text(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not acquired"));
+    // ...and with --wait it gets the lock once the first command exits (after its 1 s TTL
+    // has been renewed past: the command runs 2 s).
+    let start = Instant::now();
+    let waited = run(
+        &nodes,
+        &[
+            "--resource",
+            "job",
+            "--ttl",
+            "1000",
+            "--wait",
+            "10000",
+            "--",
+        ],
+    )
+    .args(["sh", "-c", "echo second"])
+    .output()
+    .unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", text(&waited));
+    assert!(start.elapsed() > Duration::from_millis(800));
+    let first = holder.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(7), "the command's own status");
+    assert!(String::from_utf8_lossy(&first.stdout).contains("started"));
+    // Released on the way out.
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .present(b"redlock:job")
+        == 0));
+}
+
+#[test]
+fn run_passes_the_fencing_token_and_validity_to_the_command() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let out = run(
+        &nodes,
+        &["--resource", "env", "--ttl", "5000", "--fenced", "--"],
+    )
+    .args([
+        "sh",
+        "-c",
+        "echo \"$REDLOCK_RESOURCE $REDLOCK_FENCING_TOKEN $REDLOCK_TTL_MS $REDLOCK_VALIDITY_MS\"",
+    ])
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let line = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f[0], "env");
+    assert_eq!(f[1], "1");
+    assert_eq!(f[2], "5000");
+    let validity: u64 = f[3].parse().unwrap();
+    assert!(validity > 4000 && validity <= 5000, "{validity}");
+}
+
+#[test]
+fn a_killed_majority_terminates_the_command_with_the_lost_status() {
+    let mut cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let holder = run(
+        &nodes,
+        &[
+            "--resource",
+            "lost",
+            "--ttl",
+            "1000",
+            "--node-timeout",
+            "100",
+            "--grace",
+            "500",
+            "--",
+        ],
+    )
+    .args(["sh", "-c", "echo running; sleep 30"])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(b"redlock:lost")
+        == 3));
+    let killed = Instant::now();
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let out = holder.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lost"));
+    // Within about one TTL, not after the command's 30 s.
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn signals_are_forwarded_and_the_lock_released() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let mut holder = run(&nodes, &["--resource", "sig", "--ttl", "2000", "--"])
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(b"redlock:sig")
+        == 3));
+    thread::sleep(Duration::from_millis(100));
+    // SAFETY: kill(2) on the PID of a child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(holder.id() as i32, libc::SIGTERM) }, 0);
+    let status = holder.wait().unwrap();
+    // sleep died of the forwarded SIGTERM: 128 + 15.
+    assert_eq!(status.code(), Some(143));
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .present(b"redlock:sig")
+        == 0));
+}
+
+#[test]
+fn run_reports_usage_errors_and_missing_commands() {
+    let cluster = Cluster::start(1);
+    let nodes = cluster.urls().join(",");
+    let cases: [(&[&str], i32, &str); 5] = [
+        (
+            &["--ttl", "1000", "--", "true"],
+            125,
+            "--resource is required",
+        ),
+        (&["--resource", "r", "--", "true"], 125, "--ttl is required"),
+        (&["--resource", "r", "--ttl", "1000"], 125, "no command"),
+        (
+            &["--resource", "r", "--ttl", "soon", "--", "true"],
+            125,
+            "--ttl",
+        ),
+        (
+            &["--resource", "r", "--ttl", "1000", "--", "/no/such/cmd"],
+            127,
+            "cannot run",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = run(&nodes, args).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    // A malformed node names the node, never the password.
+    let out = redlock()
+        .args([
+            "run",
+            "--nodes",
+            "redis://:hunter2@127.0.0.1:99999",
+            "--resource",
+            "r",
+            "--ttl",
+            "1000",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node 0") && !err.contains("hunter2"), "{err}");
+    // Nodes down: unavailable.
+    let out = redlock()
+        .args([
+            "run",
+            "--nodes",
+            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            "--resource",
+            "r",
+            "--ttl",
+            "1000",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(122), "{}", text(&out));
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        &["--help"][..],
+        &["help"],
+        &["run", "--help"],
+        &["inspect", "--help"],
+        &["demo", "--help"],
+    ] {
+        let out = redlock().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("usage") || args[0] == "demo",
+            "{args:?}"
+        );
+    }
+    let out = redlock().args(["frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
+fn inspect_shows_held_locks_and_finds_leaked_keys() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // A key someone left without a TTL, on one node.
+    redis::cmd("SET")
+        .arg("redlock:stuck")
+        .arg("0123456789abcdef")
+        .exec(&mut cluster.servers[1].client())
+        .unwrap();
+    let mgr = redlock::Redlock::new(support::fresh(cluster.urls())).unwrap();
+    let lease = mgr.try_lock("orders:42", Duration::from_secs(30)).unwrap();
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .present(lease.key())
+        == 3));
+    let out = redlock()
+        .args(["inspect", "--nodes", &nodes, "--fail-on-leak"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let short = &lease.token()[..8];
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(short)).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for row in rows {
+        let ttl: i64 = row
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ttl > 25_000 && ttl <= 30_000, "{row}");
+    }
+    assert!(stdout.contains("LEAKED: 1 key"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "node 1 (127.0.0.1:{}): redlock:stuck — no TTL",
+            cluster.servers[1].port
+        )),
+        "{stdout}"
+    );
+    // The prefix narrows the scan.
+    let out = redlock()
+        .args(["inspect", "--nodes", &nodes, "--prefix", "orders:"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("3 lock key(s) for 1 resource(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no leaked lock keys"), "{stdout}");
+    lease.unlock().unwrap();
+    // A node that cannot be scanned is named, and the status says so.
+    let s = RedisServer::start_with(&["--requirepass", "pw"]);
+    let out = redlock()
+        .args([
+            "inspect",
+            "--nodes",
+            &format!("redis://:wrong@127.0.0.1:{}", s.port),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node 0 (:***@127.0.0.1") && !err.contains("wrong"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_demo_runs() {
+    let out = redlock().arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout.contains("[child] holding report, fencing token 1"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("exit status 123"), "{stdout}");
+    assert!(stdout.contains("[second] got it now"), "{stdout}");
+}

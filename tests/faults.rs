@@ -1,0 +1,629 @@
+//! The fault-injection suite: five local redis-server nodes, several worker processes that
+//! take turns on one lock, faults injected by a schedule, and a checker that reads what every
+//! worker believed and counts mutual-exclusion violations.
+//!
+//! `cargo test` runs every schedule for a few seconds and fails on a violation in any schedule
+//! where the algorithm promises safety. The long run, whose table is in the README:
+//!
+//!     cargo test --release --test faults -- --secs 60
+//!
+//! Other options: `--schedule NAME` (repeatable), `--workers N`. This file is its own test
+//! harness (`harness = false`); `faults worker …` is the worker process (the same binary).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock::{Error, Redlock, scripts};
+use support::RedisServer;
+use support::proxy::DelayProxy;
+
+const NODES: usize = 5;
+const TTL: Duration = Duration::from_millis(1000);
+/// The managers' maximum TTL, and so the restart quarantine.
+const MAX_TTL: Duration = Duration::from_millis(1000);
+
+fn mono_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own. CLOCK_MONOTONIC is one clock for
+    // every process on the machine, so the workers' records can be compared.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+/// A schedule: its faults, and what the algorithm promises under them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Schedule {
+    None,
+    KillDelayedRestart,
+    KillRestartNowUnprotected,
+    KillRestartNowQuarantined,
+    KillWithAof,
+    PauseMinority,
+    PauseMajority,
+    Latency,
+    WorkerPause,
+}
+
+use Schedule::*;
+
+const ALL: [Schedule; 9] = [
+    None,
+    KillDelayedRestart,
+    KillRestartNowUnprotected,
+    KillRestartNowQuarantined,
+    KillWithAof,
+    PauseMinority,
+    PauseMajority,
+    Latency,
+    WorkerPause,
+];
+
+impl Schedule {
+    fn name(self) -> &'static str {
+        match self {
+            None => "none",
+            KillDelayedRestart => "kill-delayed-restart",
+            KillRestartNowUnprotected => "kill-restart-now-no-quarantine",
+            KillRestartNowQuarantined => "kill-restart-now-quarantine",
+            KillWithAof => "kill-restart-now-aof-always",
+            PauseMinority => "pause-minority",
+            PauseMajority => "pause-majority",
+            Latency => "latency",
+            WorkerPause => "worker-gc-pause",
+        }
+    }
+
+    /// What is expected, as the README states it.
+    fn expected(self) -> &'static str {
+        match self {
+            None => "no violations",
+            KillDelayedRestart => "no violations (restart after longer than the max TTL)",
+            KillRestartNowUnprotected => {
+                "the known unsafe case: violations possible (no persistence, no quarantine)"
+            }
+            KillRestartNowQuarantined => "no violations (restarted nodes quarantined)",
+            KillWithAof => "no violations (appendfsync always)",
+            PauseMinority => "no violations; the live majority decides",
+            PauseMajority => "unavailable while paused, never a violation",
+            Latency => "no violations",
+            WorkerPause => "no violations while valid; the late writer's write is rejected",
+        }
+    }
+
+    /// Whether the algorithm promises no violation under this schedule.
+    fn safe(self) -> bool {
+        self != KillRestartNowUnprotected
+    }
+
+    /// Restart quarantine, except where the point is to run without it: the unprotected case,
+    /// and nodes that persist every write (they need none).
+    fn quarantine(self) -> bool {
+        !matches!(self, KillRestartNowUnprotected | KillWithAof)
+    }
+
+    /// Critical sections, in ms: long ones where restarts must erode a holder's copies within
+    /// one hold to show the unsafe case (and that quarantine prevents it).
+    fn hold_ms(self) -> (u64, u64) {
+        match self {
+            KillRestartNowUnprotected | KillRestartNowQuarantined | KillWithAof => (300, 800),
+            _ => (20, 200),
+        }
+    }
+
+    fn aof(self) -> bool {
+        self == KillWithAof
+    }
+}
+
+/// One line of a worker's record file.
+#[derive(Debug, Clone)]
+enum Record {
+    Grant {
+        worker: usize,
+        start: u128,
+        end: u128,
+        valid_until: u128,
+        token: u64,
+        write: Option<bool>,
+    },
+    Error(String),
+}
+
+fn parse_record(worker: usize, line: &str) -> Option<Record> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    match *f.first()? {
+        "G" => Some(Record::Grant {
+            worker,
+            start: f.get(1)?.parse().ok()?,
+            end: f.get(2)?.parse().ok()?,
+            valid_until: f.get(3)?.parse().ok()?,
+            token: f.get(4)?.parse().ok()?,
+            write: match *f.get(5)? {
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => Option::None,
+            },
+        }),
+        "E" => Some(Record::Error(f.get(1)?.to_string())),
+        _ => Option::None,
+    }
+}
+
+/// What the checker found in one schedule's records.
+#[derive(Default, Debug)]
+struct Verdict {
+    attempts: usize,
+    grants: usize,
+    errors: BTreeMap<String, usize>,
+    /// Two critical sections overlapping while both holders were within their validity.
+    violations: usize,
+    /// Overlaps where at least one holder had run past its validity.
+    late_overlaps: usize,
+    /// Critical sections that ended after their validity.
+    late_sections: usize,
+    /// Fenced store writes from late sections: rejected, and accepted.
+    late_writes_rejected: usize,
+    late_writes_accepted: usize,
+    /// Fenced store writes rejected although the writer was still valid (should be 0).
+    valid_writes_rejected: usize,
+    secs: f64,
+}
+
+fn check(records: &[Record], secs: f64) -> Verdict {
+    let mut v = Verdict {
+        secs,
+        ..Verdict::default()
+    };
+    let mut grants: Vec<(u128, u128, u128, usize, u64, Option<bool>)> = Vec::new();
+    for r in records {
+        v.attempts += 1;
+        match r {
+            Record::Grant {
+                worker,
+                start,
+                end,
+                valid_until,
+                token,
+                write,
+            } => grants.push((*start, *end, *valid_until, *worker, *token, *write)),
+            Record::Error(k) => *v.errors.entry(k.clone()).or_default() += 1,
+        }
+    }
+    v.grants = grants.len();
+    grants.sort();
+    for (i, a) in grants.iter().enumerate() {
+        let late = a.1 > a.2;
+        if late {
+            v.late_sections += 1;
+            match a.5 {
+                Some(false) => v.late_writes_rejected += 1,
+                Some(true) => v.late_writes_accepted += 1,
+                _ => {}
+            }
+        } else if a.5 == Some(false) {
+            v.valid_writes_rejected += 1;
+        }
+        for b in &grants[i + 1..] {
+            if b.0 >= a.1 {
+                break; // sorted by start: no later section overlaps `a`
+            }
+            // [b.start, min(a.end, b.end)] is the overlap; both valid there?
+            let overlap_end = a.1.min(b.1);
+            let both_valid_until = a.2.min(b.2);
+            if b.0 < both_valid_until.min(overlap_end) {
+                v.violations += 1;
+            } else {
+                v.late_overlaps += 1;
+            }
+        }
+    }
+    v
+}
+
+/// The checker on records with known answers (this file has no #[test] functions: it is its
+/// own harness).
+fn checker_self_check() {
+    let g = |worker, start: u128, end: u128, valid_until: u128, token, write| Record::Grant {
+        worker,
+        start,
+        end,
+        valid_until,
+        token,
+        write,
+    };
+    // Disjoint sections: nothing.
+    let v = check(
+        &[
+            g(0, 0, 10, 20, 1, Some(true)),
+            g(1, 10, 20, 40, 2, Some(true)),
+        ],
+        1.0,
+    );
+    assert_eq!((v.violations, v.late_overlaps, v.grants), (0, 0, 2));
+    // Overlap while both valid: a violation.
+    let v = check(
+        &[
+            g(0, 0, 10, 20, 1, Some(true)),
+            g(1, 5, 15, 40, 2, Some(true)),
+        ],
+        1.0,
+    );
+    assert_eq!((v.violations, v.late_overlaps), (1, 0));
+    // Overlap only after the first ran past its validity: late, not a violation.
+    let v = check(
+        &[
+            g(0, 0, 50, 10, 1, Some(false)),
+            g(1, 20, 30, 60, 2, Some(true)),
+            Record::Error("unavailable".into()),
+        ],
+        1.0,
+    );
+    assert_eq!((v.violations, v.late_overlaps, v.late_sections), (0, 1, 1));
+    assert_eq!((v.late_writes_rejected, v.attempts), (1, 3));
+    assert_eq!(v.errors.get("unavailable"), Some(&1));
+}
+
+// ---------------------------------------------------------------------------------------
+// The worker process.
+
+fn worker(args: &[String]) -> ExitCode {
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_else(|| panic!("worker needs {k}"))
+    };
+    let nodes: Vec<String> = get("--nodes").split(',').map(str::to_string).collect();
+    let store_url = get("--store");
+    let out = PathBuf::from(get("--out"));
+    let secs: f64 = get("--secs").parse().unwrap();
+    let id: usize = get("--id").parse().unwrap();
+    let quarantine = get("--quarantine") == "1";
+    let hold_min: u64 = get("--hold-min").parse().unwrap();
+    let hold_max: u64 = get("--hold-max").parse().unwrap();
+    let mgr = Redlock::new(
+        redlock::Config::new(nodes)
+            .max_ttl(MAX_TTL)
+            .restart_quarantine(quarantine)
+            .retry_delay(Duration::from_millis(10))
+            .node_timeout(Duration::from_millis(100))
+            .stale_limit(Duration::from_millis(500))
+            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100)),
+    )
+    .expect("worker manager");
+    let mut store = redis::Client::open(store_url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("store connection");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out)
+        .expect("record file");
+    let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        match mgr.lock_fenced_until("shared", TTL, Instant::now() + Duration::from_millis(300)) {
+            Ok(lease) => {
+                let start = mono_ns();
+                let valid_until = start + lease.validity().as_nanos();
+                let token = lease.fencing_token().unwrap_or(0);
+                // Who holds the lock now, for the harness's "GC pause" (it looks the lock's
+                // random token up in these files).
+                let _ = writeln!(file, "H {}", lease.token());
+                let _ = file.flush();
+                // The critical section: some "work", then a write to the store guarded by
+                // the fencing token.
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let hold = hold_min + rng % (hold_max - hold_min + 1);
+                thread::sleep(Duration::from_millis(hold));
+                let accepted: Result<i64, _> = redis::cmd("EVAL")
+                    .arg(scripts::FENCED_STORE_WRITE)
+                    .arg(1)
+                    .arg("store:shared")
+                    .arg(token)
+                    .arg(format!("worker {id}"))
+                    .query(&mut store);
+                let end_ns = mono_ns();
+                let w = match accepted {
+                    Ok(1) => "1",
+                    Ok(_) => "0",
+                    Err(_) => "-",
+                };
+                let _ = writeln!(file, "G {start} {end_ns} {valid_until} {token} {w}");
+                let _ = lease.unlock();
+            }
+            Err(e) => {
+                let kind = match e {
+                    Error::NotAcquired(_) => "not_acquired",
+                    Error::Unavailable(_) => "unavailable",
+                    _ => "other",
+                };
+                let _ = writeln!(file, "E {kind}");
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = file.flush();
+    }
+    ExitCode::SUCCESS
+}
+
+// ---------------------------------------------------------------------------------------
+// The harness.
+
+struct Run {
+    servers: Vec<RedisServer>,
+    store: RedisServer,
+    proxies: Vec<DelayProxy>,
+    dir: PathBuf,
+}
+
+fn signal(pid: Option<i32>, sig: i32) {
+    if let Some(pid) = pid {
+        // SAFETY: kill(2) on the PID of a child this harness spawned and has not reaped.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
+    let args: Vec<&str> = if s.aof() {
+        vec!["--appendonly", "yes", "--appendfsync", "always"]
+    } else {
+        vec![]
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "redlock-faults-{}-{}",
+        std::process::id(),
+        s.name()
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let mut run = Run {
+        servers: (0..NODES).map(|_| RedisServer::start_with(&args)).collect(),
+        store: RedisServer::start(),
+        proxies: Vec::new(),
+        dir,
+    };
+    let mut urls: Vec<String> = run.servers.iter().map(|s| s.url()).collect();
+    if s == Latency {
+        for (i, ms) in [(1, 5), (3, 20)] {
+            let p = DelayProxy::start(run.servers[i].port, Duration::from_millis(ms));
+            urls[i] = p.url();
+            run.proxies.push(p);
+        }
+    }
+    // Nodes just started count only once their uptime passes the maximum TTL (rounded up
+    // by a second): age them first, as a real cluster would be.
+    thread::sleep(MAX_TTL + Duration::from_millis(1100));
+
+    let me = std::env::current_exe().unwrap();
+    let mut children: Vec<Child> = (0..workers)
+        .map(|id| {
+            Command::new(&me)
+                .args([
+                    "worker",
+                    "--id",
+                    &id.to_string(),
+                    "--secs",
+                    &secs.to_string(),
+                ])
+                .args(["--nodes", &urls.join(","), "--store", &run.store.url()])
+                .args(["--quarantine", if s.quarantine() { "1" } else { "0" }])
+                .args(["--hold-min", &s.hold_ms().0.to_string()])
+                .args(["--hold-max", &s.hold_ms().1.to_string()])
+                .arg("--out")
+                .arg(run.dir.join(format!("worker{id}.log")))
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15 ^ s as u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    // Faults, until the workers' time is up.
+    while Instant::now() + Duration::from_millis(300) < end {
+        match s {
+            None | Latency => thread::sleep(Duration::from_millis(100)),
+            KillDelayedRestart => {
+                thread::sleep(Duration::from_millis(500));
+                let i = next() as usize % NODES;
+                run.servers[i].kill();
+                thread::sleep(MAX_TTL + Duration::from_millis(1200));
+                run.servers[i].restart();
+            }
+            KillRestartNowUnprotected | KillRestartNowQuarantined | KillWithAof => {
+                thread::sleep(Duration::from_millis(150 + next() % 200));
+                let i = next() as usize % NODES;
+                run.servers[i].restart(); // kill -9, then at once back
+            }
+            PauseMinority | PauseMajority => {
+                thread::sleep(Duration::from_millis(500));
+                let n = if s == PauseMinority { 2 } else { 3 };
+                let first = next() as usize % NODES;
+                let which: Vec<usize> = (0..n).map(|k| (first + k) % NODES).collect();
+                for &i in &which {
+                    run.servers[i].pause();
+                }
+                thread::sleep(TTL * 3);
+                for &i in &which {
+                    run.servers[i].resume();
+                }
+            }
+            WorkerPause => {
+                // Stop the worker that holds the lock right now, for longer than its TTL: it
+                // wakes up believing it holds the lock, and writes.
+                thread::sleep(Duration::from_millis(300 + next() % 300));
+                let holder = run.servers[0]
+                    .get(b"redlock:shared")
+                    .and_then(|t| holder_of(&run.dir, workers, &t));
+                if let Some(w) = holder {
+                    let pid = Some(children[w].id() as i32);
+                    signal(pid, libc::SIGSTOP);
+                    thread::sleep(TTL + Duration::from_millis(500));
+                    signal(pid, libc::SIGCONT);
+                }
+            }
+        }
+    }
+    for c in &mut children {
+        signal(Some(c.id() as i32), libc::SIGCONT);
+        let _ = c.wait();
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut records = Vec::new();
+    for id in 0..workers {
+        let path = run.dir.join(format!("worker{id}.log"));
+        if let Ok(f) = File::open(&path) {
+            records.extend(
+                BufReader::new(f)
+                    .lines()
+                    .map_while(Result::ok)
+                    .filter_map(|l| parse_record(id, &l)),
+            );
+        }
+    }
+    let _ = fs::remove_dir_all(&run.dir);
+    drop(run);
+    check(&records, elapsed)
+}
+
+/// The worker whose log says it holds the lock with random token `token`.
+fn holder_of(dir: &Path, workers: usize, token: &[u8]) -> Option<usize> {
+    let wanted = format!("H {}", String::from_utf8_lossy(token));
+    (0..workers).find(|id| {
+        fs::read_to_string(dir.join(format!("worker{id}.log")))
+            .is_ok_and(|s| s.lines().any(|l| l == wanted))
+    })
+}
+
+fn table_row(s: Schedule, v: &Verdict) -> String {
+    let errors = if v.errors.is_empty() {
+        "—".to_string()
+    } else {
+        v.errors
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "| {} | {} | {} | {:.0}/s | {} | **{}** | {} | {} ({} rejected, {} accepted) | {} |",
+        s.name(),
+        v.attempts,
+        v.grants,
+        v.grants as f64 / v.secs,
+        errors,
+        v.violations,
+        v.late_overlaps,
+        v.late_sections,
+        v.late_writes_rejected,
+        v.late_writes_accepted,
+        s.expected()
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("worker") {
+        return worker(&args[1..]);
+    }
+    // Options; anything else (cargo's test flags) is ignored.
+    let mut secs = 4.0;
+    let mut workers = 4;
+    let mut only: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--secs" => secs = it.next().and_then(|v| v.parse().ok()).expect("--secs S"),
+            "--workers" => workers = it.next().and_then(|v| v.parse().ok()).expect("--workers N"),
+            "--schedule" => only.push(it.next().expect("--schedule NAME").clone()),
+            "--list" => {
+                // `cargo test -- --list`: one "test".
+                println!("faults: test");
+                return ExitCode::SUCCESS;
+            }
+            _ => {}
+        }
+    }
+    checker_self_check();
+    support::redis_server_binary();
+    let schedules: Vec<Schedule> = ALL
+        .iter()
+        .copied()
+        .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name()))
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
+         fenced locks, critical sections of 20–200 ms (300–800 ms in the kill-restart-now \
+         schedules)",
+        NODES,
+        TTL.as_millis(),
+        MAX_TTL.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "\n| schedule | attempts | grants | throughput | errors | violations | late overlaps | \
+         late sections (fenced writes) | expected |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---|---|");
+    let mut failed = Vec::new();
+    for s in schedules {
+        let v = run_schedule(s, secs, workers);
+        let row = table_row(s, &v);
+        println!("{row}");
+        let _ = writeln!(out, "{row}");
+        if s.safe() && v.violations > 0 {
+            failed.push(format!("{}: {} violations", s.name(), v.violations));
+        }
+        if v.late_writes_accepted > 0 {
+            failed.push(format!(
+                "{}: {} stale writes accepted by the fenced store",
+                s.name(),
+                v.late_writes_accepted
+            ));
+        }
+        if v.valid_writes_rejected > 0 && s.safe() {
+            failed.push(format!(
+                "{}: {} writes by valid holders rejected",
+                s.name(),
+                v.valid_writes_rejected
+            ));
+        }
+        if v.grants == 0 && s != PauseMajority {
+            failed.push(format!("{}: no grant at all", s.name()));
+        }
+    }
+    println!("\n{out}");
+    let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/faults-report.md");
+    let _ = fs::write(&report, &out);
+    if failed.is_empty() {
+        println!("faults: ok (report in {})", report.display());
+        ExitCode::SUCCESS
+    } else {
+        println!("faults: FAILED: {}", failed.join("; "));
+        ExitCode::FAILURE
+    }
+}
