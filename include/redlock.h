@@ -377,20 +377,22 @@ enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
 uint64_t redlock_lease_fencing_token(const struct redlock_lease *lease);
 
 // True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
-// its bound). False for NULL.
+// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 bool redlock_lease_is_renewing(const struct redlock_lease *lease);
 
-// If the lease is lost, writes why into `buf` (NUL-terminated, truncated to `len`; either
-// may be NULL/0), for example `maximum hold time reached after 3000 ms` or `renewal failed:
-// 1/5 extended (quorum 3); node 2 (…): connection refused; …`, and returns true. Returns
-// false, writing nothing, if it is not lost (or NULL).
+// Why the lease was lost, snprintf-style: if it is lost, writes at most `len - 1` bytes of
+// the reason and a NUL into `buf` (nothing when `buf` is NULL or `len` is 0), for example
+// `maximum hold time reached after 3000 ms` or `renewal failed: 1/5 extended (quorum 3);
+// node 2 (…): connection refused; …`, and returns the reason's full length (so a return
+// value `>= len` means it was cut short). Returns 0, writing nothing, if the lease is not lost
+// (or NULL).
 //
 // # Safety
 // `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
-bool redlock_lease_lost_reason(const struct redlock_lease *lease, char *buf, size_t len);
+size_t redlock_lease_lost_reason(const struct redlock_lease *lease, char *buf, size_t len);
 
 // The TTL of the lease's last successful acquisition or extension, in milliseconds (0 for
 // NULL).

@@ -861,6 +861,8 @@ impl Redlock {
                     acquisition: report,
                     tickets: Mutex::new(tickets),
                     ever_renewed: AtomicBool::new(false),
+                    renewing: AtomicBool::new(false),
+                    lost_flag: AtomicBool::new(false),
                 }),
             });
         }
@@ -939,6 +941,10 @@ pub(crate) struct LeaseInner {
     pub(crate) tickets: Mutex<Vec<(u64, Ticket)>>,
     /// Auto-renewal was on at some point (its commands went over the renewal connections).
     ever_renewed: AtomicBool,
+    /// Mirrors of `state.renewal.is_some()` and `state.lost.is_some()`, readable without
+    /// waiting for the state lock (which unlock and extend hold during their round trip).
+    renewing: AtomicBool,
+    lost_flag: AtomicBool,
 }
 
 impl LeaseInner {
@@ -969,8 +975,15 @@ impl LeaseInner {
         self.set_expires(None);
         st.lost = Some(reason);
         let cb = st.renewal.take().and_then(|r| r.on_lost);
+        self.sync_flags(st);
         self.lost_cv.notify_all();
         cb
+    }
+
+    /// Updates the lock-free mirrors of the renewal and lost state.
+    pub(crate) fn sync_flags(&self, st: &LeaseState) {
+        self.renewing.store(st.renewal.is_some(), Ordering::Release);
+        self.lost_flag.store(st.lost.is_some(), Ordering::Release);
     }
 
     fn had_renewal(&self) -> bool {
@@ -1105,6 +1118,7 @@ impl Lease {
         }
         st.released = true;
         let renewed = st.renewal.take().is_some() || inner.had_renewal();
+        inner.sync_flags(&st);
         inner.lost_cv.notify_all(); // wait_lost returns: renewal is over
         let start = sh.now();
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
@@ -1320,6 +1334,7 @@ impl Lease {
             .unwrap_or_else(|| sh.now());
         let r = sh.renewer_or_start()?;
         st.renewal = Some(RenewalState::new(opts, last, st.ttl));
+        inner.sync_flags(&st);
         inner.set_had_renewal();
         drop(st);
         r.register(&self.inner);
@@ -1332,19 +1347,20 @@ impl Lease {
     pub fn stop_renewal(&self) {
         let mut st = self.inner.lock_state();
         if st.renewal.take().is_some() {
+            self.inner.sync_flags(&st);
             self.inner.lost_cv.notify_all();
         }
     }
 
     /// True while auto-renewal is on (not stopped, unlocked, lost or bound-reached).
     pub fn is_renewing(&self) -> bool {
-        self.inner.lock_state().renewal.is_some()
+        self.inner.renewing.load(Ordering::Acquire)
     }
 
     /// True once the lease is known lost: auto-renewal could not confirm a quorum in time, or
     /// reached its bound. A lost lease never becomes valid again.
     pub fn is_lost(&self) -> bool {
-        self.inner.lock_state().lost.is_some()
+        self.inner.lost_flag.load(Ordering::Acquire)
     }
 
     /// Why the lease was lost, if it was.
@@ -1507,6 +1523,8 @@ mod tests {
             acquisition: sh.report(Op::Acquire, vec![NodeOutcome::Success], None),
             tickets: Mutex::new(Vec::new()),
             ever_renewed: AtomicBool::new(false),
+            renewing: AtomicBool::new(false),
+            lost_flag: AtomicBool::new(false),
         };
         let lease = Lease {
             inner: Arc::new(inner),

@@ -391,7 +391,7 @@ static void test_fencing_and_accessors(void) {
   CHECK(lease == (redlock_lease *)0x1);
   CHECK(redlock_lease_fencing_token(NULL) == 0);
   CHECK(!redlock_lease_is_renewing(NULL));
-  CHECK(!redlock_lease_lost_reason(NULL, err, sizeof err));
+  CHECK(redlock_lease_lost_reason(NULL, err, sizeof err) == 0);
   CHECK(redlock_lease_ttl_ms(NULL) == 0);
 
   /* Fenced grants count up; a plain one has token 0. */
@@ -422,13 +422,16 @@ static void test_fencing_and_accessors(void) {
   CHECK(!redlock_lease_wait_lost(lease, 10000)); /* renewal off: returns at once */
   CHECK_STATUS(redlock_lease_auto_renew(lease, 300, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_OK);
   CHECK(redlock_lease_is_renewing(lease));
-  CHECK(!redlock_lease_lost_reason(lease, err, sizeof err));
+  CHECK(redlock_lease_lost_reason(lease, err, sizeof err) == 0);
   CHECK(redlock_lease_wait_lost(lease, 5000));
   CHECK(!redlock_lease_is_renewing(lease));
   char why[256] = {0};
-  CHECK(redlock_lease_lost_reason(lease, why, sizeof why));
+  size_t why_len = redlock_lease_lost_reason(lease, why, sizeof why);
+  CHECK(why_len > 0 && why_len == strlen(why));
   CHECK(strstr(why, "maximum hold time") != NULL);
-  CHECK(redlock_lease_lost_reason(lease, NULL, 0));
+  CHECK(redlock_lease_lost_reason(lease, NULL, 0) == why_len);
+  char cut[8];
+  CHECK(redlock_lease_lost_reason(lease, cut, sizeof cut) == why_len && strlen(cut) == 7);
   redlock_lease_free(lease);
 
   /* wait_lost returns as soon as an unlock ends the renewal. */

@@ -500,7 +500,7 @@ pub unsafe extern "C" fn redlock_lease_fencing_token(lease: *const redlock_lease
 }
 
 /// True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
-/// its bound). False for NULL.
+/// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -511,10 +511,12 @@ pub unsafe extern "C" fn redlock_lease_is_renewing(lease: *const redlock_lease) 
     })
 }
 
-/// If the lease is lost, writes why into `buf` (NUL-terminated, truncated to `len`; either
-/// may be NULL/0), for example `maximum hold time reached after 3000 ms` or `renewal failed:
-/// 1/5 extended (quorum 3); node 2 (…): connection refused; …`, and returns true. Returns
-/// false, writing nothing, if it is not lost (or NULL).
+/// Why the lease was lost, snprintf-style: if it is lost, writes at most `len - 1` bytes of
+/// the reason and a NUL into `buf` (nothing when `buf` is NULL or `len` is 0), for example
+/// `maximum hold time reached after 3000 ms` or `renewal failed: 1/5 extended (quorum 3);
+/// node 2 (…): connection refused; …`, and returns the reason's full length (so a return
+/// value `>= len` means it was cut short). Returns 0, writing nothing, if the lease is not lost
+/// (or NULL).
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
@@ -523,13 +525,14 @@ pub unsafe extern "C" fn redlock_lease_lost_reason(
     lease: *const redlock_lease,
     buf: *mut c_char,
     len: usize,
-) -> bool {
-    guard_or(false, || {
+) -> usize {
+    guard_or(0, || {
         let Some(reason) = lease_ref(lease).and_then(|l| l.inner.lost_reason()) else {
-            return false;
+            return 0;
         };
-        super::write_str(buf, len, &reason.to_string());
-        true
+        let text = reason.to_string();
+        super::write_str(buf, len, &text);
+        text.len()
     })
 }
 
