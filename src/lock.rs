@@ -216,7 +216,7 @@ impl Shared {
                 .zip(outcomes)
                 .map(|(n, outcome)| NodeReport {
                     index: n.index,
-                    addr: n.addr.to_string(),
+                    addr: n.addr_text.clone(),
                     outcome,
                 })
                 .collect(),
@@ -669,7 +669,8 @@ impl Redlock {
         let token = token::new_token()?;
         let key = key_for(resource);
         let fence_key = fence_key_for(resource);
-        let ttl_ms = ttl.as_millis().to_string();
+        let mut digits = [0u8; 20];
+        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
         let (first, first_fallback) = if fenced {
             let mut a: Vec<&[u8]> = vec![
                 b"EVALSHA",
@@ -678,7 +679,7 @@ impl Redlock {
                 &key,
                 &fence_key,
                 token.as_bytes(),
-                ttl_ms.as_bytes(),
+                ttl_ms,
             ];
             let mut sha_cmd = Vec::new();
             resp::pack(&a, &mut sha_cmd);
@@ -690,14 +691,7 @@ impl Redlock {
         } else {
             let mut set_cmd = Vec::with_capacity(64 + key.len());
             resp::pack(
-                &[
-                    b"SET",
-                    &key,
-                    token.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    ttl_ms.as_bytes(),
-                ],
+                &[b"SET", &key, token.as_bytes(), b"NX", b"PX", ttl_ms],
                 &mut set_cmd,
             );
             (set_cmd, None)
@@ -1190,12 +1184,11 @@ impl Lease {
             let report = sh.report(Op::Release, outcomes, Some(why.into()));
             return Err(Error::NotHeld(report));
         }
-        let report = sh.report(Op::Release, outcomes, None);
         if successes >= sh.quorum {
-            Ok(())
-        } else {
-            Err(sh.failure(report, Error::NotHeld))
+            return Ok(());
         }
+        let report = sh.report(Op::Release, outcomes, None);
+        Err(sh.failure(report, Error::NotHeld))
     }
 
     /// Extends the lock to `ttl` from now: the owner-checked `PEXPIRE` script on every node.
@@ -1239,12 +1232,13 @@ impl Lease {
                 return no_io("the lock's validity had ended; nothing sent");
             }
         };
-        let ttl_ms = ttl.as_millis().to_string();
+        let mut digits = [0u8; 20];
+        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
         let (sha_cmd, eval_cmd) = sh.script_cmds(
             &sh.extend_sha,
             scripts::EXTEND,
             &inner.key,
-            &[inner.token.as_bytes(), ttl_ms.as_bytes()],
+            &[inner.token.as_bytes(), ttl_ms],
         );
         let mut set = sh.checkout();
         let outcomes = sh.step(

@@ -67,6 +67,8 @@ pub(crate) struct Identity {
 pub(crate) struct Node {
     pub index: usize,
     pub addr: NodeAddr,
+    /// `addr` as text, passwords redacted (reports copy it rather than format it each time).
+    pub addr_text: String,
     sockaddr: Option<SocketAddr>,
     handshake: Vec<u8>,
     handshake_kinds: Vec<Hs>,
@@ -139,6 +141,7 @@ impl Node {
         }
         Node {
             index,
+            addr_text: addr.to_string(),
             addr,
             sockaddr,
             handshake,

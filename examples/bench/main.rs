@@ -377,6 +377,28 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), Linux {kernel}, redis-server {redis}")
 }
 
+/// The p50 and p99 of one plain `SET` round trip to one node over a blocking connection: the
+/// unit every lock+unlock cycle is made of (two such round trips, done on N nodes at once).
+fn set_rtt(port: u16, n: usize) -> (Duration, Duration) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_nodelay(true).unwrap();
+    let cmd = b"*3\r\n$3\r\nSET\r\n$9\r\nbench:rtt\r\n$1\r\nx\r\n";
+    let mut buf = [0u8; 64];
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        s.write_all(cmd).unwrap();
+        let mut got = 0;
+        while !buf[..got].ends_with(b"\r\n") {
+            got += s.read(&mut buf[got..]).unwrap();
+        }
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    (percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
 fn rss_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
@@ -509,6 +531,12 @@ fn main() {
         bindings(&servers, o.secs);
         return;
     }
+    let (rtt50, rtt99) = set_rtt(servers[0], 5000);
+    println!(
+        "one plain SET round trip (blocking, one node, no delay): p50 {} µs, p99 {} µs",
+        us(rtt50),
+        us(rtt99)
+    );
     println!(
         "each row: {:.1} s per driver in {} interleaved rounds; TTL {TTL_MS} ms; retry delay \
          for contention {} ms (all drivers); p50/p99 of one lock+unlock cycle",
