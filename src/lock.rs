@@ -241,26 +241,7 @@ impl Shared {
         }
     }
 
-    /// `EVALSHA` and `EVAL` forms of a script over two keys.
-    fn script_cmds2(
-        &self,
-        sha: &str,
-        src: &str,
-        key1: &[u8],
-        key2: &[u8],
-        args: &[&[u8]],
-    ) -> (Vec<u8>, Vec<u8>) {
-        let mut a: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"2", key1, key2];
-        a.extend_from_slice(args);
-        let mut sha_cmd = Vec::new();
-        resp::pack(&a, &mut sha_cmd);
-        a[0] = b"EVAL";
-        a[1] = src.as_bytes();
-        let mut eval_cmd = Vec::new();
-        resp::pack(&a, &mut eval_cmd);
-        (sha_cmd, eval_cmd)
-    }
-
+    /// The `EVALSHA` and `EVAL` forms of a script call on one key.
     pub(crate) fn script_cmds(
         &self,
         sha: &str,
@@ -268,16 +249,30 @@ impl Shared {
         key: &[u8],
         args: &[&[u8]],
     ) -> (Vec<u8>, Vec<u8>) {
-        let mut a: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"1", key];
-        a.extend_from_slice(args);
-        let mut sha_cmd = Vec::with_capacity(64 + key.len());
-        resp::pack(&a, &mut sha_cmd);
-        a[0] = b"EVAL";
-        a[1] = src.as_bytes();
-        let mut eval_cmd = Vec::with_capacity(160 + key.len());
-        resp::pack(&a, &mut eval_cmd);
-        (sha_cmd, eval_cmd)
+        script_calls(sha, src, &[key], args)
     }
+}
+
+/// The `EVALSHA` and `EVAL` forms of a script call.
+pub(crate) fn script_calls(
+    sha: &str,
+    src: &str,
+    keys: &[&[u8]],
+    args: &[&[u8]],
+) -> (Vec<u8>, Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let nkeys = resp::decimal(keys.len() as u64, &mut digits);
+    let mut a: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
+    a.extend_from_slice(&[b"EVALSHA", sha.as_bytes(), nkeys]);
+    a.extend_from_slice(keys);
+    a.extend_from_slice(args);
+    let mut sha_cmd = Vec::new();
+    resp::pack(&a, &mut sha_cmd);
+    a[0] = b"EVAL";
+    a[1] = src.as_bytes();
+    let mut eval_cmd = Vec::new();
+    resp::pack(&a, &mut eval_cmd);
+    (sha_cmd, eval_cmd)
 }
 
 /// Tickets for the nodes of a step that were sent the command but had not answered: a later
@@ -672,21 +667,12 @@ impl Redlock {
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
         let (first, first_fallback) = if fenced {
-            let mut a: Vec<&[u8]> = vec![
-                b"EVALSHA",
-                sh.fenced_acquire_sha.as_bytes(),
-                b"2",
-                &key,
-                &fence_key,
-                token.as_bytes(),
-                ttl_ms,
-            ];
-            let mut sha_cmd = Vec::new();
-            resp::pack(&a, &mut sha_cmd);
-            a[0] = b"EVAL";
-            a[1] = scripts::FENCED_ACQUIRE.as_bytes();
-            let mut eval_cmd = Vec::new();
-            resp::pack(&a, &mut eval_cmd);
+            let (sha_cmd, eval_cmd) = script_calls(
+                &sh.fenced_acquire_sha,
+                scripts::FENCED_ACQUIRE,
+                &[&key, &fence_key],
+                &[token.as_bytes(), ttl_ms],
+            );
             (sha_cmd, Some(eval_cmd))
         } else {
             let mut set_cmd = Vec::with_capacity(64 + key.len());
@@ -757,11 +743,10 @@ impl Redlock {
                 .unwrap_or(0);
             let t = (max as u64).saturating_add(1);
             let t_str = t.to_string();
-            let (sha_cmd, eval_cmd) = sh.script_cmds2(
+            let (sha_cmd, eval_cmd) = script_calls(
                 &sh.fence_write_sha,
                 scripts::FENCE_WRITE,
-                &key,
-                &fence_key,
+                &[&key, &fence_key],
                 &[token.as_bytes(), t_str.as_bytes()],
             );
             let step2 = sh.step(

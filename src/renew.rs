@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeOutcome, Op, Report};
-use crate::lock::{Lease, LeaseInner, LeaseState, Shared, expiry};
+use crate::lock::{Lease, LeaseInner, LeaseState, Shared, expiry, script_calls};
 use crate::node::{Command, ConnSet, NodeResult, StepLimits, Ticket};
 use crate::resp::{self, Reply};
 use crate::scripts;
@@ -420,26 +420,17 @@ impl Renewer {
     ) {
         let n = chunk.len();
         let sha = resp::script_sha(scripts::RENEW);
-        let nkeys = n.to_string();
         let ttls: Vec<String> = chunk
             .iter()
             .map(|(_, st)| st.ttl.as_millis().to_string())
             .collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 3 * n);
-        args.extend_from_slice(&[b"EVALSHA", sha.as_bytes(), nkeys.as_bytes()]);
-        for (l, _) in chunk.iter() {
-            args.push(&l.key);
-        }
+        let keys: Vec<&[u8]> = chunk.iter().map(|(l, _)| &l.key[..]).collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 * n);
         for ((l, _), ttl) in chunk.iter().zip(&ttls) {
             args.push(l.token.as_bytes());
             args.push(ttl.as_bytes());
         }
-        let mut sha_cmd = Vec::new();
-        resp::pack(&args, &mut sha_cmd);
-        args[0] = b"EVAL";
-        args[1] = scripts::RENEW.as_bytes();
-        let mut eval_cmd = Vec::new();
-        resp::pack(&args, &mut eval_cmd);
+        let (sha_cmd, eval_cmd) = script_calls(&sha, scripts::RENEW, &keys, &args);
 
         let node_timeout = chunk
             .iter()

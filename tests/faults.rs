@@ -22,24 +22,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock::{Error, Redlock, scripts};
-use support::RedisServer;
 use support::proxy::DelayProxy;
+use support::{RedisServer, mono_ns};
 
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_millis(1000);
 /// The managers' maximum TTL, and so the restart quarantine.
 const MAX_TTL: Duration = Duration::from_millis(1000);
-
-fn mono_ns() -> u128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own. CLOCK_MONOTONIC is one clock for
-    // every process on the machine, so the workers' records can be compared.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
-}
 
 /// A schedule: its faults, and what the algorithm promises under them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -11,19 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock::{Error, Redlock, scripts};
-use support::{Cluster, RedisServer};
-
-fn mono_ns() -> u128 {
-    // CLOCK_MONOTONIC is shared by every process on the machine, so timestamps from the
-    // children and the parent can be merged.
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
-}
+use support::{Cluster, RedisServer, mono_ns};
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(

@@ -341,3 +341,15 @@ where
 {
     redlock::Config::new(nodes).restart_quarantine(false)
 }
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine, so timestamps
+/// from worker processes and the test can be merged.
+pub fn mono_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
