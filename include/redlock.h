@@ -15,6 +15,9 @@
 // The largest TTL any lock may have, in milliseconds (`UINT32_MAX`, about 49.7 days).
 #define REDLOCK_MAX_TTL_MS UINT32_MAX
 
+// The default maximum TTL of a manager, in milliseconds (see `redlock_config_set_max_ttl`).
+#define REDLOCK_DEFAULT_MAX_TTL_MS 60000
+
 // The longest resource name accepted, in bytes.
 #define REDLOCK_MAX_RESOURCE_LEN 1024
 
@@ -120,9 +123,6 @@ typedef struct redlock_manager redlock_manager;
 // `redlock_lease_free`) and any function on other handles, but should return quickly: other
 // leases' renewals wait for it. It must not unwind (no C++ exceptions or longjmp out of it).
 typedef void (*redlock_lost_fn)(struct redlock_lease *lease, void *userdata);
-
-// Upper bounds of the histogram buckets, in seconds (the last bucket, `+Inf`, is implicit).
-#define BUCKETS { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, }
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,6 +14,9 @@ pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 /// The longest resource name accepted, in bytes.
 pub const MAX_RESOURCE_LEN: usize = 1024;
 
+/// The default of [`Config::max_ttl`]: 60 s.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
+
 /// The constant part of the clock-drift allowance added to `TTL × drift_factor`.
 pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
 
@@ -167,7 +170,7 @@ impl Default for Config {
             reconnect_backoff_min: Duration::from_millis(20),
             reconnect_backoff_max: Duration::from_secs(1),
             max_idle_connection_sets: 32,
-            max_ttl: Duration::from_secs(60),
+            max_ttl: DEFAULT_MAX_TTL,
             restart_quarantine: true,
         }
     }
@@ -393,8 +396,9 @@ pub(crate) fn check_ttl_for(ttl: Duration, cfg: &Config) -> Result<(), Error> {
     check_ttl(ttl, cfg.drift_factor)?;
     if ttl > cfg.max_ttl {
         return Err(Error::invalid(format!(
-            "TTL of {} ms exceeds this manager's maximum TTL of {} ms (Config::max_ttl); hold \
-             locks longer with auto-renewal",
+            "TTL of {} ms exceeds this manager's maximum TTL of {} ms (raise it with \
+             Config::max_ttl, redlock_config_set_max_ttl, max_ttl_ms or WithMaxTTL; or hold \
+             locks longer with auto-renewal)",
             ttl.as_millis(),
             cfg.max_ttl.as_millis()
         )));

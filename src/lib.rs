@@ -68,7 +68,8 @@ pub mod scripts;
 mod token;
 
 pub use config::{
-    Config, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
+    Config, DEFAULT_MAX_TTL, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL,
+    NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
 pub use lock::{Lease, LeaseGuard, NodeState, Redlock, quorum};

@@ -17,7 +17,7 @@
 //		return err // held by someone else; try again later
 //	}
 //	if err != nil {
-//		return err // ErrUnavailable: too many nodes down; ErrInvalidArgument: bad input
+//		return err // ErrUnavailable: too many nodes down or in restart quarantine; ErrInvalidArgument: bad input
 //	}
 //	defer l.Free()
 //	// ... work, finishing before l.Validity() runs out, or call l.Extend(10 * time.Second)
@@ -44,6 +44,25 @@
 //
 // The method Lock.AutoRenew starts (or reconfigures) renewal of a lock already held.
 //
+// # Restart quarantine
+//
+// A Redis node that does not persist every write comes back empty after a crash, and could
+// then grant a lock another client still holds. So by default a Manager reads each node's
+// uptime on every connection, and a node up for less than the manager's maximum TTL (60 s,
+// DefaultMaxTTL, unless set with WithMaxTTL; lock TTLs may not exceed it) does not count
+// toward a quorum until then: its outcome is NodeQuarantined, and with too many such nodes
+// acquisitions fail with ErrUnavailable ("… in restart quarantine for another 53.8 s …").
+// Manager.NodeStates tells which nodes are quarantined and for how long. In particular, nodes
+// that were just started do not count for about a minute. WithRestartQuarantine(false) turns
+// it off: only for nodes that persist every write (appendfsync always) or that were just
+// started empty, as in tests.
+//
+// # Metrics
+//
+// Manager.Metrics returns the manager's counters and histograms (acquisitions by result,
+// unlock and extend outcomes, renewals, quarantined nodes, per-node requests, errors and
+// latency, …) in the Prometheus text exposition format, ready to serve on a /metrics endpoint.
+//
 // # Building
 //
 // Build the Rust library first, at the repository root: cargo build --release. By default the
@@ -65,7 +84,8 @@
 // (about 49.7 days); otherwise the call returns ErrInvalidArgument, never a silently wrapped
 // value. Sub-millisecond parts are rounded up, so a positive duration never becomes zero and
 // the library never gets less than was asked for. The library itself rejects TTLs below its
-// drift allowance (TTL × drift factor + 2 ms), hence MinTTL.
+// drift allowance (TTL × drift factor + 2 ms), hence MinTTL, and TTLs above the manager's
+// maximum TTL (WithMaxTTL, DefaultMaxTTL by default).
 //
 // # Concurrency and memory
 //
@@ -75,5 +95,6 @@
 // finalizer ever unlocks anything: a lock that is not unlocked expires after its TTL (Free
 // and the finalizer stop auto-renewal; a Lock with an OnLost callback stays reachable while it
 // is renewed). A Lock stays usable after its Manager is closed, and the two may be released in
-// any order.
+// any order. IsLost and Renewing never wait for an Unlock, Extend or AutoRenew in progress on
+// the same Lock.
 package redlock

@@ -13,13 +13,19 @@ import (
 // The examples that need Redis read the node URLs from $REDLOCK_NODES (comma-separated), which
 // the test suite's TestMain sets to the servers it starts; in a program they would come from
 // its configuration, e.g. "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379".
+//
+// Those servers were started moments before, empty, so the examples turn restart quarantine
+// off (WithRestartQuarantine(false)): with it on, as it is by default, nodes up for less than
+// the maximum TTL (a minute by default) do not count toward a quorum. Leave it on for real
+// nodes that do not persist every write.
 
 // Acquire, extend and release a lock, and match errors with errors.Is.
 func Example() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(3, 200*time.Millisecond),
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // only because these nodes were just started empty
 	if err != nil {
 		fmt.Println("New:", err)
 		return
@@ -71,7 +77,9 @@ func ExampleNew() {
 	// true false
 }
 
-// Bad durations are rejected in Go, before anything is sent, with ErrInvalidArgument.
+// Bad durations are rejected before anything is sent, with ErrInvalidArgument: TTLs that are
+// not positive, too short for the drift allowance, or longer than the manager's maximum TTL
+// (DefaultMaxTTL, a minute, unless set with WithMaxTTL; hold locks longer with auto-renewal).
 func ExampleManager_Lock_invalidTTL() {
 	m, err := redlock.New([]string{"redis://127.0.0.1:7001"})
 	if err != nil {
@@ -79,7 +87,7 @@ func ExampleManager_Lock_invalidTTL() {
 		return
 	}
 	defer m.Close()
-	for _, ttl := range []time.Duration{0, -time.Second, 2 * time.Millisecond, 50 * 24 * time.Hour} {
+	for _, ttl := range []time.Duration{0, -time.Second, 2 * time.Millisecond, time.Hour, 50 * 24 * time.Hour} {
 		_, err := m.Lock("orders:42", ttl)
 		fmt.Printf("%v: %v\n", ttl, errors.Is(err, redlock.ErrInvalidArgument))
 	}
@@ -87,13 +95,15 @@ func ExampleManager_Lock_invalidTTL() {
 	// 0s: true
 	// -1s: true
 	// 2ms: true
+	// 1h0m0s: true
 	// 1200h0m0s: true
 }
 
 // TryLock makes a single attempt: it fails at once while someone else holds the lock.
 func ExampleManager_TryLock() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -120,7 +130,8 @@ func ExampleManager_LockWait() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(0, 20*time.Millisecond), // LockWait uses the delay, not the count
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -154,7 +165,8 @@ func ExampleManager_LockWait() {
 // Validity tells how long the lock may still be relied on; Extend pushes it back.
 func ExampleLock_Extend() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -184,7 +196,8 @@ func ExampleLock_Extend() {
 // NodeOutcomes reports what each node did during the acquisition.
 func ExampleLock_NodeOutcomes() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -208,6 +221,83 @@ func ExampleLock_NodeOutcomes() {
 	// node 1 granted or pending: true
 	// node 2 granted or pending: true
 	// quorum reached: true
+}
+
+// Restart quarantine (on by default): a node that restarted less than the maximum TTL ago may
+// have lost the keys it held, so it does not count toward a quorum until then. Here the nodes
+// are younger than the 10-minute maximum TTL, so none counts: the acquisition is unavailable,
+// and NodeStates says for how long.
+func ExampleManager_NodeStates() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes,
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithMaxTTL(10*time.Minute)) // quarantine is on by default
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	_, err = m.TryLock("example:quarantine", 5*time.Second)
+	fmt.Println("unavailable:", errors.Is(err, redlock.ErrUnavailable),
+		"| because of the quarantine:", strings.Contains(err.Error(), "in restart quarantine"))
+
+	states, err := m.NodeStates()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	quarantined := 0
+	for _, s := range states {
+		if s.Quarantined && s.Remaining > 9*time.Minute {
+			quarantined++
+		}
+	}
+	// A node that had not answered when the attempt was decided may not be known yet.
+	fmt.Println("a quorum of nodes quarantined for 9+ minutes:", quarantined >= m.Quorum())
+	// Output:
+	// unavailable: true | because of the quarantine: true
+	// a quorum of nodes quarantined for 9+ minutes: true
+}
+
+// Metrics gives the manager's counters and histograms in the Prometheus text format, to serve
+// on a /metrics endpoint (for example from an http.HandlerFunc).
+func ExampleManager_Metrics() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	for i := 0; i < 2; i++ {
+		l, err := m.Lock("example:metrics", 5*time.Second)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		_ = l.Unlock()
+		l.Free()
+	}
+
+	text, err := m.Metrics()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "redlock_acquire_total") || strings.HasPrefix(line, "redlock_unlock_total{result=\"ok\"}") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// redlock_acquire_total{result="granted"} 2
+	// redlock_acquire_total{result="not_acquired"} 0
+	// redlock_acquire_total{result="unavailable"} 0
+	// redlock_acquire_total{result="invalid_input"} 0
+	// redlock_acquire_total{result="internal"} 0
+	// redlock_unlock_total{result="ok"} 2
 }
 
 // Errors carry the library's status and message; errors.As gives access to both.
@@ -236,7 +326,8 @@ func ExampleError() {
 // Here a bound of two renewals makes it end on purpose.
 func ExampleLock_AutoRenew() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -271,7 +362,8 @@ func ExampleLock_AutoRenew() {
 // when it cannot, and LostReason says why. Here a hold bound of 400 ms ends it on purpose.
 func ExampleAutoRenew() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -309,7 +401,8 @@ func ExampleAutoRenew() {
 // holder that was paused past its validity cannot overwrite its successor's work.
 func ExampleFenced() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
 	if err != nil {
 		fmt.Println(err)
 		return

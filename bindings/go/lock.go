@@ -36,10 +36,14 @@ const (
 	NodeServerError NodeOutcome = C.REDLOCK_NODE_SERVER_ERROR
 	// NodeProtocol: the node's answer was not valid RESP or not the expected reply.
 	NodeProtocol NodeOutcome = C.REDLOCK_NODE_PROTOCOL
+	// NodeQuarantined: not counted, because the node restarted less than the maximum TTL ago
+	// (restart quarantine, see WithRestartQuarantine); a grant it made was released.
+	NodeQuarantined NodeOutcome = C.REDLOCK_NODE_QUARANTINED
 )
 
 // String returns a short name: "success", "rejected", "pending", "timeout", "unreachable",
-// "backoff", "server error", "protocol error", or "NodeOutcome(n)" for other numbers.
+// "backoff", "server error", "protocol error", "quarantined", or "NodeOutcome(n)" for other
+// numbers.
 func (o NodeOutcome) String() string {
 	switch o {
 	case NodeSuccess:
@@ -58,6 +62,8 @@ func (o NodeOutcome) String() string {
 		return "server error"
 	case NodeProtocol:
 		return "protocol error"
+	case NodeQuarantined:
+		return "quarantined"
 	}
 	return "NodeOutcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -80,9 +86,12 @@ type Lock struct {
 	ptr *C.redlock_lease
 
 	// Auto-renewal: the state the lost callback reaches, and (once renewal was started) the
-	// C memory holding its cgo.Handle, passed to the library as userdata. userdata is guarded
-	// by mu and released by free.
+	// C memory holding its cgo.Handle, passed to the library as userdata. renewMu serialises
+	// the calls that start or stop renewal (AutoRenew, StopRenewal, Unlock), each with its
+	// bookkeeping in lost, under mu's read lock; userdata is written under both, and released
+	// by free under mu's write lock.
 	lost     *lostState
+	renewMu  sync.Mutex
 	userdata unsafe.Pointer
 
 	// Immutable facts copied out of the lease when it was acquired; valid after Free.
@@ -173,6 +182,8 @@ func (l *Lock) Unlock() error {
 	if l.ptr == nil {
 		return ErrClosed
 	}
+	l.renewMu.Lock() // the renewal bookkeeping follows the library's order (see startRenewal)
+	defer l.renewMu.Unlock()
 	st := C.redlock_unlock(l.ptr, s.err, errBufLen)
 	runtime.KeepAlive(l)
 	l.lost.stopped() // renewal stopped first, whatever the outcome
@@ -184,7 +195,7 @@ func (l *Lock) Unlock() error {
 
 // Extend sets the lock to expire ttl from now, if a quorum confirms before the current
 // validity ends. It never recreates an expired key. The TTL follows the rules of
-// Manager.Lock.
+// Manager.Lock (at most the manager's maximum TTL).
 //
 // Errors: ErrNotHeld (the validity had already ended, the lock was unlocked, or a quorum did
 // not confirm in time), ErrUnavailable, ErrInvalidArgument (TTL), ErrInternal, ErrClosed
@@ -308,7 +319,8 @@ func (l *Lock) TTL() time.Duration {
 }
 
 // Renewing reports whether auto-renewal is on: started, and not yet stopped by Unlock,
-// StopRenewal, Free, a loss or a bound. False after Free.
+// StopRenewal, Free, a loss or a bound. False after Free. It does not wait for an Unlock,
+// Extend or renewal round in progress on the lock.
 func (l *Lock) Renewing() bool {
 	if l == nil {
 		return false
@@ -341,17 +353,18 @@ func (l *Lock) LostReason() string {
 	return r
 }
 
-// lostReason reads a live lease's lost reason ("" when not lost) through a pooled buffer.
+// lostReason reads a live lease's lost reason ("" when not lost) through a pooled buffer,
+// or a larger one for a reason that does not fit (redlock_lease_lost_reason is
+// snprintf-style: it returns the reason's full length, 0 when not lost).
 func lostReason(p *C.redlock_lease) string {
-	if !C.redlock_lease_is_lost(p) {
+	if !C.redlock_lease_is_lost(p) { // never waits: the common case takes no buffer
 		return ""
 	}
 	s := newScratch("")
 	defer s.free()
-	if !C.redlock_lease_lost_reason(p, s.err, errBufLen) {
-		return ""
-	}
-	return C.GoString(s.err)
+	return snprintfString(s, func(buf *C.char, n C.size_t) C.size_t {
+		return C.redlock_lease_lost_reason(p, buf, n)
+	})
 }
 
 // String describes the lock for logs: its resource, the start of its token and its validity.

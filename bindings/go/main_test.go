@@ -129,34 +129,62 @@ func startServer() (*redisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		logFile := filepath.Join(dir, "redis.log")
-		cmd := exec.Command("redis-server",
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", dir,
-			"--logfile", logFile,
-			"--daemonize", "no",
-		)
-		cmd.Dir = dir
-		if err := startProcess(cmd); err != nil {
-			return nil, fmt.Errorf("redis-server: %w", err)
-		}
-		s := &redisServer{port: port, cmd: cmd, dir: dir, done: make(chan struct{})}
-		go func() {
-			_ = cmd.Wait()
-			close(s.done)
-		}()
-		if err := waitReady(s, 10*time.Second); err != nil {
-			s.kill()
-			log, _ := os.ReadFile(logFile)
-			lastErr = fmt.Errorf("attempt %d on port %d: %v; log:\n%s", attempt+1, port, err, tail(string(log), 800))
+		s := &redisServer{port: port, dir: dir}
+		if err := s.launch(); err != nil {
+			lastErr = fmt.Errorf("attempt %d on port %d: %v", attempt+1, port, err)
 			continue
 		}
 		return s, nil
 	}
 	return nil, lastErr
+}
+
+// launch starts redis-server on s.port in s.dir, with persistence off, and waits (at most
+// 10 s) until it answers PING; on failure the process is killed and the error names the
+// end of its log.
+func (s *redisServer) launch() error {
+	logFile := filepath.Join(s.dir, "redis.log")
+	cmd := exec.Command("redis-server",
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", logFile,
+		"--daemonize", "no",
+	)
+	cmd.Dir = s.dir
+	if err := startProcess(cmd); err != nil {
+		return fmt.Errorf("redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	s.cmd, s.done = cmd, done
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := waitReady(s, 10*time.Second); err != nil {
+		s.kill()
+		log, _ := os.ReadFile(logFile)
+		return fmt.Errorf("%v; log:\n%s", err, tail(string(log), 800))
+	}
+	return nil
+}
+
+// restart kills the server (SIGKILL: no shutdown, and with persistence off it comes back
+// empty) and starts it again on the same port, like a crashed node brought back. Not safe to
+// call concurrently with kill.
+func (s *redisServer) restart(t testing.TB) {
+	t.Helper()
+	s.kill()
+	var err error
+	for attempt := 0; attempt < 5; attempt++ { // the port may take a moment to be free again
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("restarting redis-server on port %d: %v", s.port, err)
 }
 
 func tail(s string, n int) string {

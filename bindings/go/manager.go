@@ -17,9 +17,15 @@ import (
 )
 
 const (
-	// MaxTTL is the longest TTL (and wait) the library accepts: 2³²−1 milliseconds, about
-	// 49.7 days.
+	// MaxTTL is the longest duration the C ABI can express, 2³²−1 milliseconds (about 49.7
+	// days): the bound of every wait, delay and timeout, and the largest maximum TTL
+	// WithMaxTTL accepts. A lock's TTL is bounded further by its manager's maximum TTL
+	// (DefaultMaxTTL unless set with WithMaxTTL).
 	MaxTTL = math.MaxUint32 * time.Millisecond
+	// DefaultMaxTTL is a manager's maximum TTL unless WithMaxTTL sets another: the longest
+	// TTL its locks may have (hold locks longer with auto-renewal), and how long a restarted
+	// node stays in restart quarantine.
+	DefaultMaxTTL = 60 * time.Second
 	// MinTTL is the shortest TTL the library ever accepts: a TTL must exceed its drift
 	// allowance, TTL × drift factor + 2 ms, which makes 3 ms the minimum at the default factor
 	// (0.01) and more at larger factors. Shorter TTLs give ErrInvalidArgument.
@@ -160,6 +166,12 @@ type options struct {
 	timeoutsSet bool
 	connect     uint32
 	node        uint32
+
+	maxTTLSet bool
+	maxTTL    uint32
+
+	quarantineSet bool
+	quarantine    bool
 }
 
 // WithRetry sets how Lock retries: up to count more attempts after the first, each after a
@@ -209,6 +221,44 @@ func WithTimeouts(connect, node time.Duration) Option {
 			return
 		}
 		o.timeoutsSet, o.connect, o.node = true, c, n
+	}
+}
+
+// WithMaxTTL sets the manager's maximum TTL (default DefaultMaxTTL, 60 s): Lock, TryLock,
+// LockWait and Extend refuse a longer TTL with ErrInvalidArgument (hold locks longer with
+// auto-renewal), and a node that restarted less than this long ago is in restart quarantine
+// (see WithRestartQuarantine). It is rounded up to whole milliseconds and must be in
+// [3 ms, MaxTTL]; New returns ErrInvalidArgument otherwise.
+//
+// Keep it short: it is how long a restarted node does not count toward a quorum.
+func WithMaxTTL(d time.Duration) Option {
+	return func(o *options) {
+		ms, ok := millis(d)
+		if !ok || d <= 0 {
+			o.fail(invalidf("maximum TTL must be in [3ms, %v], got %v", MaxTTL, d))
+			return
+		}
+		o.maxTTLSet, o.maxTTL = true, ms
+	}
+}
+
+// WithRestartQuarantine turns restart quarantine on (the default) or off.
+//
+// On: the manager reads each node's uptime (INFO server) on every connection, and a node up
+// for less than the maximum TTL (WithMaxTTL) — one that may have restarted without the keys
+// it held — does not count toward a quorum until its uptime passes the maximum TTL (plus up
+// to a second, as uptimes are whole seconds). Its grants are released at once and its
+// outcome is NodeQuarantined; unlocks and renewals still go to it. With too many nodes in
+// quarantine an acquisition fails with ErrUnavailable, whose message says "in restart
+// quarantine". Manager.NodeStates tells which nodes are in it and for how long.
+//
+// Turn it off only for nodes that persist every write (appendonly yes, appendfsync always)
+// or that were just started empty, as in tests. (The Rust library then warns about nodes that
+// do not persist every write, but through its log, which the C ABI does not forward: nothing
+// is printed through this package.)
+func WithRestartQuarantine(on bool) Option {
+	return func(o *options) {
+		o.quarantineSet, o.quarantine = true, on
 	}
 }
 
@@ -289,6 +339,18 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 	}
 	if o.timeoutsSet {
 		st := C.redlock_config_set_timeouts(cfg, C.uint32_t(o.connect), C.uint32_t(o.node), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.maxTTLSet {
+		st := C.redlock_config_set_max_ttl(cfg, C.uint32_t(o.maxTTL), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.quarantineSet {
+		st := C.redlock_config_set_restart_quarantine(cfg, C.bool(o.quarantine), s.err, errBufLen)
 		if st != C.REDLOCK_STATUS_OK {
 			return nil, statusError(st, s.err)
 		}
@@ -448,14 +510,16 @@ func (m *Manager) lockOptsCall(s cScratch, ttlMs, flags, waitMs C.uint32_t) (out
 // never forever.
 //
 // The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key "redlock:"
-// followed by them. The TTL must be > 0 and at most MaxTTL; it is rounded up to whole
-// milliseconds and must exceed its drift allowance (so at least MinTTL).
+// followed by them. The TTL must be > 0 and at most the manager's maximum TTL (WithMaxTTL;
+// DefaultMaxTTL, 60 s, by default); it is rounded up to whole milliseconds and must exceed
+// its drift allowance (so at least MinTTL). Hold a lock longer with auto-renewal.
 //
 // Options: Fenced gives the lock a fencing token (FencingToken); AutoRenew (with OnLost and
 // MaxExtensions) starts auto-renewal as soon as the lock is acquired. Without options this is
 // a plain lock.
 //
-// Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed),
+// Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed or in
+// restart quarantine for a quorum to be possible; the message names each node's outcome),
 // ErrInvalidArgument (bad TTL, resource or option), ErrInternal, ErrClosed; with AutoRenew,
 // the errors of starting renewal, in which case the lock has been unlocked and freed. The
 // returned Lock must eventually be unlocked (or left to expire) and freed (or left to the

@@ -17,11 +17,17 @@ import (
 // Generous timeouts: CI machines have two busy cores.
 var testTimeouts = redlock.WithTimeouts(time.Second, 500*time.Millisecond)
 
-// newManager creates a manager with test timeouts and a short retry delay (later options
-// override), closed when the test ends.
+// freshNodes turns restart quarantine off. The tests' nodes were all just started, empty:
+// with quarantine on (the default) none of them would count toward a quorum for a minute,
+// and there is nothing a restart could have lost. Every manager on such nodes uses it,
+// except in the quarantine tests.
+var freshNodes = redlock.WithRestartQuarantine(false)
+
+// newManager creates a manager with test timeouts, restart quarantine off (freshNodes) and a
+// short retry delay (later options override), closed when the test ends.
 func newManager(t testing.TB, nodes []string, opts ...redlock.Option) *redlock.Manager {
 	t.Helper()
-	all := append([]redlock.Option{testTimeouts, redlock.WithRetry(3, 50*time.Millisecond)}, opts...)
+	all := append([]redlock.Option{testTimeouts, freshNodes, redlock.WithRetry(3, 50*time.Millisecond)}, opts...)
 	m, err := redlock.New(nodes, all...)
 	if err != nil {
 		t.Fatalf("New(%v): %v", nodes, err)
@@ -174,7 +180,7 @@ func TestHostPortAndBinaryResource(t *testing.T) {
 	for _, u := range sharedNodes {
 		nodes = append(nodes, addrOf(u))
 	}
-	m := newManager(t, nodes)
+	m := newManager(t, nodes, redlock.WithMaxTTL(redlock.MaxTTL))
 	res := "bin\x00\r\n\xff/" + uniq(t)
 	l, err := m.TryLock(res, 5*time.Second)
 	wantNoErr(t, "TryLock", err)
@@ -185,7 +191,7 @@ func TestHostPortAndBinaryResource(t *testing.T) {
 	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
 		t.Fatalf("%d nodes hold the binary key", n)
 	}
-	// The longest accepted name, and the longest TTL.
+	// The longest accepted name, and the longest TTL (the manager's maximum TTL raised to it).
 	long := uniq(t)
 	long += strings.Repeat("x", redlock.MaxResourceLen-len(long))
 	l2, err := m.TryLock(long, redlock.MaxTTL)
@@ -454,6 +460,11 @@ func TestBadInputs(t *testing.T) {
 		"WithTimeouts(1s, -1ms)":       redlock.WithTimeouts(time.Second, -time.Millisecond),
 		"WithTimeouts(1s, MaxTTL+1ms)": redlock.WithTimeouts(time.Second, redlock.MaxTTL+time.Millisecond),
 		"WithTimeouts(MaxInt64, 0)":    redlock.WithTimeouts(math.MaxInt64, 0),
+		"WithMaxTTL(0)":                redlock.WithMaxTTL(0),
+		"WithMaxTTL(-1s)":              redlock.WithMaxTTL(-time.Second),
+		"WithMaxTTL(2ms)":              redlock.WithMaxTTL(2 * time.Millisecond),
+		"WithMaxTTL(MaxTTL+1ns)":       redlock.WithMaxTTL(redlock.MaxTTL + time.Nanosecond),
+		"WithMaxTTL(MinInt64)":         redlock.WithMaxTTL(math.MinInt64),
 	}
 	if math.MaxInt > math.MaxUint32 { // a retry count that does not fit in 32 bits
 		bad["WithRetry(MaxInt, 0)"] = redlock.WithRetry(math.MaxInt, 0)
@@ -463,9 +474,12 @@ func TestBadInputs(t *testing.T) {
 		wantIs(t, "New with "+name, err, redlock.ErrInvalidArgument)
 	}
 	// Valid edge cases: zero retries and delay, zero drift, a sub-millisecond connect timeout
-	// (rounded up to 1 ms), the derived node timeout.
+	// (rounded up to 1 ms), the derived node timeout, the smallest and largest maximum TTLs
+	// (2.5 ms is rounded up to 3 ms), quarantine either way.
 	for _, opt := range []redlock.Option{redlock.WithRetry(0, 0), redlock.WithDriftFactor(0),
-		redlock.WithTimeouts(time.Nanosecond, 0), nil} {
+		redlock.WithTimeouts(time.Nanosecond, 0), redlock.WithMaxTTL(2500 * time.Microsecond),
+		redlock.WithMaxTTL(redlock.MaxTTL), redlock.WithRestartQuarantine(true),
+		redlock.WithRestartQuarantine(false), nil} {
 		m, err := redlock.New(sharedNodes, opt)
 		wantNoErr(t, "New with a valid edge-case option", err)
 		m.Close()
@@ -483,7 +497,8 @@ func TestBadInputs(t *testing.T) {
 	}
 	badTTLs := []time.Duration{0, -time.Second, math.MinInt64, redlock.MaxTTL + time.Millisecond,
 		redlock.MaxTTL + time.Nanosecond, math.MaxInt64, time.Nanosecond, time.Millisecond,
-		2 * time.Millisecond, 1500 * time.Microsecond}
+		2 * time.Millisecond, 1500 * time.Microsecond,
+		redlock.DefaultMaxTTL + time.Nanosecond, redlock.MaxTTL} // above the manager's maximum TTL
 	for name, acquire := range acquirers {
 		for _, ttl := range badTTLs {
 			l, err := acquire(res, ttl)
@@ -530,7 +545,8 @@ func TestBadInputs(t *testing.T) {
 	l, err := m.Lock(res, 10*time.Second)
 	wantNoErr(t, "Lock", err)
 	defer l.Free()
-	for _, ttl := range []time.Duration{0, -time.Millisecond, redlock.MaxTTL + time.Millisecond, 2 * time.Millisecond} {
+	for _, ttl := range []time.Duration{0, -time.Millisecond, redlock.MaxTTL + time.Millisecond, 2 * time.Millisecond,
+		redlock.DefaultMaxTTL + time.Millisecond} {
 		wantIs(t, fmt.Sprintf("Extend(%v)", ttl), l.Extend(ttl), redlock.ErrInvalidArgument)
 	}
 	if v := l.Validity(); v < 8*time.Second {
@@ -545,6 +561,10 @@ func TestBadInputs(t *testing.T) {
 	if nilM.Close() != nil || nilM.NodeCount() != 0 || nilM.Quorum() != 0 {
 		t.Fatal("nil Manager accessors")
 	}
+	_, err = nilM.NodeStates()
+	wantIs(t, "nil Manager NodeStates", err, redlock.ErrNullArgument)
+	_, err = nilM.Metrics()
+	wantIs(t, "nil Manager Metrics", err, redlock.ErrNullArgument)
 	var nilL *redlock.Lock
 	wantIs(t, "nil Lock Unlock", nilL.Unlock(), redlock.ErrNullArgument)
 	wantIs(t, "nil Lock Extend", nilL.Extend(time.Second), redlock.ErrNullArgument)
@@ -556,7 +576,7 @@ func TestBadInputs(t *testing.T) {
 
 func TestCloseWithLiveLocks(t *testing.T) {
 	t.Parallel()
-	m, err := redlock.New(sharedNodes, testTimeouts)
+	m, err := redlock.New(sharedNodes, testTimeouts, freshNodes)
 	wantNoErr(t, "New", err)
 	res := uniq(t)
 	l, err := m.Lock(res, 10*time.Second)
@@ -581,6 +601,12 @@ func TestCloseWithLiveLocks(t *testing.T) {
 			t.Fatalf("%s after Close: %v, %v; want ErrClosed", name, l, err)
 		}
 	}
+	if states, err := m.NodeStates(); states != nil || !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("NodeStates after Close: %v, %v; want ErrClosed", states, err)
+	}
+	if text, err := m.Metrics(); text != "" || !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("Metrics after Close: %q, %v; want ErrClosed", text, err)
+	}
 
 	// The lock outlives its manager: it can be read, extended and released.
 	if !l.Valid() || l.Validity() < 8*time.Second {
@@ -601,7 +627,7 @@ func TestCloseWithLiveLocks(t *testing.T) {
 // either works or returns ErrClosed (or, for the contended resource, ErrNotAcquired).
 func TestCloseDuringUse(t *testing.T) {
 	t.Parallel()
-	m, err := redlock.New(sharedNodes, testTimeouts, redlock.WithRetry(0, 0))
+	m, err := redlock.New(sharedNodes, testTimeouts, freshNodes, redlock.WithRetry(0, 0))
 	wantNoErr(t, "New", err)
 	res := uniq(t)
 	var (
@@ -765,13 +791,13 @@ func TestErrors(t *testing.T) {
 		redlock.NodeSuccess: "success", redlock.NodeRejected: "rejected", redlock.NodePending: "pending",
 		redlock.NodeTimeout: "timeout", redlock.NodeUnreachable: "unreachable", redlock.NodeBackoff: "backoff",
 		redlock.NodeServerError: "server error", redlock.NodeProtocol: "protocol error",
-		redlock.NodeOutcome(42): "NodeOutcome(42)",
+		redlock.NodeQuarantined: "quarantined", redlock.NodeOutcome(42): "NodeOutcome(42)",
 	} {
 		if got := o.String(); got != want {
 			t.Fatalf("NodeOutcome(%d).String() = %q, want %q", int32(o), got, want)
 		}
 	}
-	if redlock.NodeSuccess != 0 || redlock.NodeProtocol != 7 || redlock.StatusPanic != 99 {
+	if redlock.NodeSuccess != 0 || redlock.NodeProtocol != 7 || redlock.NodeQuarantined != 8 || redlock.StatusPanic != 99 {
 		t.Fatal("the stable numbers of the C ABI changed")
 	}
 }

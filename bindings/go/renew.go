@@ -63,15 +63,6 @@ func (s *lostState) fired() bool {
 	}
 }
 
-// started records that renewal is on (after a successful redlock_lease_auto_renew).
-func (s *lostState) started() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stop == nil {
-		s.stop = make(chan struct{})
-	}
-}
-
 // stopped records that renewal is off (Unlock, StopRenewal, Free) and drops the callback.
 func (s *lostState) stopped() {
 	s.mu.Lock()
@@ -147,13 +138,18 @@ func (l *Lock) startRenewal(hold, maxExtensions uint32, onLost func()) error {
 	s := newScratch("")
 	defer s.free()
 
-	// The write lock: the handle and its C memory are created once, under it, and released
-	// by free under it too.
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	// The read lock, like every other call, so that IsLost, Renewing and friends are not held
+	// up behind this call while it waits for an Unlock or Extend in flight; renewMu
+	// serialises it with StopRenewal and Unlock, so that each records its effect on renewal
+	// in the order the library applied them. The handle and its C memory are created once,
+	// under both, and released by free under the write lock.
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.ptr == nil {
 		return ErrClosed
 	}
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	if l.userdata == nil {
 		p := C.malloc(C.size_t(unsafe.Sizeof(cgo.Handle(0))))
 		*(*cgo.Handle)(p) = cgo.NewHandle(l.lost)
@@ -167,14 +163,29 @@ func (l *Lock) startRenewal(hold, maxExtensions uint32, onLost func()) error {
 
 	st := C.redlock_lease_auto_renew(l.ptr, C.uint32_t(hold), C.uint32_t(maxExtensions),
 		C.redlock_lost_fn(C.redlockGoOnLost), l.userdata, s.err, errBufLen)
+
+	// Record what is now true. The lock may have been lost meanwhile (the renewal thread's
+	// callback does not take renewMu): rather than guess the order, ask the library, which
+	// never waits to answer. A loss reported after the question is recorded after this,
+	// under lost.mu, and has the last word.
+	f := onLost
+	if st != C.REDLOCK_STATUS_OK {
+		f = previous // the library's settings are unchanged
+	}
+	l.lost.mu.Lock()
+	if C.redlock_lease_is_renewing(l.ptr) {
+		l.lost.onLost = f
+		if l.lost.stop == nil {
+			l.lost.stop = make(chan struct{})
+		}
+	} else {
+		l.lost.endLocked() // drops the callback: nothing to call any more
+	}
+	l.lost.mu.Unlock()
 	runtime.KeepAlive(l)
 	if st != C.REDLOCK_STATUS_OK {
-		l.lost.mu.Lock()
-		l.lost.onLost = previous // the settings are unchanged
-		l.lost.mu.Unlock()
 		return statusError(st, s.err)
 	}
-	l.lost.started()
 	return nil
 }
 
@@ -201,6 +212,8 @@ func (l *Lock) StopRenewal() {
 	if l.ptr == nil {
 		return
 	}
+	l.renewMu.Lock() // see startRenewal
+	defer l.renewMu.Unlock()
 	C.redlock_lease_stop_renewal(l.ptr)
 	runtime.KeepAlive(l)
 	l.lost.stopped()
@@ -209,7 +222,8 @@ func (l *Lock) StopRenewal() {
 // IsLost reports whether auto-renewal has reported the lock lost (a renewal failed or a bound
 // was reached). A lost lock never becomes valid again. A lock that merely expired without
 // auto-renewal is not "lost": check Valid. After Free, IsLost reports whether the loss was
-// reported before.
+// reported before. Like Renewing, it does not wait for an Unlock, Extend or renewal round in
+// progress on the lock.
 func (l *Lock) IsLost() bool {
 	if l == nil {
 		return false

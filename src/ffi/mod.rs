@@ -208,6 +208,11 @@ pub extern "C" fn redlock_version() -> *const c_char {
 /// The largest TTL any lock may have, in milliseconds (`UINT32_MAX`, about 49.7 days).
 pub const REDLOCK_MAX_TTL_MS: u32 = u32::MAX;
 
+/// The default maximum TTL of a manager, in milliseconds (see `redlock_config_set_max_ttl`).
+pub const REDLOCK_DEFAULT_MAX_TTL_MS: u32 = 60_000;
+const _: () =
+    assert!(REDLOCK_DEFAULT_MAX_TTL_MS as u128 == crate::config::DEFAULT_MAX_TTL.as_millis());
+
 /// The longest resource name accepted, in bytes.
 pub const REDLOCK_MAX_RESOURCE_LEN: usize = 1024;
 const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::config::MAX_RESOURCE_LEN);
