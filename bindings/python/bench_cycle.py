@@ -15,6 +15,10 @@ not counted, and their number goes to stderr.) The Rust benchmark
 ``PYTHONPATH=bindings/python`` set, over five nodes behind 1 ms delay proxies, and compares it
 with its own uncontended row (TTL 10 s, 200 ms node timeout, one client thread).
 
+Restart quarantine is off unless ``--restart-quarantine`` is given: the benchmark's nodes were
+just started (empty), and with it on they would not count toward a quorum for the maximum TTL
+(as in the Rust rows, which turn it off too).
+
 A script, not part of the package; pytest does not collect it (it lies outside ``tests/``).
 """
 
@@ -41,6 +45,11 @@ def main(argv=None) -> int:
     ap.add_argument("--ttl-ms", type=int, default=10_000, help="lock TTL (default 10000)")
     ap.add_argument("--node-timeout-ms", type=int, default=200, help="per-node timeout (200)")
     ap.add_argument("--max-cycles", type=int, default=200_000, help="stop after this many")
+    ap.add_argument(
+        "--restart-quarantine",
+        action="store_true",
+        help="keep restart quarantine on (off by default: the benchmark's nodes are fresh)",
+    )
     args = ap.parse_args(argv)
 
     import redlock
@@ -50,7 +59,11 @@ def main(argv=None) -> int:
     ttl = args.ttl_ms
     failures = 0
     lat = []
-    with redlock.Redlock(nodes, node_timeout_ms=args.node_timeout_ms) as mgr:
+    with redlock.Redlock(
+        nodes,
+        node_timeout_ms=args.node_timeout_ms,
+        restart_quarantine=args.restart_quarantine,
+    ) as mgr:
         try_lock = mgr.try_lock
         clock = time.perf_counter_ns
         RedlockError = redlock.RedlockError

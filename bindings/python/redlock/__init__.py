@@ -17,6 +17,13 @@ Example::
         lk.close()
         with mgr.lock("account:7", ttl_ms=5_000, fenced=True) as lk:
             lk.fencing_token                                # int, larger than every earlier one
+        mgr.node_states()           # [NodeState(index, quarantined, remaining_ms)], per node
+        mgr.metrics()               # Prometheus text
+
+Restart quarantine is on by default: a node up for less than the manager's ``max_ttl_ms``
+(default 60 s) does not count toward a quorum, so a manager over nodes that just started
+raises :class:`Unavailable` until they are old enough (``restart_quarantine=False`` only for
+nodes that persist every write or were just started empty).
 
 The shared library is found through ``REDLOCK_LIB``, a copy inside this package, the
 repository's ``target/release`` then ``target/debug``, then the system's library search; it is
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import Lease, Redlock, Resource, version
+from ._core import Lease, NodeState, Redlock, Resource, version
 from ._errors import (
     STATUS_EXCEPTIONS,
     HandleClosed,
@@ -48,6 +55,7 @@ from ._ffi import MAX_RESOURCE_LEN, LibraryNotFoundError, library_path
 for _cls in (
     Redlock,
     Lease,
+    NodeState,
     Status,
     NodeOutcome,
     RedlockError,
@@ -70,6 +78,7 @@ MAX_TTL_MS = 2**32 - 1
 __all__ = [
     "Redlock",
     "Lease",
+    "NodeState",
     "Resource",
     "Status",
     "NodeOutcome",

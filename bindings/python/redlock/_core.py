@@ -10,7 +10,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, Union
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
 
 from . import _ffi
 from ._errors import (
@@ -21,7 +21,7 @@ from ._errors import (
     error_for_status,
 )
 
-__all__ = ["Redlock", "Lease", "Resource", "version"]
+__all__ = ["Redlock", "Lease", "NodeState", "Resource", "version"]
 
 #: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
 Resource = Union[str, bytes]
@@ -32,9 +32,9 @@ Resource = Union[str, bytes]
 #: is blocked in stops renewal first. The slice is only a safety net.
 _WATCH_SLICE_MS = 60_000
 
-#: Size of the buffer that receives a lost lease's reason (``redlock_lease_lost_reason``
-#: truncates to it; a reason names every node, so it may be longer than an error message).
-_REASON_LEN = 8192
+#: The first buffer size tried for :meth:`Redlock.metrics` (then the last text's size plus
+#: headroom, so that a scrape is normally one C call).
+_METRICS_FIRST_LEN = 16384
 
 # Renewal generations: a watcher serves only the ``auto_renew`` call it was started or handed
 # over by.
@@ -451,7 +451,8 @@ class Lease:
             NotHeld: the lock expired, was unlocked or was taken over (nothing is sent when
                 the validity already ended).
             Unavailable: too many nodes failed.
-            InvalidArgument: ``ttl_ms`` out of range (it must exceed its drift allowance).
+            InvalidArgument: ``ttl_ms`` out of range (it must exceed its drift allowance and
+                be at most the manager's ``max_ttl_ms``).
             TypeError: ``ttl_ms`` is not an ``int``.
             HandleClosed: the lease was closed.
         """
@@ -611,16 +612,26 @@ class Lease:
     def lost_reason(self) -> Optional[str]:
         """Why the lease was lost, once :attr:`lost` (``None`` before), for example
         ``"maximum hold time reached after 3000 ms"`` or ``"renewal failed: 1/5 extended
-        (quorum 3); node 2 (…): connection refused; …"``. Raises :class:`HandleClosed` after
-        :meth:`close`."""
-        buf = ctypes.create_string_buffer(_REASON_LEN)
+        (quorum 3); node 2 (…): connection refused; …"``, whole however long it is. Raises
+        :class:`HandleClosed` after :meth:`close`."""
         h = self._handle
         p = h.acquire()
         try:
-            lost = _c.redlock_lease_lost_reason(p, buf, _REASON_LEN)
+            reason = _c.redlock_lease_lost_reason
+            # snprintf-style: the first call only sizes (0: not lost); a lost lease's reason
+            # never changes, so the second call fits. The loop is only a safety net.
+            n = reason(p, None, 0)
+            for _ in range(4):
+                if not n:
+                    return None
+                buf = ctypes.create_string_buffer(n + 1)
+                got = reason(p, buf, n + 1)
+                if got <= n:
+                    return buf.raw[:got].decode("utf-8", "replace") if got else None
+                n = got
+            raise RedlockError("redlock_lease_lost_reason kept growing")  # not expected
         finally:
             h.release()
-        return _ffi.err_text(buf) if lost else None
 
     def wait_lost(self, timeout_ms: int) -> bool:
         """Blocks (with the GIL released) while auto-renewal is on, until the lease is lost or
@@ -701,7 +712,9 @@ def _watch_lost(
                 with w.lock:
                     lease = lease_ref()
                     # Under the lock, so that an auto_renew that turned renewal back on either
-                    # is seen here or finds this watcher dead and starts another.
+                    # is seen here or finds this watcher dead and starts another. Both flags
+                    # are read without waiting (not even for an unlock or extend in flight),
+                    # so the lock is never held across a wait.
                     lost = c.redlock_lease_is_lost(p)
                     if not lost and (
                         lease is None
@@ -725,6 +738,19 @@ def _watch_lost(
         w.alive = False
 
 
+class NodeState(NamedTuple):
+    """What a :class:`Redlock` manager knows of one node now (:meth:`Redlock.node_states`)."""
+
+    #: The node's position in the manager's node list, from 0.
+    index: int
+    #: True while the node is in restart quarantine: its grants do not count toward a quorum
+    #: (its uptime, read on the manager's last connection to it, was below the maximum TTL
+    #: plus 1 s, counting the time since). False for a node not connected to yet.
+    quarantined: bool
+    #: How much longer it stays in quarantine, in milliseconds (0 when not quarantined).
+    remaining_ms: int
+
+
 def _outcome(value: int) -> NodeOutcome:
     # A newer library may report an outcome this package does not know: kept as an int.
     return _OUTCOMES.get(value, value)  # type: ignore[return-value]
@@ -744,6 +770,19 @@ class Redlock:
             ``> 0`` (default 250).
         node_timeout_ms: per-node wait in each step; ``None`` or 0 derives it from each
             lock's TTL (TTL / 200, clamped to [10 ms, 50 ms]).
+        max_ttl_ms: the largest TTL a lock (or :meth:`Lease.extend`) may ask for, 3..2**32-1
+            (default 60000); a larger one raises :class:`InvalidArgument`. It is also how
+            long a restarted node stays in restart quarantine, so keep it near the TTLs you
+            use and hold locks longer with :meth:`Lease.auto_renew`.
+        restart_quarantine: ``True`` (the default): a node whose uptime (read with
+            ``INFO server`` on every connection) is below ``max_ttl_ms`` (plus 1 s of
+            rounding) may have restarted without the keys it held, so its grants do not count
+            toward a quorum until then (:attr:`NodeOutcome.QUARANTINED`, see
+            :meth:`node_states`); unlocks and renewals still go to it. A manager whose nodes
+            all started less than ``max_ttl_ms`` ago therefore raises :class:`Unavailable`
+            until they are old enough. Pass ``False`` only for nodes that persist every write
+            (``appendfsync always``) or that were just started empty (tests, demos); the
+            library then logs a warning once for each node that does not persist every write.
 
     ``None`` leaves an option at the library's default. Validation happens here: no nodes,
     a malformed URL, a node listed twice, a host that does not resolve or an option out of
@@ -757,7 +796,7 @@ class Redlock:
     collection an unclosed manager is freed (never unlocked).
     """
 
-    __slots__ = ("_handle", "_node_count", "_quorum", "__weakref__")
+    __slots__ = ("_handle", "_node_count", "_quorum", "_metrics_len", "__weakref__")
 
     def __init__(
         self,
@@ -768,6 +807,8 @@ class Redlock:
         drift_factor: Optional[float] = None,
         connect_timeout_ms: Optional[int] = None,
         node_timeout_ms: Optional[int] = None,
+        max_ttl_ms: Optional[int] = None,
+        restart_quarantine: bool = True,
     ) -> None:
         if isinstance(nodes, (str, bytes)):
             raise TypeError("nodes must be a list of URLs, not a single string")
@@ -806,6 +847,11 @@ class Redlock:
                 ),
                 _u32("node_timeout_ms", 0 if node_timeout_ms is None else node_timeout_ms),
             )
+        max_ttl = None if max_ttl_ms is None else _u32("max_ttl_ms", max_ttl_ms)
+        if type(restart_quarantine) is not bool:
+            raise TypeError(
+                f"restart_quarantine must be a bool, not {type(restart_quarantine).__name__}"
+            )
 
         global _c
         c = _c = _ffi.lib()
@@ -825,6 +871,14 @@ class Redlock:
                     c.redlock_config_set_timeouts(cfg, timeouts[0], timeouts[1], err, _ffi.ERR_LEN),
                     err,
                 )
+            if max_ttl is not None:
+                _check(c.redlock_config_set_max_ttl(cfg, max_ttl, err, _ffi.ERR_LEN), err)
+            _check(
+                c.redlock_config_set_restart_quarantine(
+                    cfg, restart_quarantine, err, _ffi.ERR_LEN
+                ),
+                err,
+            )
             out = _ffi.ManagerPtr()
             _check(c.redlock_manager_new(cfg, ctypes.byref(out), err, _ffi.ERR_LEN), err)
         finally:
@@ -832,6 +886,7 @@ class Redlock:
         self._handle = _Handle(out, c.redlock_manager_free, "manager")
         self._node_count = int(c.redlock_manager_node_count(out))
         self._quorum = int(c.redlock_manager_quorum(out))
+        self._metrics_len = _METRICS_FIRST_LEN
 
     @property
     def node_count(self) -> int:
@@ -865,8 +920,9 @@ class Redlock:
 
         Args:
             resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
-            ttl_ms: the lock's time to live, 3..2**32-1 milliseconds (it must exceed its own
-                drift allowance ``ttl_ms × drift_factor + 2``).
+            ttl_ms: the lock's time to live in milliseconds, at most the manager's
+                ``max_ttl_ms`` (default 60000); it must exceed its own drift allowance
+                ``ttl_ms × drift_factor + 2``, so 1 and 2 are refused.
             wait_ms: ``None`` for the configured retries, or the time to keep retrying.
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
@@ -880,8 +936,9 @@ class Redlock:
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
-            Unavailable: too many nodes failed for a quorum.
-            InvalidArgument: empty or oversized resource, TTL or ``wait_ms`` out of range.
+            Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
+            InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
+                included) or ``wait_ms`` out of range.
             TypeError: an argument of the wrong type.
             HandleClosed: the manager was closed.
         """
@@ -919,6 +976,65 @@ class Redlock:
         if st:
             _raise(st, err)
         return Lease(out, res, fenced, self._node_count)
+
+    def node_states(self) -> List[NodeState]:
+        """What the manager knows of each node now, in configuration order: one
+        :class:`NodeState` ``(index, quarantined, remaining_ms)`` per node. A node is
+        ``quarantined`` while its uptime, as read on the manager's last connection to it, is
+        below ``max_ttl_ms`` + 1 s; a node not connected to yet is not. No I/O.
+
+        Raises:
+            HandleClosed: the manager was closed.
+        """
+        quarantined = ctypes.c_bool()
+        remaining = ctypes.c_uint32()
+        q_ref, r_ref = _byref(quarantined), _byref(remaining)
+        err = _err_buf()
+        states: List[NodeState] = []
+        h = self._handle
+        m = h.acquire()
+        try:
+            state = _c.redlock_manager_node_state
+            for i in range(self._node_count):
+                st = state(m, i, q_ref, r_ref, err, _ffi.ERR_LEN)
+                if st:
+                    _raise(st, err)
+                states.append(NodeState(i, bool(quarantined.value), int(remaining.value)))
+        finally:
+            h.release()
+        return states
+
+    def metrics(self) -> str:
+        """This manager's metrics in the Prometheus text exposition format: ``# HELP`` /
+        ``# TYPE`` lines and samples, every name starting ``redlock_``. Counters
+        of acquisitions by result (``redlock_acquire_total{result="granted"}``, ``…
+        "not_acquired"``, ``"unavailable"``, …), attempts and retries, unlock and extend
+        outcomes (``redlock_unlock_total{result="ok"}``, ``"not_held"``, …), renewals, keys
+        restored and leases lost; histograms of wait and hold times; quarantined nodes; and per
+        node (labelled by address, never with a password) requests, errors by kind and latency.
+        Counts start at 0 when the manager is created. Serve it as ``text/plain;
+        version=0.0.4``. No I/O.
+
+        Raises:
+            HandleClosed: the manager was closed.
+        """
+        h = self._handle
+        m = h.acquire()
+        try:
+            metrics = _c.redlock_manager_metrics
+            cap = self._metrics_len
+            # snprintf-style: a return value >= cap means the text was cut short. The text can
+            # grow between two calls (other threads count meanwhile), hence the headroom.
+            for _ in range(8):
+                buf = ctypes.create_string_buffer(cap)
+                n = metrics(m, buf, cap)
+                if n < cap:
+                    self._metrics_len = max(_METRICS_FIRST_LEN, n + n // 4 + 1)
+                    return buf.raw[:n].decode("utf-8", "replace")
+                cap = n + n // 4 + 1
+            raise RedlockError("redlock_manager_metrics kept growing")  # not expected
+        finally:
+            h.release()
 
     def close(self) -> None:
         """Frees the manager and closes its idle connections. Never unlocks anything; leases

@@ -54,6 +54,9 @@ class NodeOutcome(enum.IntEnum):
     SERVER_ERROR = 6
     #: The node's answer was not valid RESP or not the expected reply.
     PROTOCOL = 7
+    #: Not counted: the node restarted less than the manager's maximum TTL ago, so it may
+    #: have lost keys it held (restart quarantine; see :meth:`redlock.Redlock.node_states`).
+    QUARANTINED = 8
 
 
 class RedlockError(Exception):
@@ -98,8 +101,10 @@ class NotHeld(RedlockError):
 
 
 class Unavailable(RedlockError):
-    """Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
-    possible. Status ``UNAVAILABLE`` (3)."""
+    """Too many nodes failed (timeouts, refused connections, errors) or were in restart
+    quarantine for a quorum to be possible; the message names each node's outcome (a
+    quarantined node's says ``in restart quarantine for another … s``). Status
+    ``UNAVAILABLE`` (3)."""
 
     default_status = Status.UNAVAILABLE.value
 

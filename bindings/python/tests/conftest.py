@@ -64,7 +64,11 @@ def make_cluster() -> Iterator[Callable[[int], Cluster]]:
 
 
 def make_manager(urls: List[str], **kwargs) -> redlock.Redlock:
-    """A manager with the tests' generous timeouts (overridable)."""
+    """A manager with the tests' generous timeouts (overridable), and restart quarantine off
+    unless asked for: the tests' nodes were just started and hold nothing, and with it on they
+    would not count toward a quorum for the maximum TTL (a minute by default). Only
+    test_quarantine.py turns it on."""
+    kwargs.setdefault("restart_quarantine", False)
     kwargs.setdefault("node_timeout_ms", NODE_TIMEOUT_MS)
     kwargs.setdefault("connect_timeout_ms", CONNECT_TIMEOUT_MS)
     kwargs.setdefault("retry_count", 3)

@@ -1,7 +1,8 @@
 """Test helpers: real ``redis-server`` processes on free loopback ports, and a tiny RESP client.
 
 Each server runs in its own temporary directory with no persistence, is started on a port found
-by binding ``127.0.0.1:0`` (retried if the port was taken meanwhile), and is killed by PID when
+by binding ``127.0.0.1:0`` (retried if the port was taken meanwhile; a server counts as started
+only when the one answering on its port has its process id), and is killed by PID when
 stopped. Every wait is bounded in count and time. Nothing here connects anywhere but
 127.0.0.1. No redis-py: the RESP client below is all the tests need to inspect a node.
 """
@@ -97,11 +98,17 @@ def resp(port: int, *args: Union[str, bytes, int], timeout: float = 5.0):
             return _read_reply(f)
 
 
-def _ping(port: int) -> bool:
+def _serves(port: int, pid: int) -> bool:
+    """Whether the redis-server with process id ``pid`` answers on ``port``. Checked by pid, not
+    by a PING: if the port was taken meanwhile (by another test run, which may be running in
+    parallel), the answer comes from that other server while ours is exiting."""
     try:
-        return resp(port, "PING", timeout=0.5) == "PONG"
+        info = resp(port, "INFO", "server", timeout=0.5)
     except (OSError, ValueError):
         return False
+    if not isinstance(info, bytes):
+        return False
+    return f"process_id:{pid}\r\n".encode() in info
 
 
 class RedisServer:
@@ -144,7 +151,7 @@ class RedisServer:
             if proc.poll() is not None:
                 self._reap(proc)
                 return False  # exited: most likely the port was taken meanwhile
-            if _ping(self.port):
+            if _serves(self.port, proc.pid):
                 self.proc = proc
                 return True
             if time.monotonic() > deadline:
@@ -185,6 +192,22 @@ class RedisServer:
         if self.proc is not None:
             self._kill(self.proc)
             self.proc = None
+
+    def restart(self) -> None:
+        """SIGKILL this server and start a new one on the same port (no persistence: it comes
+        back empty, with a new run id and an uptime of 0). Bounded; raises if the port cannot
+        be had again."""
+        self.kill()
+        deadline = time.monotonic() + 10.0
+        for _ in range(200):  # the port is normally free at once (redis sets SO_REUSEADDR)
+            if self._spawn():
+                return
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        raise AssertionError(
+            f"could not restart redis-server on port {self.port}; log:\n{self.log_tail()}"
+        )
 
     def pause(self) -> None:
         """SIGSTOP: connections are still accepted, nothing is answered."""

@@ -188,6 +188,12 @@ def test_lease_close_during_a_blocking_lease_call(make_cluster, new_manager, res
     t = threading.Thread(target=extender)
     t.start()
     wait_until(lambda: lk._handle._users == 1, timeout=5, interval=0.001, what="extend")
+    time.sleep(0.05)  # well inside the extend
+    # The flags never wait for the extend in flight (nor for its lease state).
+    t0 = time.monotonic()
+    assert lk.lost is False and lk.renewing is False
+    assert time.monotonic() - t0 < 0.2
+    assert t.is_alive()
     lk.close()
     assert lk.closed
     assert not lk._handle.freed  # the running call still uses the lease

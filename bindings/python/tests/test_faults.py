@@ -98,7 +98,9 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         urls = {cluster.urls!r}
         res = {resource!r}
 
-        mgr = redlock.Redlock(urls, node_timeout_ms=500, connect_timeout_ms=1000)
+        mgr = redlock.Redlock(
+            urls, node_timeout_ms=500, connect_timeout_ms=1000, restart_quarantine=False
+        )
         kept = mgr.lock(res + ":kept", ttl_ms=30_000)
         dropped = mgr.lock(res + ":dropped", ttl_ms=30_000)
         renewing = mgr.lock(res + ":renewing", ttl_ms=30_000)
@@ -115,7 +117,9 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         gc.collect()
 
         # A thread blocked in a lock call on a manager nobody else references, at exit.
-        m2 = redlock.Redlock(urls, node_timeout_ms=500, retry_delay_ms=20)
+        m2 = redlock.Redlock(
+            urls, node_timeout_ms=500, retry_delay_ms=20, restart_quarantine=False
+        )
         started = threading.Event()
         def blocked():
             started.set()
@@ -130,7 +134,7 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         # A cycle holding a manager and a lease, left to the collector at exit.
         class Holder: pass
         h = Holder(); h.self = h
-        h.mgr = redlock.Redlock(urls, node_timeout_ms=500)
+        h.mgr = redlock.Redlock(urls, node_timeout_ms=500, restart_quarantine=False)
         h.lease = h.mgr.try_lock(res + ":cycle", ttl_ms=30_000)
         del h
         print("done", flush=True)
@@ -158,7 +162,7 @@ def _record_free(handle, freed: list) -> None:
 
 
 def test_manager_freed_by_the_collector_in_process(cluster, resource):
-    m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
+    m = redlock.Redlock(cluster.urls, node_timeout_ms=500, restart_quarantine=False)
     lk = m.try_lock(resource, ttl_ms=10_000)
     manager_freed: list = []
     _record_free(m._handle, manager_freed)
@@ -177,7 +181,7 @@ def test_manager_freed_by_the_collector_in_process(cluster, resource):
 
 
 def test_closed_handles_are_not_freed_again_by_the_collector(cluster, resource):
-    m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
+    m = redlock.Redlock(cluster.urls, node_timeout_ms=500, restart_quarantine=False)
     lk = m.try_lock(resource, ttl_ms=10_000)
     freed: list = []
     _record_free(m._handle, freed)

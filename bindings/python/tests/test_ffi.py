@@ -68,6 +68,8 @@ ACCEPTED = {
     "size_t": (c_size_t,),
     "double": (c_double,),
     "size_t *": (POINTER(c_size_t),),
+    "bool *": (POINTER(c_bool),),
+    "uint32_t *": (POINTER(c_uint32),),
     "const char *": (c_char_p,),
     "char *": (POINTER(c_char),),
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),

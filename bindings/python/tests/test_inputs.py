@@ -146,6 +146,15 @@ def test_node_not_a_str_is_type_error(node):
         ({"connect_timeout_ms": 2**32}, redlock.InvalidArgument),
         ({"node_timeout_ms": -1}, redlock.InvalidArgument),
         ({"node_timeout_ms": 0.5}, TypeError),
+        ({"max_ttl_ms": 0}, redlock.InvalidArgument),  # the library: 3 ms at least
+        ({"max_ttl_ms": 2}, redlock.InvalidArgument),
+        ({"max_ttl_ms": -1}, redlock.InvalidArgument),
+        ({"max_ttl_ms": 2**32}, redlock.InvalidArgument),
+        ({"max_ttl_ms": 1000.0}, TypeError),
+        ({"max_ttl_ms": True}, TypeError),
+        ({"restart_quarantine": 0}, TypeError),
+        ({"restart_quarantine": None}, TypeError),
+        ({"restart_quarantine": "false"}, TypeError),
     ],
 )
 def test_bad_options(kwargs, exc):
@@ -170,6 +179,10 @@ def test_good_options_are_accepted():
         {"node_timeout_ms": 9},
         {"connect_timeout_ms": 9},
         {"drift_factor": 0.5},
+        {"max_ttl_ms": 3},
+        {"max_ttl_ms": 2**32 - 1},
+        {"restart_quarantine": False},
+        {"restart_quarantine": True},
     ):
         redlock.Redlock(["127.0.0.1:1"], **kwargs).close()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 
 import pytest
 
 import redlock
+from redlock import _ffi
 
 from redis_nodes import key_of, wait_until
 
@@ -138,6 +140,18 @@ def test_renewal_fails_when_the_majority_goes_down(make_cluster, new_manager, re
     assert lk.wait_lost(5_000)
     wait_until(lambda: lost_in, timeout=5, what="on_lost")
     assert lost_in == [0]
+    # The whole reason, however long (redlock_lease_lost_reason is snprintf-style).
+    reason = lk.lost_reason
+    assert reason.startswith("renewal failed") and "quorum 2" in reason, reason
+    c_lib = _ffi.lib()
+    p = lk._handle.acquire()
+    try:
+        small = ctypes.create_string_buffer(8)
+        assert c_lib.redlock_lease_lost_reason(p, small, 8) == len(reason.encode())
+        assert small.value == reason.encode()[:7]  # cut short, NUL-terminated
+        assert c_lib.redlock_lease_lost_reason(p, None, 0) == len(reason.encode())
+    finally:
+        lk._handle.release()
     with pytest.raises((redlock.NotHeld, redlock.Unavailable)):
         lk.unlock()
     lk.close()
