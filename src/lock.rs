@@ -101,10 +101,13 @@ impl Shared {
 
     /// How much longer node `i` stays in restart quarantine, if it is in it at `now`.
     ///
-    /// The node reported `uptime` whole seconds (truncated, so it has been up less than
-    /// `uptime + 1` s) in a reply read at `seen_at`; it may have started as late as
-    /// `seen_at − uptime`, so it leaves quarantine at `seen_at − uptime + max_ttl + 1 s`:
-    /// every uncertainty rounds toward a longer quarantine.
+    /// Redis computes `uptime_in_seconds` as the difference of two whole wall-clock seconds
+    /// (now and its start, each truncated), so it can read up to a second more than the
+    /// node's real age (started at 10.9 s, asked at 11.1 s: uptime 1, age 0.2 s). The reply
+    /// was read at `seen_at`, after it was produced, so the node started no later than
+    /// `seen_at − uptime + 1 s`, and it leaves quarantine a maximum TTL after that:
+    /// `seen_at − uptime + max_ttl + 1 s`. Every uncertainty rounds toward a longer
+    /// quarantine. (A node whose wall clock jumps defeats any uptime-based rule.)
     pub(crate) fn quarantine(&self, i: usize, now: Instant) -> Option<Duration> {
         if !self.cfg.restart_quarantine {
             return None;

@@ -619,6 +619,34 @@ impl Slot<'_> {
         }
     }
 
+    /// Reads, without waiting, replies that earlier steps are owed and handshake replies;
+    /// anything else is a broken connection.
+    fn drain_owed(&mut self, now: Instant) {
+        loop {
+            let Some(c) = self.conn.as_mut() else { return };
+            if c.phase == Phase::Connecting || (c.owed == 0 && c.phase == Phase::Ready) {
+                return;
+            }
+            match c.next_reply() {
+                Ok(Some(reply)) => {
+                    if c.phase == Phase::Handshake {
+                        self.on_reply(reply, now);
+                    } else {
+                        c.owed -= 1;
+                        if c.owed == 0 {
+                            c.owed_since = None;
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    *self.conn = None;
+                    return;
+                }
+            }
+        }
+    }
+
     fn read_replies(&mut self, now: Instant) {
         loop {
             if !matches!(self.result, NodeResult::Waiting) {
@@ -968,6 +996,10 @@ fn prepare(slot: &mut Slot<'_>, now: Instant, limits: StepLimits) {
     let StepLimits { node_timeout, cap } = limits;
     let settings = slot.settings;
     if let Some(Some(outcome)) = slot.cmd.skip.get(slot.node.index) {
+        // Not asked in this step; still read what it owes (late replies, a handshake), so
+        // a node skipped for a while (in restart quarantine) does not end up with a
+        // connection past the stale limit when it is asked again.
+        slot.drain_owed(now);
         slot.result = NodeResult::Failed(outcome.clone());
         return;
     }
