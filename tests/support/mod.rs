@@ -114,7 +114,8 @@ impl RedisServer {
             if let Ok(Some(_)) = child.try_wait() {
                 return false; // exited: most likely the port was taken meanwhile
             }
-            if ping(self.port) {
+            // Our server must answer, not another one that took the port first.
+            if serves(self.port, child.id()) {
                 self.child = Some(child);
                 return true;
             }
@@ -217,7 +218,10 @@ impl Drop for RedisServer {
     }
 }
 
-fn ping(port: u16) -> bool {
+/// True when the server answering on `port` is process `pid` (its `INFO server` says so), or
+/// when it requires a password (then it cannot be asked; the caller's `try_wait` has ruled
+/// out that our process exited).
+fn serves(port: u16, pid: u32) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_millis(200),
@@ -225,15 +229,28 @@ fn ping(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
+    if s.write_all(b"INFO server\r\n").is_err() {
         return false;
     }
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        // +PONG, or -NOAUTH when a password is required: either way the server is up.
-        Ok(n) if n > 0 => buf[0] == b'+' || buf[..n].starts_with(b"-NOAUTH"),
-        _ => false,
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if buf.starts_with(b"-NOAUTH") {
+            return true;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        if text.contains("process_id:") && text.contains("\r\n\r\n") || text.contains("tcp_port:") {
+            return text
+                .lines()
+                .any(|l| l.trim() == format!("process_id:{pid}"));
+        }
     }
+    false
 }
 
 /// N servers.
