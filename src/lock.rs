@@ -1099,9 +1099,12 @@ impl Lease {
             )));
         }
         st.released = true;
-        let renewed = st.renewal.take().is_some() || inner.had_renewal();
+        let was_renewing = st.renewal.take().is_some();
+        let renewed = was_renewing || inner.had_renewal();
         inner.sync_flags(&st);
-        inner.lost_cv.notify_all(); // wait_lost returns: renewal is over
+        if was_renewing {
+            inner.lost_cv.notify_all(); // wait_lost returns: renewal is over
+        }
         let start = sh.now();
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
         let was_lost = st.lost.is_some();

@@ -126,8 +126,13 @@ impl Pool {
         if st.idle.len() < self.max_idle || st.wanted.contains_key(&set.id) {
             st.idle.push(set);
         }
+        // Only checkout_preferring waits, and it registers in `wanted` first: skip the
+        // wake-up (a futex system call every time) when nobody waits.
+        let waiters = !st.wanted.is_empty();
         drop(st);
-        self.returned.notify_all();
+        if waiters {
+            self.returned.notify_all();
+        }
     }
 
     /// How many sets are idle (tests and diagnostics).
