@@ -568,6 +568,11 @@ impl Redlock {
     /// granting quorum. Step two writes `T` back to the counters, only where the key still
     /// holds our token, and the lock is granted only if a quorum confirms that within the
     /// validity. Any later grant's quorum intersects that quorum, so it reads at least `T`.
+    ///
+    /// The counters never expire. A node restarted without persistence loses them; once a
+    /// majority has lost the latest one, a later token can be smaller than an earlier one.
+    /// Restart quarantine does not prevent that: run the nodes with `appendfsync always` when
+    /// fencing must survive restarts.
     pub fn try_lock_fenced(
         &self,
         resource: impl AsRef<[u8]>,
