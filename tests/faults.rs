@@ -89,7 +89,9 @@ impl Schedule {
             PauseMinority => "no violations; the live majority decides",
             PauseMajority => "unavailable while paused, never a violation",
             Latency => "no violations",
-            WorkerPause => "no violations while valid; the late writer's write is rejected",
+            WorkerPause => {
+                "no violations while valid; a late write is never accepted after a newer one"
+            }
         }
     }
 
@@ -126,24 +128,31 @@ impl Schedule {
     }
 }
 
+/// One granted critical section, times in `CLOCK_MONOTONIC` nanoseconds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant {
+    start: u128,
+    end: u128,
+    valid_until: u128,
+    worker: usize,
+    token: u64,
+    /// The fenced store's answer: accepted, rejected, or no answer.
+    write: Option<bool>,
+    /// When the write to the fenced store was sent (it ended at `end`).
+    write_start: u128,
+}
+
 /// One line of a worker's record file.
 #[derive(Debug, Clone)]
 enum Record {
-    Grant {
-        worker: usize,
-        start: u128,
-        end: u128,
-        valid_until: u128,
-        token: u64,
-        write: Option<bool>,
-    },
+    Grant(Grant),
     Error(String),
 }
 
 fn parse_record(worker: usize, line: &str) -> Option<Record> {
     let f: Vec<&str> = line.split_whitespace().collect();
     match *f.first()? {
-        "G" => Some(Record::Grant {
+        "G" => Some(Record::Grant(Grant {
             worker,
             start: f.get(1)?.parse().ok()?,
             end: f.get(2)?.parse().ok()?,
@@ -154,7 +163,8 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
                 "0" => Some(false),
                 _ => Option::None,
             },
-        }),
+            write_start: f.get(6)?.parse().ok()?,
+        })),
         "E" => Some(Record::Error(f.get(1)?.to_string())),
         _ => Option::None,
     }
@@ -172,9 +182,14 @@ struct Verdict {
     late_overlaps: usize,
     /// Critical sections that ended after their validity.
     late_sections: usize,
-    /// Fenced store writes from late sections: rejected, and accepted.
+    /// Fenced store writes sent after the writer's validity had ended, rejected by the store.
     late_writes_rejected: usize,
-    late_writes_accepted: usize,
+    /// Late writes the store accepted because no newer holder had written yet: the store's
+    /// writes stay in token order, which is all fencing promises.
+    late_writes_in_order: usize,
+    /// Late writes accepted after a write with a greater token had been accepted: a fencing
+    /// failure (should be 0).
+    late_writes_stale: usize,
     /// Fenced store writes rejected although the writer was still valid (should be 0).
     valid_writes_rejected: usize,
     secs: f64,
@@ -185,43 +200,48 @@ fn check(records: &[Record], secs: f64) -> Verdict {
         secs,
         ..Verdict::default()
     };
-    let mut grants: Vec<(u128, u128, u128, usize, u64, Option<bool>)> = Vec::new();
+    let mut grants: Vec<&Grant> = Vec::new();
     for r in records {
         v.attempts += 1;
         match r {
-            Record::Grant {
-                worker,
-                start,
-                end,
-                valid_until,
-                token,
-                write,
-            } => grants.push((*start, *end, *valid_until, *worker, *token, *write)),
+            Record::Grant(g) => grants.push(g),
             Record::Error(k) => *v.errors.entry(k.clone()).or_default() += 1,
         }
     }
     v.grants = grants.len();
     grants.sort();
     for (i, a) in grants.iter().enumerate() {
-        let late = a.1 > a.2;
-        if late {
+        if a.end > a.valid_until {
             v.late_sections += 1;
-            match a.5 {
+        }
+        if a.write_start > a.valid_until {
+            // Written after the validity ended. Fencing promises that the store never takes
+            // it after a write with a greater token; before one, it may.
+            match a.write {
                 Some(false) => v.late_writes_rejected += 1,
-                Some(true) => v.late_writes_accepted += 1,
-                _ => {}
+                Some(true) => {
+                    let newer_written_before = grants.iter().any(|b| {
+                        b.write == Some(true) && b.token > a.token && b.end < a.write_start
+                    });
+                    if newer_written_before {
+                        v.late_writes_stale += 1;
+                    } else {
+                        v.late_writes_in_order += 1;
+                    }
+                }
+                Option::None => {}
             }
-        } else if a.5 == Some(false) {
+        } else if a.write == Some(false) {
             v.valid_writes_rejected += 1;
         }
         for b in &grants[i + 1..] {
-            if b.0 >= a.1 {
+            if b.start >= a.end {
                 break; // sorted by start: no later section overlaps `a`
             }
             // [b.start, min(a.end, b.end)] is the overlap; both valid there?
-            let overlap_end = a.1.min(b.1);
-            let both_valid_until = a.2.min(b.2);
-            if b.0 < both_valid_until.min(overlap_end) {
+            let overlap_end = a.end.min(b.end);
+            let both_valid_until = a.valid_until.min(b.valid_until);
+            if b.start < both_valid_until.min(overlap_end) {
                 v.violations += 1;
             } else {
                 v.late_overlaps += 1;
@@ -234,13 +254,20 @@ fn check(records: &[Record], secs: f64) -> Verdict {
 /// The checker on records with known answers (this file has no #[test] functions: it is its
 /// own harness).
 fn checker_self_check() {
-    let g = |worker, start: u128, end: u128, valid_until: u128, token, write| Record::Grant {
-        worker,
-        start,
-        end,
-        valid_until,
-        token,
-        write,
+    // A grant whose store write was sent at `write_start` and answered at `end`.
+    let gw = |worker, start: u128, end: u128, valid_until: u128, token, write, write_start| {
+        Record::Grant(Grant {
+            start,
+            end,
+            valid_until,
+            worker,
+            token,
+            write,
+            write_start,
+        })
+    };
+    let g = |worker, start, end, valid_until, token, write| {
+        gw(worker, start, end, valid_until, token, write, end)
     };
     // Disjoint sections: nothing.
     let v = check(
@@ -272,6 +299,19 @@ fn checker_self_check() {
     assert_eq!((v.violations, v.late_overlaps, v.late_sections), (0, 1, 1));
     assert_eq!((v.late_writes_rejected, v.attempts), (1, 3));
     assert_eq!(v.errors.get("unavailable"), Some(&1));
+    // A late write the store accepts before the next holder has written: in token order.
+    let late = gw(0, 0, 50, 10, 1, Some(true), 45);
+    let v = check(&[late.clone(), g(1, 20, 60, 70, 2, Some(true))], 1.0);
+    assert_eq!((v.late_writes_in_order, v.late_writes_stale), (1, 0));
+    // The same write accepted after the newer holder's write: a fencing failure.
+    let v = check(&[late, g(1, 20, 30, 70, 2, Some(true))], 1.0);
+    assert_eq!((v.late_writes_in_order, v.late_writes_stale), (0, 1));
+    // A write sent within the validity is not late, even if its answer came after.
+    let v = check(&[gw(0, 0, 50, 40, 1, Some(true), 30)], 1.0);
+    assert_eq!(
+        (v.late_sections, v.late_writes_in_order, v.late_writes_stale),
+        (1, 0, 0)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -330,6 +370,7 @@ fn worker(args: &[String]) -> ExitCode {
                 rng ^= rng << 17;
                 let hold = hold_min + rng % (hold_max - hold_min + 1);
                 thread::sleep(Duration::from_millis(hold));
+                let write_start = mono_ns();
                 let accepted: Result<i64, _> = redis::cmd("EVAL")
                     .arg(scripts::FENCED_STORE_WRITE)
                     .arg(1)
@@ -343,7 +384,10 @@ fn worker(args: &[String]) -> ExitCode {
                     Ok(_) => "0",
                     Err(_) => "-",
                 };
-                let _ = writeln!(file, "G {start} {end_ns} {valid_until} {token} {w}");
+                let _ = writeln!(
+                    file,
+                    "G {start} {end_ns} {valid_until} {token} {w} {write_start}"
+                );
                 let _ = lease.unlock();
             }
             Err(e) => {
@@ -474,9 +518,21 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
                 // Stop the worker that holds the lock right now, for longer than its TTL: it
                 // wakes up believing it holds the lock, and writes.
                 thread::sleep(Duration::from_millis(300 + next() % 300));
-                let holder = run.servers[0]
-                    .get(b"redlock:shared")
-                    .and_then(|t| holder_of(&run.dir, workers, &t));
+                // Only where the other workers still run long enough after the pause to take
+                // the lock and write: otherwise the late write meets no newer one.
+                if Instant::now() + TTL * 2 + Duration::from_millis(800) > end {
+                    continue;
+                }
+                // The lock may be between holders: look again, briefly.
+                let holder = (0..25).find_map(|_| {
+                    let h = run.servers[0]
+                        .get(b"redlock:shared")
+                        .and_then(|t| holder_of(&run.dir, workers, &t));
+                    if h.is_none() {
+                        thread::sleep(Duration::from_millis(20));
+                    }
+                    h
+                });
                 if let Some(w) = holder {
                     let pid = Some(children[w].id() as i32);
                     signal(pid, libc::SIGSTOP);
@@ -528,7 +584,7 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
             .join(", ")
     };
     format!(
-        "| {} | {} | {} | {:.0}/s | {} | **{}** | {} | {} ({} rejected, {} accepted) | {} | {} |",
+        "| {} | {} | {} | {:.0}/s | {} | **{}** | {} | {} | {} / {} / **{}** | {} | {} |",
         s.name(),
         v.attempts,
         v.grants,
@@ -538,7 +594,8 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
         v.late_overlaps,
         v.late_sections,
         v.late_writes_rejected,
-        v.late_writes_accepted,
+        v.late_writes_in_order,
+        v.late_writes_stale,
         v.valid_writes_rejected,
         s.expected()
     )
@@ -587,9 +644,10 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "\n| schedule | attempts | grants | throughput | errors | violations | late overlaps | \
-         late sections (fenced writes) | valid writes rejected | expected |"
+         late sections | late writes: rejected / accepted before a newer write / stale accepted | \
+         valid writes rejected | expected |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|");
     let mut failed = Vec::new();
     for s in schedules {
         let v = run_schedule(s, secs, workers);
@@ -599,11 +657,11 @@ fn main() -> ExitCode {
         if s.safe() && v.violations > 0 {
             failed.push(format!("{}: {} violations", s.name(), v.violations));
         }
-        if v.late_writes_accepted > 0 {
+        if v.late_writes_stale > 0 {
             failed.push(format!(
-                "{}: {} stale writes accepted by the fenced store",
+                "{}: {} late writes accepted after a newer holder's write",
                 s.name(),
-                v.late_writes_accepted
+                v.late_writes_stale
             ));
         }
         if v.valid_writes_rejected > 0 && s.keeps_data() {
@@ -611,6 +669,12 @@ fn main() -> ExitCode {
                 "{}: {} writes by valid holders rejected",
                 s.name(),
                 v.valid_writes_rejected
+            ));
+        }
+        if s == WorkerPause && v.late_sections == 0 {
+            failed.push(format!(
+                "{}: no worker was paused inside its lease",
+                s.name()
             ));
         }
         if v.grants == 0 && s != PauseMajority {
