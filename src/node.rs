@@ -647,6 +647,19 @@ impl Slot<'_> {
         }
     }
 
+    /// Reads what the connection owes, as [`drain_owed`](Self::drain_owed); then, if it owes
+    /// nothing more, closes it when the node has closed it (or sent more than was owed).
+    fn settle(&mut self, now: Instant) {
+        self.drain_owed(now);
+        if let Some(c) = self.conn.as_mut()
+            && c.phase == Phase::Ready
+            && c.owed == 0
+            && !matches!(c.next_reply(), Ok(None))
+        {
+            *self.conn = None;
+        }
+    }
+
     fn read_replies(&mut self, now: Instant) {
         loop {
             if !matches!(self.result, NodeResult::Waiting) {
@@ -903,7 +916,6 @@ impl ConnSet {
     /// would cost a system call per step for nothing, and a node that restarts in that window
     /// is then simply reported as failed for one step.
     fn drop_dead_idle(&mut self, nodes: &[Node], now: Instant) {
-        const PROBE_AFTER: Duration = Duration::from_millis(5);
         let idle: Vec<usize> = self
             .conns
             .iter()
@@ -991,6 +1003,11 @@ impl ConnSet {
     }
 }
 
+/// How long a connection must have been idle before a step checks, before using it, whether
+/// the node closed it. In a tight loop the check would cost a system call per step for
+/// nothing; a node that restarts within this window is simply failed for one step.
+const PROBE_AFTER: Duration = Duration::from_millis(5);
+
 /// Gets a slot's connection ready to carry the step's command and sets its deadline.
 fn prepare(slot: &mut Slot<'_>, now: Instant, limits: StepLimits) {
     let StepLimits { node_timeout, cap } = limits;
@@ -1002,6 +1019,20 @@ fn prepare(slot: &mut Slot<'_>, now: Instant, limits: StepLimits) {
         slot.drain_owed(now);
         slot.result = NodeResult::Failed(outcome.clone());
         return;
+    }
+    if slot.conn.as_ref().is_some_and(|c| {
+        (c.owed > 0 || c.phase == Phase::Handshake)
+            && now.saturating_duration_since(c.last_used) > PROBE_AFTER
+    }) {
+        // Idle for a while, yet still owing replies: an earlier step returned at quorum
+        // before this node answered, or before its handshake completed. Read what has
+        // arrived; if the node closed the connection behind it (a restart), reconnect now
+        // rather than fail this node for the step. The idle probe cannot tell this case,
+        // since owed replies make the socket readable anyway.
+        slot.settle(now);
+        if !matches!(slot.result, NodeResult::Waiting) {
+            return; // the handshake failed
+        }
     }
     if slot
         .conn
@@ -1354,6 +1385,65 @@ mod tests {
             .unwrap();
         h.join().unwrap();
         assert_eq!(out[0], NodeResult::Reply(Reply::Int(1)));
+    }
+
+    #[test]
+    fn a_connection_closed_behind_owed_replies_is_reconnected_not_failed() {
+        let nodes = nodes(2);
+        let (mut set, peers) = pairs(2);
+        let ping = Command {
+            bytes: b"*1\r\n$4\r\nPING\r\n",
+            noscript_fallback: None,
+            skip: &[],
+        };
+        let step = |set: &mut ConnSet, ms| {
+            set.step(
+                &nodes,
+                &settings(),
+                &ping,
+                StepLimits::timeout(Duration::from_millis(ms)),
+                &Instant::now,
+                |_| false,
+            )
+            .unwrap()
+        };
+        // Neither node answers within the step: both owe a reply.
+        let out = step(&mut set, 20);
+        assert!(
+            out.iter()
+                .all(|r| *r == NodeResult::Failed(NodeOutcome::Timeout))
+        );
+        assert_eq!(set.owed(), vec![Some(1), Some(1)]);
+        // Both answer late; node 1 then closes the connection (it restarted).
+        let mut peers = peers.into_iter();
+        let mut p0 = peers.next().unwrap();
+        let mut p1 = peers.next().unwrap();
+        p0.write_all(b"+LATE\r\n").unwrap();
+        p1.write_all(b"+LATE\r\n").unwrap();
+        drop(p1);
+        thread::sleep(PROBE_AFTER * 2);
+        let h0 = thread::spawn(move || {
+            let mut buf = [0u8; 28];
+            p0.read_exact(&mut buf).unwrap(); // both PINGs
+            p0.write_all(b"+PONG\r\n").unwrap();
+            p0
+        });
+        let out = step(&mut set, 500);
+        let _p0 = h0.join().unwrap();
+        // Node 0: the late reply discarded, this step's answered. Node 1: its connection was
+        // found closed before use and a new one attempted (this test's addresses refuse),
+        // instead of the step writing to a dead connection.
+        assert_eq!(out[0], NodeResult::Reply(Reply::Status("PONG".into())));
+        assert_ne!(
+            out[1],
+            NodeResult::Failed(NodeOutcome::Unreachable(
+                "connection closed by the node".into()
+            ))
+        );
+        assert!(matches!(
+            out[1],
+            NodeResult::Failed(NodeOutcome::Unreachable(_))
+        ));
     }
 
     #[test]
