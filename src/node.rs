@@ -910,11 +910,9 @@ impl ConnSet {
 
     /// Closes idle connections the node has closed (a restarted node) before they are used,
     /// so that the step reconnects at once instead of failing that node. One zero-timeout
-    /// `poll(2)` for the whole set; no backoff, since the node may well be back.
-    ///
-    /// Connections used in the last few milliseconds are not probed: in a tight loop the probe
-    /// would cost a system call per step for nothing, and a node that restarts in that window
-    /// is then simply reported as failed for one step.
+    /// `poll(2)` for the whole set; no backoff, since the node may well be back. Only
+    /// connections idle for [`PROBE_AFTER`] that owe nothing: for one that still owes
+    /// replies, readable says nothing, and [`prepare`] reads it instead (`Slot::settle`).
     fn drop_dead_idle(&mut self, nodes: &[Node], now: Instant) {
         let idle: Vec<usize> = self
             .conns
