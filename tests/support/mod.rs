@@ -218,9 +218,10 @@ impl Drop for RedisServer {
     }
 }
 
-/// True when the server answering on `port` is process `pid` (its `INFO server` says so), or
-/// when it requires a password (then it cannot be asked; the caller's `try_wait` has ruled
-/// out that our process exited).
+/// True when the server answering on `port` is process `pid` (its `INFO` says so) and has
+/// finished loading its data (an AOF or RDB file: until then it answers most commands with
+/// `LOADING`), or when it requires a password (then it cannot be asked; the caller's
+/// `try_wait` has ruled out that our process exited).
 fn serves(port: u16, pid: u32) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
@@ -229,7 +230,8 @@ fn serves(port: u16, pid: u32) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"INFO server\r\n").is_err() {
+    // The default sections include both `server` (process_id) and `persistence` (loading).
+    if s.write_all(b"INFO\r\n").is_err() {
         return false;
     }
     let mut buf = Vec::new();
@@ -243,12 +245,23 @@ fn serves(port: u16, pid: u32) -> bool {
         if buf.starts_with(b"-NOAUTH") {
             return true;
         }
-        let text = String::from_utf8_lossy(&buf);
-        if text.contains("process_id:") && text.contains("\r\n\r\n") || text.contains("tcp_port:") {
-            return text
-                .lines()
-                .any(|l| l.trim() == format!("process_id:{pid}"));
+        // A bulk string: `$<len>\r\n<len bytes>\r\n`.
+        let Some(header_end) = buf.windows(2).position(|w| w == b"\r\n") else {
+            continue;
+        };
+        let Some(len) = std::str::from_utf8(&buf[1..header_end])
+            .ok()
+            .and_then(|l| l.parse::<usize>().ok())
+        else {
+            return false; // not a bulk reply (an error, say)
+        };
+        let body_start = header_end + 2;
+        if buf.len() < body_start + len {
+            continue;
         }
+        let text = String::from_utf8_lossy(&buf[body_start..body_start + len]);
+        let has = |line: &str| text.lines().any(|l| l.trim() == line);
+        return has(&format!("process_id:{pid}")) && has("loading:0");
     }
     false
 }
