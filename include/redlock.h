@@ -75,6 +75,17 @@ typedef enum redlock_node_outcome {
   REDLOCK_NODE_QUARANTINED = 8,
 } redlock_node_outcome;
 
+// Options of one acquisition: an opaque builder with one setter per option, passed to
+// `redlock_acquire`. `redlock_acquire` only reads them, so one options object may serve
+// any number of calls, from several threads at once, as long as no setter runs meanwhile.
+// Defaults: wait as the manager's retry policy says (`redlock_config_set_retry`), no
+// fencing token, no auto-renewal.
+//
+// Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
+// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
+// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`.
+typedef struct redlock_acquire_opts redlock_acquire_opts;
+
 // Options for a manager: an opaque builder with one setter per option.
 //
 // Create with `redlock_config_new`, set options, pass to `redlock_manager_new` (which copies
@@ -104,14 +115,15 @@ typedef struct redlock_lease redlock_lease;
 
 // A lock manager over N independent Redis masters.
 //
-// Thread-safe: any number of threads may call `redlock_lock` and friends on one manager at
+// Thread-safe: any number of threads may call `redlock_acquire` and friends on one manager at
 // once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
 // usable after it is freed (each keeps what it needs alive). Not usable in a child process
 // after `fork()`.
 //
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
-// `redlock_manager_quorum`, `redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`,
-// `redlock_lock_opts`, `redlock_manager_node_state`, `redlock_manager_metrics`.
+// `redlock_manager_quorum`, `redlock_acquire`, `redlock_lock`, `redlock_try_lock`,
+// `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
+// `redlock_manager_metrics`.
 typedef struct redlock_manager redlock_manager;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
@@ -135,6 +147,147 @@ const char *redlock_status_str(int32_t status);
 // The library version, for example `"0.1.0"`: static, NUL-terminated, never NULL. Compare with
 // the `REDLOCK_VERSION_*` macros to detect a header/library mismatch.
 const char *redlock_version(void);
+
+// Creates acquisition options with every option at its default. Free them with
+// `redlock_acquire_opts_free`. Returns NULL only if memory is exhausted.
+struct redlock_acquire_opts *redlock_acquire_opts_new(void);
+
+// Frees acquisition options. NULL is a no-op.
+//
+// # Safety
+// `opts` must be NULL or a pointer from `redlock_acquire_opts_new` not yet freed.
+void redlock_acquire_opts_free(struct redlock_acquire_opts *opts);
+
+// How long to wait while the resource is held elsewhere: 0 means one attempt, no retry;
+// otherwise retry after random pauses (up to the retry delay) until `wait_ms` have passed; no
+// attempt starts after that, and the retry count does not apply.
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_wait_ms(struct redlock_acquire_opts *opts,
+                                                     uint32_t wait_ms);
+
+// Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_retries(struct redlock_acquire_opts *opts);
+
+// Whether the lease carries a fencing token (`redlock_lease_fencing_token`): strictly greater
+// than that of every earlier fenced grant of the resource, while a majority of the nodes keeps
+// its data. Costs a second round trip: the token is read from the granting quorum's counters
+// (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_fenced(struct redlock_acquire_opts *opts, bool fenced);
+
+// Turns on auto-renewal for the lease as soon as it is granted, as
+// `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
+// (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
+// callback, call `redlock_lease_auto_renew` on the lease instead.
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_auto_renew(struct redlock_acquire_opts *opts,
+                                                        uint32_t max_hold_ms,
+                                                        uint32_t max_extensions);
+
+// Acquires `resource` for `ttl_ms` with `opts` (NULL: the defaults, which wait as the
+// manager's retry policy says). Never blocks forever: at most about the wait, or
+// `(retry_count + 1) × (node timeout + retry_delay_ms)` with the retry policy.
+//
+// The resource is 1 to `REDLOCK_MAX_RESOURCE_LEN` arbitrary bytes (NUL, CR/LF and invalid
+// UTF-8 are fine); `(NULL, 0)` is the empty name and is rejected. `ttl_ms` must exceed its
+// own drift allowance (`ttl_ms × factor + 2`), so 0..2 are rejected, and must not exceed the
+// manager's maximum TTL.
+//
+// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
+// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
+// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
+//
+// # Safety
+// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
+// `opts` NULL or live options; `out` writable; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_acquire(struct redlock_manager *mgr,
+                                    const uint8_t *resource,
+                                    size_t resource_len,
+                                    uint32_t ttl_ms,
+                                    const struct redlock_acquire_opts *opts,
+                                    struct redlock_lease **out,
+                                    char *err,
+                                    size_t err_len);
+
+// Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`):
+// `redlock_acquire` with default options. Same arguments and statuses.
+//
+// # Safety
+// As for `redlock_acquire`.
+enum redlock_status redlock_lock(struct redlock_manager *mgr,
+                                 const uint8_t *resource,
+                                 size_t resource_len,
+                                 uint32_t ttl_ms,
+                                 struct redlock_lease **out,
+                                 char *err,
+                                 size_t err_len);
+
+// One attempt to acquire `resource` for `ttl_ms`, with no retry: `redlock_acquire` with a
+// wait of 0. Same arguments and statuses as `redlock_lock`.
+//
+// # Safety
+// As for `redlock_acquire`.
+enum redlock_status redlock_try_lock(struct redlock_manager *mgr,
+                                     const uint8_t *resource,
+                                     size_t resource_len,
+                                     uint32_t ttl_ms,
+                                     struct redlock_lease **out,
+                                     char *err,
+                                     size_t err_len);
+
+// Acquires `resource` for `ttl_ms`, retrying after random pauses (up to the retry delay)
+// until `wait_ms` have passed; no attempt starts after that. The retry count does not apply.
+// Same statuses as `redlock_lock`. (`wait_ms` = 0 waits not at all.)
+//
+// # Safety
+// As for `redlock_acquire`.
+enum redlock_status redlock_lock_wait(struct redlock_manager *mgr,
+                                      const uint8_t *resource,
+                                      size_t resource_len,
+                                      uint32_t ttl_ms,
+                                      uint32_t wait_ms,
+                                      struct redlock_lease **out,
+                                      char *err,
+                                      size_t err_len);
+
+// Acquires `resource` for `ttl_ms` with options given as flags (`redlock_acquire` with an
+// options builder covers the same and more):
+//
+// * `REDLOCK_LOCK_FENCED`: the lease carries a fencing token (see
+//   `redlock_acquire_opts_set_fenced`).
+// * `REDLOCK_LOCK_ONCE`: one attempt; `REDLOCK_LOCK_WAIT`: retry until `wait_ms`; neither:
+//   retry as configured. ONCE and WAIT together are INVALID_ARGUMENT, as are unknown flags.
+//
+// Statuses and arguments otherwise as for `redlock_lock`.
+//
+// # Safety
+// As for `redlock_acquire`.
+enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
+                                      const uint8_t *resource,
+                                      size_t resource_len,
+                                      uint32_t ttl_ms,
+                                      uint32_t flags,
+                                      uint32_t wait_ms,
+                                      struct redlock_lease **out,
+                                      char *err,
+                                      size_t err_len);
 
 // Creates a configuration with no nodes and every option at its default (3 retries, a
 // 200 ms retry delay, drift factor 0.01, a 250 ms connect timeout, per-node timeouts derived
@@ -231,146 +384,31 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
                                                           char *err,
                                                           size_t err_len);
 
-// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
-// every option and resolves every host; no connection is made until the first lock.
+// Extends the lock to `ttl_ms` from now, if a quorum confirms before the current validity
+// ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
+// validity already ended or that was unlocked.
 //
-// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
-// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
-// on success.
-//
-// # Safety
-// `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable
-// bytes.
-enum redlock_status redlock_manager_new(const struct redlock_config *cfg,
-                                        struct redlock_manager **out,
-                                        char *err,
-                                        size_t err_len);
-
-// Frees a manager and closes its idle connections. NULL is a no-op. Never unlocks anything;
-// leases made by this manager remain usable and must still be freed.
+// Statuses: OK, NOT_HELD, UNAVAILABLE, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
 //
 // # Safety
-// `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
-void redlock_manager_free(struct redlock_manager *mgr);
+// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_extend(struct redlock_lease *lease,
+                                   uint32_t ttl_ms,
+                                   char *err,
+                                   size_t err_len);
 
-// The number of nodes (0 for NULL).
+// Releases the lock on every node (owner-checked: never deletes another owner's key). Does
+// not free the lease. From this call on the lease's validity reads 0.
+//
+// Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
+// UNAVAILABLE, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
 //
 // # Safety
-// `mgr` must be NULL or a live manager.
-size_t redlock_manager_node_count(const struct redlock_manager *mgr);
+// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_unlock(struct redlock_lease *lease, char *err, size_t err_len);
 
-// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
-//
-// # Safety
-// `mgr` must be NULL or a live manager.
-size_t redlock_manager_quorum(const struct redlock_manager *mgr);
-
-// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
-// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
-// not). Either out-pointer may be NULL; both are written only on success.
-//
-// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
-//
-// # Safety
-// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
-// writable bytes.
-enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr,
-                                               size_t index,
-                                               bool *quarantined,
-                                               uint32_t *remaining_ms,
-                                               char *err,
-                                               size_t err_len);
-
-// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
-// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
-// and returns the length of the whole text, so a return value `>= len` means it was cut
-// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
-//
-// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
-// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
-// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
-// node addresses never include a password.
-//
-// # Safety
-// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
-size_t redlock_manager_metrics(const struct redlock_manager *mgr, char *buf, size_t len);
-
-// Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`).
-// Blocks for at most about `(retry_count + 1) × (node timeout + retry_delay_ms)`; never
-// forever.
-//
-// The resource is 1 to `REDLOCK_MAX_RESOURCE_LEN` arbitrary bytes (NUL, CR/LF and invalid
-// UTF-8 are fine); `(NULL, 0)` is the empty name and is rejected. `ttl_ms` must exceed its
-// own drift allowance (`ttl_ms × factor + 2`), so 0..2 are rejected.
-//
-// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
-// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
-//
-// # Safety
-// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
-// `out` must be writable; `err` NULL or `err_len` writable bytes.
-enum redlock_status redlock_lock(struct redlock_manager *mgr,
-                                 const uint8_t *resource,
-                                 size_t resource_len,
-                                 uint32_t ttl_ms,
-                                 struct redlock_lease **out,
-                                 char *err,
-                                 size_t err_len);
-
-// One attempt to acquire `resource` for `ttl_ms`, with no retry. Same arguments and
-// statuses as `redlock_lock`.
-//
-// # Safety
-// As for `redlock_lock`.
-enum redlock_status redlock_try_lock(struct redlock_manager *mgr,
-                                     const uint8_t *resource,
-                                     size_t resource_len,
-                                     uint32_t ttl_ms,
-                                     struct redlock_lease **out,
-                                     char *err,
-                                     size_t err_len);
-
-// Acquires `resource` for `ttl_ms`, retrying after random pauses (up to the retry delay)
-// until `wait_ms` have passed; no attempt starts after that. The retry count does not apply.
-// Same statuses as `redlock_lock`.
-//
-// # Safety
-// As for `redlock_lock`.
-enum redlock_status redlock_lock_wait(struct redlock_manager *mgr,
-                                      const uint8_t *resource,
-                                      size_t resource_len,
-                                      uint32_t ttl_ms,
-                                      uint32_t wait_ms,
-                                      struct redlock_lease **out,
-                                      char *err,
-                                      size_t err_len);
-
-// Acquires `resource` for `ttl_ms` with options given as flags:
-//
-// * `REDLOCK_LOCK_FENCED`: the lease carries a fencing token, strictly greater than that of
-//   every earlier fenced grant of the resource (while a majority of nodes keeps its data).
-//   Costs a second round trip: the token is read from the granting quorum's counters
-//   (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
-// * `REDLOCK_LOCK_ONCE`: one attempt; `REDLOCK_LOCK_WAIT`: retry until `wait_ms`; neither:
-//   retry as configured. ONCE and WAIT together are INVALID_ARGUMENT, as are unknown flags.
-//
-// Statuses and arguments otherwise as for `redlock_lock`.
-//
-// # Safety
-// As for `redlock_lock`.
-enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
-                                      const uint8_t *resource,
-                                      size_t resource_len,
-                                      uint32_t ttl_ms,
-                                      uint32_t flags,
-                                      uint32_t wait_ms,
-                                      struct redlock_lease **out,
-                                      char *err,
-                                      size_t err_len);
-
-// The lease's fencing token (see `REDLOCK_LOCK_FENCED`); 0 for a lease taken without it, and
-// for NULL. Exact up to 2^53.
+// The lease's fencing token (see `redlock_acquire_opts_set_fenced`); 0 for a lease taken
+// without one, and for NULL. Exact up to 2^53.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
@@ -400,29 +438,6 @@ size_t redlock_lease_lost_reason(const struct redlock_lease *lease, char *buf, s
 // # Safety
 // `lease` must be NULL or a live lease.
 uint32_t redlock_lease_ttl_ms(const struct redlock_lease *lease);
-
-// Extends the lock to `ttl_ms` from now, if a quorum confirms before the current validity
-// ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
-// validity already ended or that was unlocked.
-//
-// Statuses: OK, NOT_HELD, UNAVAILABLE, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
-//
-// # Safety
-// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
-enum redlock_status redlock_extend(struct redlock_lease *lease,
-                                   uint32_t ttl_ms,
-                                   char *err,
-                                   size_t err_len);
-
-// Releases the lock on every node (owner-checked: never deletes another owner's key). Does
-// not free the lease. From this call on the lease's validity reads 0.
-//
-// Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
-// UNAVAILABLE, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
-//
-// # Safety
-// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
-enum redlock_status redlock_unlock(struct redlock_lease *lease, char *err, size_t err_len);
 
 // The remaining validity in milliseconds (rounded down): 0 once expired, unlocked or NULL.
 //
@@ -529,6 +544,71 @@ bool redlock_lease_is_lost(const struct redlock_lease *lease);
 // # Safety
 // `lease` must be NULL or a live lease.
 bool redlock_lease_wait_lost(const struct redlock_lease *lease, uint32_t timeout_ms);
+
+// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
+// every option and resolves every host; no connection is made until the first lock.
+//
+// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
+// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
+// on success.
+//
+// # Safety
+// `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable
+// bytes.
+enum redlock_status redlock_manager_new(const struct redlock_config *cfg,
+                                        struct redlock_manager **out,
+                                        char *err,
+                                        size_t err_len);
+
+// Frees a manager and closes its connections once its last lease is freed too. NULL is a
+// no-op. Never unlocks anything; leases made by this manager remain usable and must still be
+// freed.
+//
+// # Safety
+// `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
+void redlock_manager_free(struct redlock_manager *mgr);
+
+// The number of nodes (0 for NULL).
+//
+// # Safety
+// `mgr` must be NULL or a live manager.
+size_t redlock_manager_node_count(const struct redlock_manager *mgr);
+
+// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
+//
+// # Safety
+// `mgr` must be NULL or a live manager.
+size_t redlock_manager_quorum(const struct redlock_manager *mgr);
+
+// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
+// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
+// not). Either out-pointer may be NULL; both are written only on success.
+//
+// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+//
+// # Safety
+// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
+// writable bytes.
+enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr,
+                                               size_t index,
+                                               bool *quarantined,
+                                               uint32_t *remaining_ms,
+                                               char *err,
+                                               size_t err_len);
+
+// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+// and returns the length of the whole text, so a return value `>= len` means it was cut
+// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+//
+// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+// node addresses never include a password.
+//
+// # Safety
+// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+size_t redlock_manager_metrics(const struct redlock_manager *mgr, char *buf, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::resp;
+use crate::timing::{Budget, drift};
 
 /// The largest TTL any lock may have: `u32::MAX` milliseconds (about 49.7 days). This is also
 /// the range of the C API's `uint32_t ttl_ms`.
@@ -16,9 +17,6 @@ pub const MAX_RESOURCE_LEN: usize = 1024;
 
 /// The default of [`Config::max_ttl`]: 60 s.
 pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
-
-/// The constant part of the clock-drift allowance added to `TTL × drift_factor`.
-pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
 
 /// The prefix of every lock key: the key for resource `R` is `redlock:` followed by the bytes
 /// of `R`. A fixed prefix keeps lock keys in a namespace of their own (see the crate docs).
@@ -240,6 +238,13 @@ impl Config {
         self
     }
 
+    /// Undoes [`node_timeout`](Self::node_timeout): the per-node timeout is derived from the
+    /// TTL again (the default).
+    pub fn derived_node_timeout(mut self) -> Config {
+        self.node_timeout = None;
+        self
+    }
+
     /// The smallest derived per-node timeout. Must be > 0. Defaults to 10 ms.
     pub fn node_timeout_floor(mut self, t: Duration) -> Config {
         self.node_timeout_floor = t;
@@ -270,9 +275,10 @@ impl Config {
         self
     }
 
-    /// How many idle connection sets (one connection to every node) the manager keeps for
-    /// reuse; concurrent operations beyond this open more and close them afterwards. Must be
-    /// at least 1. Defaults to 32.
+    /// Ignored: a manager keeps one connection per node, shared by all its threads (see
+    /// ARCHITECTURE.md), so there are no idle connection sets to bound. Still validated (at
+    /// least 1) so that configurations that set it keep working. Defaults to 32.
+    #[deprecated(note = "a manager keeps one connection per node; this setting has no effect")]
     pub fn max_idle_connection_sets(mut self, n: usize) -> Config {
         self.max_idle_connection_sets = n;
         self
@@ -302,9 +308,16 @@ impl Config {
 
     /// The per-node I/O timeout used for a step on a lock with this TTL.
     pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
-        match self.node_timeout {
-            Some(t) => t,
-            None => (ttl / 200).clamp(self.node_timeout_floor, self.node_timeout_cap),
+        self.budget().node_timeout(ttl)
+    }
+
+    /// The timing rules these options give.
+    pub(crate) fn budget(&self) -> Budget {
+        Budget {
+            drift_factor: self.drift_factor,
+            node_timeout: self.node_timeout,
+            floor: self.node_timeout_floor,
+            cap: self.node_timeout_cap,
         }
     }
 
@@ -382,12 +395,6 @@ impl Config {
         }
         Ok(parsed)
     }
-}
-
-/// The drift allowance for a TTL: `TTL × factor + 2 ms`, rounded up to whole microseconds.
-pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
-    let micros = (ttl.as_micros() as f64 * factor).ceil();
-    Duration::from_micros(micros as u64) + DRIFT_CONSTANT
 }
 
 /// Checks a TTL against a manager's configuration: at most its maximum TTL, and see

@@ -54,27 +54,35 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acquire;
 mod config;
 mod error;
 pub mod ffi;
+mod lease;
 mod lock;
+mod manager;
 mod metrics;
 mod mux;
 mod node;
-mod pool;
+mod quorum;
 mod renew;
 mod resp;
+mod scan;
 pub mod scripts;
+mod timing;
 mod token;
 
+pub use acquire::{LockOptions, Wait};
 pub use config::{
-    Config, DEFAULT_MAX_TTL, DRIFT_CONSTANT, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL,
-    NodeAddr,
+    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, Report};
-pub use lock::{Lease, LeaseGuard, NodeState, Redlock, quorum};
+pub use lease::{Lease, LeaseGuard, LostCallback, LostReason, RenewOptions};
+pub use manager::{NodeState, Redlock};
 pub use metrics::{
-    BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts,
+    BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts, RenewalStats,
 };
-pub use renew::{LostCallback, LostReason, RenewOptions, RenewalStats};
+pub use quorum::quorum;
+pub use scan::{KeyInfo, KeyKind, Scan};
+pub use timing::DRIFT_CONSTANT;
 pub use token::TOKEN_BYTES;

@@ -129,6 +129,52 @@ pub struct OutcomeCounts {
     pub other: u64,
 }
 
+/// Counters of a manager's renewal thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenewalStats {
+    /// Renewal rounds (each sends one command per node per 1000 keys).
+    pub ticks: u64,
+    /// Commands written to each node in all (the writes per node).
+    pub commands_per_node: u64,
+    /// Lease renewals attempted.
+    pub attempts: u64,
+    /// Lease renewals confirmed by a quorum.
+    pub renewed: u64,
+    /// Keys restored on a node that had lost them.
+    pub restored: u64,
+    /// Leases reported lost (failures and bounds).
+    pub lost: u64,
+    /// The most leases renewed in one round.
+    pub max_batch: u64,
+}
+
+/// The live counters behind [`RenewalStats`].
+#[derive(Default)]
+pub(crate) struct RenewalCounters {
+    pub(crate) ticks: AtomicU64,
+    pub(crate) commands: AtomicU64,
+    pub(crate) attempts: AtomicU64,
+    pub(crate) renewed: AtomicU64,
+    pub(crate) restored: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) max_batch: AtomicU64,
+}
+
+impl RenewalCounters {
+    pub(crate) fn snapshot(&self) -> RenewalStats {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RenewalStats {
+            ticks: l(&self.ticks),
+            commands_per_node: l(&self.commands),
+            attempts: l(&self.attempts),
+            renewed: l(&self.renewed),
+            restored: l(&self.restored),
+            lost: l(&self.lost),
+            max_batch: l(&self.max_batch),
+        }
+    }
+}
+
 /// The live counters of one manager.
 pub(crate) struct Registry {
     pub(crate) attempts: AtomicU64,
@@ -142,6 +188,7 @@ pub(crate) struct Registry {
     pub(crate) hold: Histogram,
     pub(crate) unlocks: Outcomes,
     pub(crate) extensions: Outcomes,
+    pub(crate) renewal: RenewalCounters,
     nodes: Vec<NodeCounters>,
 }
 
@@ -159,6 +206,7 @@ impl Registry {
             hold: Histogram::default(),
             unlocks: Outcomes::default(),
             extensions: Outcomes::default(),
+            renewal: RenewalCounters::default(),
             nodes: (0..nodes).map(|_| NodeCounters::default()).collect(),
         }
     }
@@ -212,7 +260,7 @@ impl Registry {
             hold: self.hold.snapshot(),
             unlocks: self.unlocks.snapshot(),
             extensions: self.extensions.snapshot(),
-            renewal: Default::default(),
+            renewal: self.renewal.snapshot(),
             nodes: self
                 .nodes
                 .iter()
@@ -273,7 +321,7 @@ pub struct Metrics {
     /// Extension outcomes (explicit `extend` calls; automatic ones are in `renewal`).
     pub extensions: OutcomeCounts,
     /// The renewal thread's counters (renewals, keys restored, lost leases).
-    pub renewal: crate::renew::RenewalStats,
+    pub renewal: RenewalStats,
     /// One entry per node.
     pub nodes: Vec<NodeMetrics>,
 }
@@ -288,84 +336,113 @@ fn secs(d: Duration) -> String {
     format!("{}", d.as_secs_f64())
 }
 
+/// The Prometheus text being written.
+struct Prom(String);
+
+impl Prom {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP redlock_{name} {help}");
+        let _ = writeln!(self.0, "# TYPE redlock_{name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &str, v: u64) {
+        let _ = writeln!(self.0, "redlock_{name}{labels} {v}");
+    }
+
+    /// A family of one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, v: u64) {
+        self.head(name, kind, help);
+        self.sample(name, "", v);
+    }
+
+    /// A counter family with one sample per `result` label.
+    fn results(&mut self, name: &str, help: &str, by_result: &[(&str, u64)]) {
+        self.head(name, "counter", help);
+        for (r, v) in by_result {
+            self.sample(name, &format!("{{result=\"{r}\"}}"), *v);
+        }
+    }
+
+    fn hist(&mut self, name: &str, labels: &[(&str, String)], h: &HistogramSnapshot) {
+        let base: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect();
+        for (b, c) in BUCKETS.iter().zip(&h.cumulative) {
+            let mut l = base.clone();
+            l.push(format!("le=\"{b}\""));
+            let _ = writeln!(self.0, "redlock_{name}_bucket{{{}}} {c}", l.join(","));
+        }
+        let mut l = base.clone();
+        l.push("le=\"+Inf\"".into());
+        let _ = writeln!(
+            self.0,
+            "redlock_{name}_bucket{{{}}} {}",
+            l.join(","),
+            h.count
+        );
+        let braces = if base.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", base.join(","))
+        };
+        let _ = writeln!(self.0, "redlock_{name}_sum{braces} {}", secs(h.sum));
+        let _ = writeln!(self.0, "redlock_{name}_count{braces} {}", h.count);
+    }
+}
+
+fn node_labels(n: &NodeMetrics) -> String {
+    format!("node=\"{}\",addr=\"{}\"", n.index, escape(&n.addr))
+}
+
 impl Metrics {
     /// The metrics in the Prometheus text exposition format (version 0.0.4), every name
     /// prefixed `redlock_`.
     pub fn to_prometheus(&self) -> String {
-        let mut o = String::with_capacity(8192);
-        let head = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP redlock_{name} {help}");
-            let _ = writeln!(o, "# TYPE redlock_{name} {kind}");
-        };
-        let counter = |o: &mut String, name: &str, labels: &str, v: u64| {
-            let _ = writeln!(o, "redlock_{name}{labels} {v}");
-        };
-        let hist =
-            |o: &mut String, name: &str, labels: &[(&str, String)], h: &HistogramSnapshot| {
-                let base: Vec<String> = labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                    .collect();
-                for (b, c) in BUCKETS.iter().zip(&h.cumulative) {
-                    let mut l = base.clone();
-                    l.push(format!("le=\"{b}\""));
-                    let _ = writeln!(o, "redlock_{name}_bucket{{{}}} {c}", l.join(","));
-                }
-                let mut l = base.clone();
-                l.push("le=\"+Inf\"".into());
-                let _ = writeln!(o, "redlock_{name}_bucket{{{}}} {}", l.join(","), h.count);
-                let braces = if base.is_empty() {
-                    String::new()
-                } else {
-                    format!("{{{}}}", base.join(","))
-                };
-                let _ = writeln!(o, "redlock_{name}_sum{braces} {}", secs(h.sum));
-                let _ = writeln!(o, "redlock_{name}_count{braces} {}", h.count);
-            };
+        let mut p = Prom(String::with_capacity(8192));
+        self.write_calls(&mut p);
+        self.write_renewal(&mut p);
+        self.write_nodes(&mut p);
+        p.0
+    }
 
-        head(
-            &mut o,
+    /// Acquisitions, unlocks and extensions.
+    fn write_calls(&self, p: &mut Prom) {
+        p.single(
             "acquire_attempts_total",
             "counter",
             "Acquisition attempts, each retry included.",
+            self.acquire_attempts,
         );
-        counter(&mut o, "acquire_attempts_total", "", self.acquire_attempts);
-        head(
-            &mut o,
+        p.single(
             "acquire_retries_total",
             "counter",
             "Attempts after a lock call's first.",
+            self.retries,
         );
-        counter(&mut o, "acquire_retries_total", "", self.retries);
-        head(
-            &mut o,
+        p.results(
             "acquire_total",
-            "counter",
             "Lock calls by final result.",
+            &[
+                ("granted", self.grants),
+                ("not_acquired", self.not_acquired),
+                ("unavailable", self.unavailable),
+                ("invalid_input", self.invalid_input),
+                ("internal", self.internal_errors),
+            ],
         );
-        for (r, v) in [
-            ("granted", self.grants),
-            ("not_acquired", self.not_acquired),
-            ("unavailable", self.unavailable),
-            ("invalid_input", self.invalid_input),
-            ("internal", self.internal_errors),
-        ] {
-            counter(&mut o, "acquire_total", &format!("{{result=\"{r}\"}}"), v);
-        }
-        head(
-            &mut o,
+        p.head(
             "acquire_wait_seconds",
             "histogram",
             "Time from a lock call to its grant, retries included.",
         );
-        hist(&mut o, "acquire_wait_seconds", &[], &self.wait);
-        head(
-            &mut o,
+        p.hist("acquire_wait_seconds", &[], &self.wait);
+        p.head(
             "hold_seconds",
             "histogram",
             "Time from a grant to its unlock.",
         );
-        hist(&mut o, "hold_seconds", &[], &self.hold);
+        p.hist("hold_seconds", &[], &self.hold);
         for (name, help, c) in [
             ("unlock_total", "Unlock calls by result.", self.unlocks),
             (
@@ -374,16 +451,20 @@ impl Metrics {
                 self.extensions,
             ),
         ] {
-            head(&mut o, name, "counter", help);
-            for (r, v) in [
-                ("ok", c.ok),
-                ("not_held", c.not_held),
-                ("unavailable", c.unavailable),
-                ("other", c.other),
-            ] {
-                counter(&mut o, name, &format!("{{result=\"{r}\"}}"), v);
-            }
+            p.results(
+                name,
+                help,
+                &[
+                    ("ok", c.ok),
+                    ("not_held", c.not_held),
+                    ("unavailable", c.unavailable),
+                    ("other", c.other),
+                ],
+            );
         }
+    }
+
+    fn write_renewal(&self, p: &mut Prom) {
         let r = &self.renewal;
         for (name, help, v) in [
             (
@@ -412,82 +493,52 @@ impl Metrics {
                 r.lost,
             ),
         ] {
-            head(&mut o, name, "counter", help);
-            counter(&mut o, name, "", v);
+            p.single(name, "counter", help, v);
         }
-        head(
-            &mut o,
+    }
+
+    fn write_nodes(&self, p: &mut Prom) {
+        let quarantined = self.nodes.iter().filter(|n| n.quarantined).count();
+        p.single(
             "nodes_quarantined",
             "gauge",
             "Nodes in restart quarantine now.",
+            quarantined as u64,
         );
-        counter(
-            &mut o,
-            "nodes_quarantined",
-            "",
-            self.nodes.iter().filter(|n| n.quarantined).count() as u64,
-        );
-        let node_labels =
-            |n: &NodeMetrics| format!("node=\"{}\",addr=\"{}\"", n.index, escape(&n.addr));
-        head(
-            &mut o,
+        p.head(
             "node_quarantined",
             "gauge",
             "1 while the node is in restart quarantine.",
         );
         for n in &self.nodes {
-            counter(
-                &mut o,
-                "node_quarantined",
-                &format!("{{{}}}", node_labels(n)),
-                n.quarantined as u64,
-            );
+            let labels = format!("{{{}}}", node_labels(n));
+            p.sample("node_quarantined", &labels, n.quarantined as u64);
         }
-        head(
-            &mut o,
+        p.head(
             "node_requests_total",
             "counter",
             "Commands sent to the node.",
         );
         for n in &self.nodes {
-            counter(
-                &mut o,
-                "node_requests_total",
-                &format!("{{{}}}", node_labels(n)),
-                n.requests,
-            );
+            let labels = format!("{{{}}}", node_labels(n));
+            p.sample("node_requests_total", &labels, n.requests);
         }
-        head(
-            &mut o,
-            "node_errors_total",
-            "counter",
-            "Node failures by kind.",
-        );
+        p.head("node_errors_total", "counter", "Node failures by kind.");
         for n in &self.nodes {
             for (k, v) in NODE_ERROR_KINDS.iter().zip(&n.errors) {
-                counter(
-                    &mut o,
-                    "node_errors_total",
-                    &format!("{{{},kind=\"{k}\"}}", node_labels(n)),
-                    *v,
-                );
+                let labels = format!("{{{},kind=\"{k}\"}}", node_labels(n));
+                p.sample("node_errors_total", &labels, *v);
             }
         }
-        head(
-            &mut o,
+        p.head(
             "node_latency_seconds",
             "histogram",
             "Time for the node to answer a command.",
         );
         for n in &self.nodes {
-            hist(
-                &mut o,
-                "node_latency_seconds",
-                &[("node", n.index.to_string()), ("addr", n.addr.clone())],
-                &n.latency,
-            );
+            let labels = [("node", n.index.to_string()), ("addr", n.addr.clone())];
+            p.hist("node_latency_seconds", &labels, &n.latency);
         }
-        o
     }
 }
 

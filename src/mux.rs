@@ -2,10 +2,13 @@
 //!
 //! This is the only caller of `poll(2)`. It knows file descriptors, readiness and deadlines;
 //! it never sees a Redis command. Each source keeps its own per-step state; the caller decides
-//! when the step is over (a quorum reached or no longer possible) through `decided`.
+//! when the step is over (a quorum reached or no longer possible) through `decided`. A
+//! [`Waker`] lets another thread interrupt a wait: it is one more descriptor in the same
+//! `poll(2)`, so a thread never blocks on anything else.
 
-use std::io;
-use std::os::fd::RawFd;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 /// What a source waits for.
@@ -26,14 +29,15 @@ pub(crate) struct Readiness {
 
 /// One participant in a step.
 pub(crate) trait Source {
-    /// The descriptor and what to wait for, or `None` once this source needs nothing more in
-    /// this step (answered, failed, or idle).
+    /// The descriptor and what to wait for, or `None` when this source has no descriptor to
+    /// watch now (answered, failed, or waiting for another thread to wake the step).
     fn interest(&self) -> Option<(RawFd, Interest)>;
-    /// When this source gives up. Fixed for the whole step.
-    fn deadline(&self) -> Instant;
+    /// When this source gives up, or `None` once it waits for nothing (it may still have an
+    /// interest: a descriptor it serves for others). Fixed for the whole step.
+    fn deadline(&self) -> Option<Instant>;
     /// Called when `poll` reported readiness; the source does its non-blocking I/O.
     fn on_ready(&mut self, ready: Readiness, now: Instant);
-    /// Called once its deadline has passed while it still had an interest.
+    /// Called once its deadline has passed while it still had one.
     fn on_deadline(&mut self, now: Instant);
 }
 
@@ -45,14 +49,15 @@ pub(crate) fn timeout_ms(remaining: Duration) -> libc::c_int {
     ms.min(libc::c_int::MAX as u128) as libc::c_int
 }
 
-/// Drives `sources` until `decided` returns true or no source has anything left to wait for.
+/// Drives `sources` until `decided` returns true or no source has a deadline left.
 ///
 /// The remaining time is recomputed from each source's fixed deadline after every wake-up, so
-/// interrupted or partial waits never extend a step. `EINTR` is retried.
+/// interrupted or partial waits never extend a step. `EINTR` is retried. `decided` may update
+/// the sources (it runs before every wait).
 pub(crate) fn drive<S: Source>(
     sources: &mut [S],
     now: &dyn Fn() -> Instant,
-    mut decided: impl FnMut(&[S]) -> bool,
+    mut decided: impl FnMut(&mut [S]) -> bool,
 ) -> io::Result<()> {
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(sources.len());
     // Parallel to `fds`: which source each descriptor belongs to.
@@ -67,29 +72,18 @@ pub(crate) fn drive<S: Source>(
         let mut expired = false;
         let mut earliest: Option<Instant> = None;
         for (i, s) in sources.iter_mut().enumerate() {
-            let Some((fd, interest)) = s.interest() else {
-                continue;
-            };
-            let deadline = s.deadline();
-            if deadline <= t {
-                s.on_deadline(t);
-                expired = true;
-                continue;
+            if let Some(deadline) = s.deadline() {
+                if deadline <= t {
+                    s.on_deadline(t);
+                    expired = true;
+                    continue;
+                }
+                earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
             }
-            earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
-            let mut events = 0;
-            if interest.read {
-                events |= libc::POLLIN;
+            if let Some((fd, interest)) = s.interest() {
+                fds.push(pollfd(fd, interest));
+                owner.push(i);
             }
-            if interest.write {
-                events |= libc::POLLOUT;
-            }
-            fds.push(libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            });
-            owner.push(i);
         }
         if expired {
             // An expiry may have decided the step; ask again before waiting.
@@ -115,18 +109,77 @@ pub(crate) fn drive<S: Source>(
         }
         let t = now();
         for (pfd, &i) in fds.iter().zip(owner.iter()) {
-            if pfd.revents == 0 {
-                continue;
+            if pfd.revents != 0 {
+                sources[i].on_ready(readiness(pfd.revents), t);
             }
-            let r = pfd.revents;
-            sources[i].on_ready(
-                Readiness {
-                    readable: r & libc::POLLIN != 0,
-                    writable: r & libc::POLLOUT != 0,
-                    error: r & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
-                },
-                t,
-            );
+        }
+    }
+}
+
+fn pollfd(fd: RawFd, interest: Interest) -> libc::pollfd {
+    let mut events = 0;
+    if interest.read {
+        events |= libc::POLLIN;
+    }
+    if interest.write {
+        events |= libc::POLLOUT;
+    }
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+fn readiness(r: libc::c_short) -> Readiness {
+    Readiness {
+        readable: r & libc::POLLIN != 0,
+        writable: r & libc::POLLOUT != 0,
+        error: r & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
+    }
+}
+
+/// Interrupts another thread's [`drive`]: a connected pair of non-blocking Unix sockets whose
+/// reading end is one of the descriptors that thread polls. Waking writes a byte (a wake-up
+/// that is already pending is enough, so a full buffer is fine); the woken thread drains it.
+pub(crate) struct Waker {
+    rx: UnixStream,
+    tx: UnixStream,
+}
+
+impl Waker {
+    pub(crate) fn new() -> io::Result<Waker> {
+        let (rx, tx) = UnixStream::pair()?;
+        rx.set_nonblocking(true)?;
+        tx.set_nonblocking(true)?;
+        Ok(Waker { rx, tx })
+    }
+
+    /// The descriptor to poll for reading.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.rx.as_raw_fd()
+    }
+
+    /// Wakes the thread polling [`fd`](Self::fd) (or makes its next poll return at once).
+    pub(crate) fn wake(&self) {
+        loop {
+            match (&self.tx).write(&[1]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Ok, or WouldBlock (wake-ups already pending), or an error nobody can act on.
+                _ => return,
+            }
+        }
+    }
+
+    /// Consumes pending wake-ups.
+    pub(crate) fn drain(&self) {
+        let mut buf = [0u8; 64];
+        loop {
+            match (&self.rx).read(&mut buf) {
+                Ok(n) if n == buf.len() => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                _ => return,
+            }
         }
     }
 }
@@ -162,9 +215,7 @@ pub(crate) fn probe_idle(fds: &[RawFd]) -> io::Result<Vec<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
+    use crate::timing::{Clock, SystemClock};
     use std::thread;
 
     #[test]
@@ -199,8 +250,8 @@ mod tests {
                 },
             ))
         }
-        fn deadline(&self) -> Instant {
-            self.deadline
+        fn deadline(&self) -> Option<Instant> {
+            (self.got.is_none() && self.timed_out_at.is_none()).then_some(self.deadline)
         }
         fn on_ready(&mut self, _: Readiness, _: Instant) {
             let mut b = [0u8; 1];
@@ -229,7 +280,7 @@ mod tests {
 
     #[test]
     fn prompt_late_and_silent_peers() {
-        let start = Instant::now();
+        let start = SystemClock.now();
         let deadline = start + Duration::from_millis(150);
         let (s0, mut p0) = pair(deadline);
         let (s1, p1) = pair(deadline);
@@ -241,7 +292,7 @@ mod tests {
             p1
         });
         let mut sources = [s0, s1, s2];
-        drive(&mut sources, &Instant::now, |_| false).unwrap();
+        drive(&mut sources, &|| SystemClock.now(), |_| false).unwrap();
         let _p1 = late.join().unwrap();
         assert_eq!(sources[0].got, Some(b'a'));
         assert_eq!(sources[1].got, Some(b'b'));
@@ -258,7 +309,7 @@ mod tests {
 
     #[test]
     fn returns_as_soon_as_decided() {
-        let start = Instant::now();
+        let start = SystemClock.now();
         let deadline = start + Duration::from_secs(5);
         let (s0, mut p0) = pair(deadline);
         let (s1, mut p1) = pair(deadline);
@@ -266,7 +317,7 @@ mod tests {
         p0.write_all(b"x").unwrap();
         p1.write_all(b"y").unwrap();
         let mut sources = [s0, s1, s2];
-        drive(&mut sources, &Instant::now, |s| {
+        drive(&mut sources, &|| SystemClock.now(), |s| {
             s.iter().filter(|s| s.got.is_some()).count() >= 2
         })
         .unwrap();
@@ -288,8 +339,59 @@ mod tests {
     }
 
     #[test]
+    fn a_waker_interrupts_a_wait_from_another_thread() {
+        let w = std::sync::Arc::new(Waker::new().unwrap());
+        struct Woken(std::sync::Arc<Waker>, bool, Instant);
+        impl Source for Woken {
+            fn interest(&self) -> Option<(RawFd, Interest)> {
+                (!self.1).then_some((
+                    self.0.fd(),
+                    Interest {
+                        read: true,
+                        write: false,
+                    },
+                ))
+            }
+            fn deadline(&self) -> Option<Instant> {
+                (!self.1).then_some(self.2)
+            }
+            fn on_ready(&mut self, _: Readiness, _: Instant) {
+                self.0.drain();
+                self.1 = true;
+            }
+            fn on_deadline(&mut self, _: Instant) {
+                self.1 = true;
+            }
+        }
+        let start = SystemClock.now();
+        let w2 = std::sync::Arc::clone(&w);
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            w2.wake();
+            w2.wake(); // two wake-ups, one drain
+        });
+        let mut s = [Woken(
+            std::sync::Arc::clone(&w),
+            false,
+            start + Duration::from_secs(10),
+        )];
+        drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
+        t.join().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        // Drained: a fresh wait is not woken by the old wake-ups.
+        let mut s = [Woken(
+            w,
+            false,
+            SystemClock.now() + Duration::from_millis(30),
+        )];
+        let before = SystemClock.now();
+        drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
+        assert!(before.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
     fn nothing_to_wait_for_returns_at_once() {
         let mut none: [OneByte; 0] = [];
-        drive(&mut none, &Instant::now, |_| false).unwrap();
+        drive(&mut none, &|| SystemClock.now(), |_| false).unwrap();
     }
 }

@@ -57,5 +57,88 @@ if tonumber(ARGV[1]) > last then \
 redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2]) return 1 end \
 return 0";
 
+/// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
+/// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the
+/// next cursor, then for each key found its name, its `PTTL` and its value if it is a string
+/// (nil otherwise). Read-only; not loaded by the handshake (sent as `EVAL`).
+pub const SCAN_KEYS: &str = "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3]) \
+local out = {r[1]} \
+for _, k in ipairs(r[2]) do \
+local v = false \
+if redis.call('TYPE', k)['ok'] == 'string' then v = redis.call('GET', k) end \
+out[#out + 1] = k \
+out[#out + 1] = redis.call('PTTL', k) \
+out[#out + 1] = v \
+end \
+return out";
+
 /// All scripts, in the order the handshake loads them.
 pub(crate) const ALL: [&str; 5] = [RELEASE, EXTEND, RENEW, FENCED_ACQUIRE, FENCE_WRITE];
+
+/// A script and its SHA1 name, computed once.
+pub(crate) struct Script {
+    src: &'static str,
+    sha: std::sync::OnceLock<String>,
+}
+
+impl Script {
+    const fn new(src: &'static str) -> Script {
+        Script {
+            src,
+            sha: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn sha(&self) -> &str {
+        self.sha.get_or_init(|| crate::resp::script_sha(self.src))
+    }
+
+    /// The `EVALSHA` and `EVAL` forms of a call with these keys and arguments.
+    pub(crate) fn calls(&self, keys: &[&[u8]], args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        let mut digits = [0u8; 20];
+        let nkeys = crate::resp::decimal(keys.len() as u64, &mut digits);
+        let mut a: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
+        a.extend_from_slice(&[b"EVALSHA", self.sha().as_bytes(), nkeys]);
+        a.extend_from_slice(keys);
+        a.extend_from_slice(args);
+        let mut sha_cmd = Vec::new();
+        crate::resp::pack(&a, &mut sha_cmd);
+        a[0] = b"EVAL";
+        a[1] = self.src.as_bytes();
+        let mut eval_cmd = Vec::new();
+        crate::resp::pack(&a, &mut eval_cmd);
+        (sha_cmd, eval_cmd)
+    }
+}
+
+/// [`RELEASE`], for calls.
+pub(crate) static RELEASE_SCRIPT: Script = Script::new(RELEASE);
+/// [`EXTEND`], for calls.
+pub(crate) static EXTEND_SCRIPT: Script = Script::new(EXTEND);
+/// [`RENEW`], for calls.
+pub(crate) static RENEW_SCRIPT: Script = Script::new(RENEW);
+/// [`FENCED_ACQUIRE`], for calls.
+pub(crate) static FENCED_ACQUIRE_SCRIPT: Script = Script::new(FENCED_ACQUIRE);
+/// [`FENCE_WRITE`], for calls.
+pub(crate) static FENCE_WRITE_SCRIPT: Script = Script::new(FENCE_WRITE);
+/// [`SCAN_KEYS`], for calls.
+pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_pack_evalsha_and_eval_with_keys_and_arguments() {
+        let (sha, eval) = RELEASE_SCRIPT.calls(&[b"k"], &[b"t"]);
+        let sha_text = String::from_utf8(sha).unwrap();
+        assert!(
+            sha_text.starts_with("*5\r\n$7\r\nEVALSHA\r\n$40\r\n"),
+            "{sha_text}"
+        );
+        assert!(sha_text.ends_with("$1\r\n1\r\n$1\r\nk\r\n$1\r\nt\r\n"));
+        let eval_text = String::from_utf8(eval).unwrap();
+        assert!(eval_text.contains(RELEASE));
+        assert_eq!(RELEASE_SCRIPT.sha(), crate::resp::script_sha(RELEASE));
+    }
+}

@@ -4,7 +4,7 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::{FfiError, c_str, guard, guard_or, redlock_status};
-use crate::config::{Config, NodeAddr};
+use crate::{Config, NodeAddr};
 
 /// Options for a manager: an opaque builder with one setter per option.
 ///
@@ -46,21 +46,29 @@ pub unsafe extern "C" fn redlock_config_free(cfg: *mut redlock_config) {
     });
 }
 
-/// Runs `f` on the config behind `cfg`.
-fn with_cfg(
+/// Replaces the config behind `cfg` by what `f` makes of it (with the builder methods of the
+/// public [`Config`]); on error it is left unchanged.
+///
+/// # Safety
+/// `cfg` must be NULL or a live config used by one thread at a time; `err` NULL or `err_len`
+/// writable bytes.
+unsafe fn with_cfg(
     cfg: *mut redlock_config,
     err: *mut c_char,
     err_len: usize,
-    f: impl FnOnce(&mut Config) -> Result<(), FfiError>,
+    f: impl FnOnce(Config) -> Result<Config, FfiError>,
 ) -> redlock_status {
-    guard(err, err_len, || {
+    let run = || {
         if cfg.is_null() {
             return Err(FfiError::null("cfg"));
         }
         // SAFETY: non-NULL; the caller guarantees a live config used by one thread at a time.
         let c = unsafe { &mut (*cfg).inner };
-        f(c)
-    })
+        *c = f(c.clone())?;
+        Ok(())
+    };
+    // SAFETY: `err` per this function's contract.
+    unsafe { guard(err, err_len, run) }
 }
 
 /// Adds a node: `redis://[user:password@]host[:port][/db]` or `host:port`. The URL's syntax
@@ -80,13 +88,14 @@ pub unsafe extern "C" fn redlock_config_add_node(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
+    let f = |c: Config| {
         // SAFETY: NUL-terminated per the caller's contract.
         let url = unsafe { c_str(url, "url") }?;
         NodeAddr::parse(url)?;
-        c.nodes.push(url.to_string());
-        Ok(())
-    })
+        Ok(c.node(url))
+    };
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, f) }
 }
 
 /// Sets the retry policy of `redlock_lock`: up to `retry_count` more attempts after the
@@ -105,11 +114,13 @@ pub unsafe extern "C" fn redlock_config_set_retry(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
-        c.retry_count = retry_count;
-        c.retry_delay = Duration::from_millis(retry_delay_ms.into());
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            Ok(c.retry_count(retry_count)
+                .retry_delay(Duration::from_millis(retry_delay_ms.into())))
+        })
+    }
 }
 
 /// Sets the clock-drift factor: validity is shortened by `TTL × factor + 2 ms`. Must be finite
@@ -126,11 +137,13 @@ pub unsafe extern "C" fn redlock_config_set_drift_factor(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
-        Config::check_drift_factor(factor)?;
-        c.drift_factor = factor;
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            Config::check_drift_factor(factor)?;
+            Ok(c.drift_factor(factor))
+        })
+    }
 }
 
 /// Sets the connect timeout (must be > 0; default 250 ms) and the per-node I/O timeout of
@@ -149,14 +162,19 @@ pub unsafe extern "C" fn redlock_config_set_timeouts(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
-        if connect_ms == 0 {
-            return Err(FfiError::invalid("connect timeout must be > 0 ms"));
-        }
-        c.connect_timeout = Duration::from_millis(connect_ms.into());
-        c.node_timeout = (node_ms > 0).then(|| Duration::from_millis(node_ms.into()));
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            if connect_ms == 0 {
+                return Err(FfiError::invalid("connect timeout must be > 0 ms"));
+            }
+            let c = c.connect_timeout(Duration::from_millis(connect_ms.into()));
+            Ok(match node_ms {
+                0 => c.derived_node_timeout(),
+                ms => c.node_timeout(Duration::from_millis(ms.into())),
+            })
+        })
+    }
 }
 
 /// Sets the largest TTL a lock may have (a larger one is INVALID_ARGUMENT at lock time); it is
@@ -174,13 +192,15 @@ pub unsafe extern "C" fn redlock_config_set_max_ttl(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
-        if max_ttl_ms < 3 {
-            return Err(FfiError::invalid("maximum TTL must be at least 3 ms"));
-        }
-        c.max_ttl = Duration::from_millis(max_ttl_ms.into());
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            if max_ttl_ms < 3 {
+                return Err(FfiError::invalid("maximum TTL must be at least 3 ms"));
+            }
+            Ok(c.max_ttl(Duration::from_millis(max_ttl_ms.into())))
+        })
+    }
 }
 
 /// Turns restart quarantine on (the default) or off. On: a node whose uptime (read with
@@ -201,8 +221,6 @@ pub unsafe extern "C" fn redlock_config_set_restart_quarantine(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    with_cfg(cfg, err, err_len, |c| {
-        c.restart_quarantine = enabled;
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, |c| Ok(c.restart_quarantine(enabled))) }
 }

@@ -14,17 +14,21 @@
 #![allow(unsafe_code)] // the C ABI: every unsafe block carries a SAFETY comment
 #![allow(non_camel_case_types)] // C names: redlock_status, redlock_config, …
 
+mod acquire;
 mod config;
-mod lock;
+mod lease;
+mod manager;
 
+pub use acquire::*;
 pub use config::*;
-pub use lock::*;
+pub use lease::*;
+pub use manager::*;
 
 use std::any::Any;
 use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::error::Error;
+use crate::Error;
 
 /// The result of every fallible function. The numbers are stable and never reused.
 #[repr(C)]
@@ -93,7 +97,10 @@ impl From<Error> for FfiError {
 
 /// Copies `msg` into the caller's buffer, truncated at a character boundary and
 /// NUL-terminated. Does nothing when `buf` is NULL or `len` is 0.
-pub(crate) fn write_str(buf: *mut c_char, len: usize, msg: &str) {
+///
+/// # Safety
+/// `buf` must be NULL or point to `len` writable bytes.
+pub(crate) unsafe fn write_str(buf: *mut c_char, len: usize, msg: &str) {
     if buf.is_null() || len == 0 {
         return;
     }
@@ -120,26 +127,25 @@ fn panic_text(p: &(dyn Any + Send)) -> String {
 }
 
 /// Runs `f`, turning its error or a panic into a status and a message in `err`.
-pub(crate) fn guard(
+///
+/// # Safety
+/// `err` must be NULL or point to `err_len` writable bytes.
+pub(crate) unsafe fn guard(
     err: *mut c_char,
     err_len: usize,
     f: impl FnOnce() -> Result<(), FfiError>,
 ) -> redlock_status {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => REDLOCK_STATUS_OK,
-        Ok(Err(e)) => {
-            write_str(err, err_len, &e.msg);
-            e.status
-        }
-        Err(p) => {
-            write_str(
-                err,
-                err_len,
-                &format!("panic in redlock (a bug): {}", panic_text(&*p)),
-            );
-            REDLOCK_STATUS_PANIC
-        }
-    }
+    let (status, msg) = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return REDLOCK_STATUS_OK,
+        Ok(Err(e)) => (e.status, e.msg),
+        Err(p) => (
+            REDLOCK_STATUS_PANIC,
+            format!("panic in redlock (a bug): {}", panic_text(&*p)),
+        ),
+    };
+    // SAFETY: NULL or `err_len` writable bytes, per this function's contract.
+    unsafe { write_str(err, err_len, &msg) };
+    status
 }
 
 /// Runs `f`; a panic yields `fallback`.
@@ -210,12 +216,11 @@ pub const REDLOCK_MAX_TTL_MS: u32 = u32::MAX;
 
 /// The default maximum TTL of a manager, in milliseconds (see `redlock_config_set_max_ttl`).
 pub const REDLOCK_DEFAULT_MAX_TTL_MS: u32 = 60_000;
-const _: () =
-    assert!(REDLOCK_DEFAULT_MAX_TTL_MS as u128 == crate::config::DEFAULT_MAX_TTL.as_millis());
+const _: () = assert!(REDLOCK_DEFAULT_MAX_TTL_MS as u128 == crate::DEFAULT_MAX_TTL.as_millis());
 
 /// The longest resource name accepted, in bytes.
 pub const REDLOCK_MAX_RESOURCE_LEN: usize = 1024;
-const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::config::MAX_RESOURCE_LEN);
+const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::MAX_RESOURCE_LEN);
 
 #[cfg(test)]
 mod tests {
@@ -225,12 +230,14 @@ mod tests {
     #[test]
     fn guard_turns_panics_and_errors_into_statuses() {
         let mut buf = [0 as c_char; 64];
-        let st = guard(buf.as_mut_ptr(), buf.len(), || panic!("boom"));
+        // SAFETY: a 64-byte buffer.
+        let st = unsafe { guard(buf.as_mut_ptr(), buf.len(), || panic!("boom")) };
         assert_eq!(st, REDLOCK_STATUS_PANIC);
         // SAFETY: write_str NUL-terminated the buffer.
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert!(msg.contains("boom"), "{msg}");
-        let st = guard(buf.as_mut_ptr(), buf.len(), || Err(FfiError::null("cfg")));
+        // SAFETY: a 64-byte buffer.
+        let st = unsafe { guard(buf.as_mut_ptr(), buf.len(), || Err(FfiError::null("cfg"))) };
         assert_eq!(st, REDLOCK_STATUS_NULL_ARGUMENT);
         assert_eq!(guard_or(7u32, || panic!("x")), 7);
     }
@@ -238,13 +245,18 @@ mod tests {
     #[test]
     fn messages_are_truncated_at_character_boundaries() {
         let mut buf = [1 as c_char; 5];
-        write_str(buf.as_mut_ptr(), buf.len(), "ab€cd");
-        // SAFETY: NUL-terminated by write_str.
-        let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        // SAFETY: writes stay within the 5-byte buffer (or write nothing, for NULL).
+        let s = unsafe {
+            write_str(buf.as_mut_ptr(), buf.len(), "ab€cd");
+            CStr::from_ptr(buf.as_ptr()).to_str().unwrap().to_string()
+        };
         assert_eq!(s, "ab");
-        write_str(buf.as_mut_ptr(), 1, "xyz");
-        assert_eq!(buf[0], 0);
-        write_str(std::ptr::null_mut(), 10, "xyz");
+        // SAFETY: as above.
+        unsafe {
+            write_str(buf.as_mut_ptr(), 1, "xyz");
+            assert_eq!(buf[0], 0);
+            write_str(std::ptr::null_mut(), 10, "xyz");
+        }
     }
 
     #[test]

@@ -1,15 +1,12 @@
 //! `redlock demo`: three local nodes, a command run under the lock, a second client turned
 //! away, and `inspect` before, during and after.
 
-#[path = "../../../tests/support/mod.rs"]
-#[allow(dead_code, clippy::all)] // shared with the tests; the demo uses a little of it
-mod support;
-
 use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
 use crate::EXIT_ERROR;
+use crate::local::{LocalNodes, server_program};
 
 const HELP: &str = "\
 redlock demo — a first try: starts three local redis-servers (no persistence, on free
@@ -32,34 +29,38 @@ pub fn main(args: Vec<OsString>) -> u8 {
         );
         return EXIT_ERROR;
     }
-    if std::process::Command::new(support::redis_server_binary_name())
+    match demo() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("redlock demo: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn demo() -> Result<(), String> {
+    if Command::new(server_program())
         .arg("--version")
         .output()
         .is_err()
     {
-        eprintln!(
-            "redlock demo: redis-server not found on the PATH (apt-get install redis-server)"
-        );
-        return EXIT_ERROR;
+        return Err("redis-server not found on the PATH (apt-get install redis-server)".into());
     }
-    let me = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("redlock demo: cannot find this program: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     println!("starting 3 local redis-server nodes...");
-    let cluster = support::Cluster::start(3);
+    let cluster = LocalNodes::start(3)?;
     let nodes = cluster.urls().join(",");
     println!("nodes: {nodes}\n");
     // The nodes were just started empty: restart quarantine would keep them out a minute.
     let common = ["--nodes", &nodes, "--no-quarantine"];
+    let redlock = |args: &[&str]| {
+        let mut c = Command::new(&me);
+        c.args(args).args(common);
+        c
+    };
 
     println!("$ redlock run --resource report --ttl 2000 --fenced -- sh -c '…; sleep 2'");
-    let mut holder = match Command::new(&me)
-        .arg("run")
-        .args(common)
+    let mut holder = redlock(&["run"])
         .args(["--resource", "report", "--ttl", "2000", "--fenced", "--"])
         .args([
             "sh",
@@ -69,19 +70,11 @@ pub fn main(args: Vec<OsString>) -> u8 {
              echo '  [child] done'",
         ])
         .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("redlock demo: {e}");
-            return EXIT_ERROR;
-        }
-    };
+        .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(700));
 
     println!("\n$ redlock run --resource report --ttl 2000 -- echo 'second client'");
-    let second = Command::new(&me)
-        .arg("run")
-        .args(common)
+    let second = redlock(&["run"])
         .args(["--resource", "report", "--ttl", "2000", "--", "echo"])
         .arg("  [second] got it")
         .status();
@@ -93,7 +86,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
     }
 
     println!("\n$ redlock inspect   (while the lock is held)");
-    let _ = Command::new(&me).arg("inspect").args(common).status();
+    let _ = redlock(&["inspect"]).status();
 
     let status = holder.wait();
     println!(
@@ -102,9 +95,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
     );
 
     println!("\n$ redlock run --resource report --ttl 2000 --wait 1000 -- echo …");
-    let _ = Command::new(&me)
-        .arg("run")
-        .args(common)
+    let _ = redlock(&["run"])
         .args([
             "--resource",
             "report",
@@ -118,7 +109,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
         .status();
 
     println!("\n$ redlock inspect   (after)");
-    let _ = Command::new(&me).arg("inspect").args(common).status();
+    let _ = redlock(&["inspect"]).status();
     println!("\nstopping the nodes");
-    0
+    Ok(())
 }

@@ -12,6 +12,7 @@
 
 mod demo;
 mod inspect;
+mod local;
 mod run;
 
 use std::process::ExitCode;

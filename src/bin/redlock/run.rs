@@ -4,10 +4,10 @@ use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam::channel::{self, RecvTimeoutError};
-use redlock::{Error, Redlock, RenewOptions};
+use redlock::{Error, Lease, LockOptions, Redlock, RenewOptions, Wait};
 
 use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts, Opt, describe, ms, next, string, unexpected};
 
@@ -179,16 +179,35 @@ pub fn main(args: Vec<OsString>) -> u8 {
 fn run(o: Opts) -> Result<u8, (u8, String)> {
     let config = o.nodes.config().map_err(|e| (EXIT_ERROR, e))?;
     let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
-    let resource = o.resource.unwrap_or_default();
+    let resource = o.resource.clone().unwrap_or_default();
     let ttl = Duration::from_millis(o.ttl.unwrap_or_default());
     install_forwarding();
-    let deadline = Instant::now() + Duration::from_millis(o.wait);
-    let acquired = match (o.fenced, o.wait) {
-        (false, 0) => mgr.try_lock(&resource, ttl),
-        (true, 0) => mgr.try_lock_fenced(&resource, ttl),
-        (false, _) => mgr.lock_until(&resource, ttl, deadline),
-        (true, _) => mgr.lock_fenced_until(&resource, ttl, deadline),
+    let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl)?;
+    let pending = PENDING.swap(0, Ordering::SeqCst);
+    if pending != 0 {
+        let _ = lease.unlock();
+        return Ok(128 + pending as u8);
+    }
+    let child = spawn(&o, &lease, &resource, ttl)?;
+    Ok(supervise(child, &lease, &resource, lost_rx, o.grace))
+}
+
+/// Acquires the lock and starts its renewal; the receiver hears of a lost lease.
+fn hold(
+    mgr: &Redlock,
+    o: &Opts,
+    resource: &str,
+    ttl: Duration,
+) -> Result<(Lease, channel::Receiver<()>), (u8, String)> {
+    let wait = match o.wait {
+        0 => Wait::No,
+        ms => Wait::For(Duration::from_millis(ms)),
     };
+    let acquired = mgr.acquire(
+        resource,
+        ttl,
+        &LockOptions::new().wait(wait).fenced(o.fenced),
+    );
     let lease = acquired.map_err(|e| {
         let code = match e {
             Error::NotAcquired(_) => EXIT_NOT_ACQUIRED,
@@ -207,18 +226,22 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
         let _ = lease.unlock();
         return Err((EXIT_ERROR, describe(&e)));
     }
-    let pending = PENDING.swap(0, Ordering::SeqCst);
-    if pending != 0 {
-        let _ = lease.unlock();
-        return Ok(128 + pending as u8);
-    }
+    Ok((lease, lost_rx))
+}
 
+/// Starts the command in a process group of its own, with the lock's environment.
+fn spawn(
+    o: &Opts,
+    lease: &Lease,
+    resource: &str,
+    ttl: Duration,
+) -> Result<std::process::Child, (u8, String)> {
     let mut cmd = Command::new(&o.cmd[0]);
     // Its own process group, so that a lost lease stops everything the command started, and
     // a Ctrl-C at a terminal reaches it once (forwarded by us), not twice.
     cmd.process_group(0)
         .args(&o.cmd[1..])
-        .env("REDLOCK_RESOURCE", &resource)
+        .env("REDLOCK_RESOURCE", resource)
         .env("REDLOCK_TTL_MS", ttl.as_millis().to_string())
         .env(
             "REDLOCK_VALIDITY_MS",
@@ -227,72 +250,72 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
     if let Some(t) = lease.fencing_token() {
         cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = lease.unlock();
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            return Err((
-                code,
-                format!("cannot run {:?}: {e}", o.cmd[0].to_string_lossy()),
-            ));
-        }
-    };
+    let child = cmd.spawn().map_err(|e| {
+        let _ = lease.unlock();
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
+        (
+            code,
+            format!("cannot run {:?}: {e}", o.cmd[0].to_string_lossy()),
+        )
+    })?;
     let pid = child.id() as i32;
     CHILD.store(pid, Ordering::SeqCst);
     let pending = PENDING.swap(0, Ordering::SeqCst);
     if pending != 0 {
         signal_child(pid, pending);
     }
+    Ok(child)
+}
+
+/// Waits for the command to exit, or for the lease to be lost (then terminates the command);
+/// releases the lock either way. Returns the exit status of `run`.
+fn supervise(
+    mut child: std::process::Child,
+    lease: &Lease,
+    resource: &str,
+    lost_rx: channel::Receiver<()>,
+    grace: u64,
+) -> u8 {
+    let pid = child.id() as i32;
     let (exit_tx, exit_rx) = channel::bounded(1);
     std::thread::spawn(move || {
         let _ = exit_tx.send(child.wait());
     });
-
     let status = channel::select! {
         recv(exit_rx) -> s => s.ok(),
         recv(lost_rx) -> _ => None,
     };
-    let code = match status {
-        Some(status) => {
-            CHILD.store(0, Ordering::SeqCst);
-            let status =
-                status.map_err(|e| (EXIT_ERROR, format!("waiting for the command: {e}")))?;
-            if let Err(e) = lease.unlock() {
-                eprintln!("redlock run: unlock after the command exited: {e}");
-            }
-            exit_code(status)
-        }
-        None => {
-            let why = lease
-                .lost_reason()
-                .map(|r| r.to_string())
-                .unwrap_or_else(|| "lost".into());
-            eprintln!("redlock run: lease on {resource:?} lost ({why}); terminating the command");
-            signal_child(pid, libc::SIGTERM);
-            match exit_rx.recv_timeout(Duration::from_millis(o.grace)) {
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => {
-                    eprintln!(
-                        "redlock run: the command ignored SIGTERM for {} ms; sending SIGKILL",
-                        o.grace
-                    );
-                    signal_child(pid, libc::SIGKILL);
-                    let _ = exit_rx.recv();
-                }
-                Err(RecvTimeoutError::Disconnected) => {}
-            }
-            CHILD.store(0, Ordering::SeqCst);
-            // Clean up whatever keys are still ours (never another owner's).
+    if let Some(status) = status {
+        CHILD.store(0, Ordering::SeqCst);
+        let Ok(status) = status else {
+            eprintln!("redlock run: waiting for the command failed");
             let _ = lease.unlock();
-            EXIT_LOST
+            return EXIT_ERROR;
+        };
+        if let Err(e) = lease.unlock() {
+            eprintln!("redlock run: unlock after the command exited: {e}");
         }
-    };
-    Ok(code)
+        return exit_code(status);
+    }
+    let why = lease
+        .lost_reason()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "lost".into());
+    eprintln!("redlock run: lease on {resource:?} lost ({why}); terminating the command");
+    signal_child(pid, libc::SIGTERM);
+    if let Err(RecvTimeoutError::Timeout) = exit_rx.recv_timeout(Duration::from_millis(grace)) {
+        eprintln!("redlock run: the command ignored SIGTERM for {grace} ms; sending SIGKILL");
+        signal_child(pid, libc::SIGKILL);
+        let _ = exit_rx.recv();
+    }
+    CHILD.store(0, Ordering::SeqCst);
+    // Clean up whatever keys are still ours (never another owner's).
+    let _ = lease.unlock();
+    EXIT_LOST
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {

@@ -1,0 +1,371 @@
+//! Acquisition: the `redlock_acquire_opts` builder and `redlock_acquire`, plus the older entry
+//! points (`redlock_lock`, `redlock_try_lock`, `redlock_lock_wait`, `redlock_lock_opts`), which
+//! are `redlock_acquire` with fixed options.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use super::{
+    FfiError, bytes, guard, guard_or, manager_ref, redlock_lease, redlock_manager, redlock_status,
+};
+use crate::{LockOptions, RenewOptions, Wait};
+
+/// Options of one acquisition: an opaque builder with one setter per option, passed to
+/// `redlock_acquire`. `redlock_acquire` only reads them, so one options object may serve
+/// any number of calls, from several threads at once, as long as no setter runs meanwhile.
+/// Defaults: wait as the manager's retry policy says (`redlock_config_set_retry`), no
+/// fencing token, no auto-renewal.
+///
+/// Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
+/// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
+/// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`.
+pub struct redlock_acquire_opts {
+    inner: LockOptions,
+}
+
+/// Creates acquisition options with every option at its default. Free them with
+/// `redlock_acquire_opts_free`. Returns NULL only if memory is exhausted.
+#[unsafe(no_mangle)]
+pub extern "C" fn redlock_acquire_opts_new() -> *mut redlock_acquire_opts {
+    guard_or(std::ptr::null_mut(), || {
+        Box::into_raw(Box::new(redlock_acquire_opts {
+            inner: LockOptions::new(),
+        }))
+    })
+}
+
+/// Frees acquisition options. NULL is a no-op.
+///
+/// # Safety
+/// `opts` must be NULL or a pointer from `redlock_acquire_opts_new` not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_free(opts: *mut redlock_acquire_opts) {
+    if opts.is_null() {
+        return;
+    }
+    guard_or((), || {
+        // SAFETY: from Box::into_raw in redlock_acquire_opts_new, freed at most once.
+        drop(unsafe { Box::from_raw(opts) });
+    });
+}
+
+/// Applies `f` to the options behind `opts`.
+///
+/// # Safety
+/// `opts` must be NULL or live options used by one thread at a time.
+unsafe fn with_opts(
+    opts: *mut redlock_acquire_opts,
+    f: impl FnOnce(LockOptions) -> LockOptions,
+) -> redlock_status {
+    let run = || {
+        // SAFETY: NULL or live, used by one thread at a time, per the contract.
+        let Some(o) = (unsafe { opts.as_mut() }) else {
+            return Err(FfiError::null("opts"));
+        };
+        o.inner = f(o.inner.clone());
+        Ok(())
+    };
+    // SAFETY: no error buffer.
+    unsafe { guard(std::ptr::null_mut(), 0, run) }
+}
+
+/// How long to wait while the resource is held elsewhere: 0 means one attempt, no retry;
+/// otherwise retry after random pauses (up to the retry delay) until `wait_ms` have passed; no
+/// attempt starts after that, and the retry count does not apply.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
+    opts: *mut redlock_acquire_opts,
+    wait_ms: u32,
+) -> redlock_status {
+    let wait = match wait_ms {
+        0 => Wait::No,
+        ms => Wait::For(Duration::from_millis(ms.into())),
+    };
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| o.wait(wait)) }
+}
+
+/// Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_retries(
+    opts: *mut redlock_acquire_opts,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| o.wait(Wait::Retries)) }
+}
+
+/// Whether the lease carries a fencing token (`redlock_lease_fencing_token`): strictly greater
+/// than that of every earlier fenced grant of the resource, while a majority of the nodes keeps
+/// its data. Costs a second round trip: the token is read from the granting quorum's counters
+/// (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_fenced(
+    opts: *mut redlock_acquire_opts,
+    fenced: bool,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| o.fenced(fenced)) }
+}
+
+/// Turns on auto-renewal for the lease as soon as it is granted, as
+/// `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
+/// (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
+/// callback, call `redlock_lease_auto_renew` on the lease instead.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_auto_renew(
+    opts: *mut redlock_acquire_opts,
+    max_hold_ms: u32,
+    max_extensions: u32,
+) -> redlock_status {
+    let renew = renew_options(max_hold_ms, max_extensions);
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| o.auto_renew(renew)) }
+}
+
+/// Renewal options from the C arguments (0: the default).
+pub(crate) fn renew_options(max_hold_ms: u32, max_extensions: u32) -> RenewOptions {
+    let mut opts = RenewOptions::new();
+    if max_hold_ms > 0 {
+        opts = opts.max_hold(Duration::from_millis(max_hold_ms.into()));
+    }
+    if max_extensions > 0 {
+        opts = opts.max_extensions(max_extensions);
+    }
+    opts
+}
+
+/// Acquires `resource` for `ttl_ms` with `opts` (NULL: the defaults, which wait as the
+/// manager's retry policy says). Never blocks forever: at most about the wait, or
+/// `(retry_count + 1) × (node timeout + retry_delay_ms)` with the retry policy.
+///
+/// The resource is 1 to `REDLOCK_MAX_RESOURCE_LEN` arbitrary bytes (NUL, CR/LF and invalid
+/// UTF-8 are fine); `(NULL, 0)` is the empty name and is rejected. `ttl_ms` must exceed its
+/// own drift allowance (`ttl_ms × factor + 2`), so 0..2 are rejected, and must not exceed the
+/// manager's maximum TTL.
+///
+/// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
+/// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
+/// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
+///
+/// # Safety
+/// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
+/// `opts` NULL or live options; `out` writable; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    opts: *const redlock_acquire_opts,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let defaults = LockOptions::new();
+    // SAFETY: NULL or live options per the contract; only read.
+    let opts = unsafe { opts.as_ref() }.map_or(&defaults, |o| &o.inner);
+    // SAFETY: per the contract.
+    unsafe {
+        acquire(
+            (mgr, resource, resource_len, ttl_ms),
+            (out, err, err_len),
+            opts,
+        )
+    }
+}
+
+/// What to acquire: the manager, the resource and the TTL.
+type What = (*mut redlock_manager, *const u8, usize, u32);
+
+/// Where the result goes: the lease, and the error buffer.
+type Out = (*mut *mut redlock_lease, *mut c_char, usize);
+
+/// The body of every acquisition function.
+///
+/// # Safety
+/// As for `redlock_acquire`.
+unsafe fn acquire(what: What, to: Out, opts: &LockOptions) -> redlock_status {
+    let ((mgr, resource, resource_len, ttl_ms), (out, err, err_len)) = (what, to);
+    let f = || {
+        // SAFETY: NULL or a live manager per the contract; shared access is thread-safe.
+        let Some(m) = (unsafe { manager_ref(mgr) }) else {
+            return Err(FfiError::null("mgr"));
+        };
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        // SAFETY: `resource` points to `resource_len` readable bytes per the contract.
+        let res = unsafe { bytes(resource, resource_len, "resource") }?;
+        let ttl = Duration::from_millis(ttl_ms.into());
+        let lease = m.acquire(res, ttl, opts)?;
+        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
+}
+
+/// Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`):
+/// `redlock_acquire` with default options. Same arguments and statuses.
+///
+/// # Safety
+/// As for `redlock_acquire`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let opts = LockOptions::new();
+    // SAFETY: per the contract.
+    unsafe {
+        acquire(
+            (mgr, resource, resource_len, ttl_ms),
+            (out, err, err_len),
+            &opts,
+        )
+    }
+}
+
+/// One attempt to acquire `resource` for `ttl_ms`, with no retry: `redlock_acquire` with a
+/// wait of 0. Same arguments and statuses as `redlock_lock`.
+///
+/// # Safety
+/// As for `redlock_acquire`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_try_lock(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let opts = LockOptions::new().wait(Wait::No);
+    // SAFETY: per the contract.
+    unsafe {
+        acquire(
+            (mgr, resource, resource_len, ttl_ms),
+            (out, err, err_len),
+            &opts,
+        )
+    }
+}
+
+/// Acquires `resource` for `ttl_ms`, retrying after random pauses (up to the retry delay)
+/// until `wait_ms` have passed; no attempt starts after that. The retry count does not apply.
+/// Same statuses as `redlock_lock`. (`wait_ms` = 0 waits not at all.)
+///
+/// # Safety
+/// As for `redlock_acquire`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_wait(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    wait_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let opts = LockOptions::new().wait(Wait::For(Duration::from_millis(wait_ms.into())));
+    // SAFETY: per the contract.
+    unsafe {
+        acquire(
+            (mgr, resource, resource_len, ttl_ms),
+            (out, err, err_len),
+            &opts,
+        )
+    }
+}
+
+/// Flag for `redlock_lock_opts`: grant a fencing token (`redlock_lease_fencing_token`).
+pub const REDLOCK_LOCK_FENCED: u32 = 1;
+/// Flag for `redlock_lock_opts`: one attempt, no retry (like `redlock_try_lock`).
+pub const REDLOCK_LOCK_ONCE: u32 = 2;
+/// Flag for `redlock_lock_opts`: retry until `wait_ms` have passed (like `redlock_lock_wait`).
+pub const REDLOCK_LOCK_WAIT: u32 = 4;
+
+/// Acquires `resource` for `ttl_ms` with options given as flags (`redlock_acquire` with an
+/// options builder covers the same and more):
+///
+/// * `REDLOCK_LOCK_FENCED`: the lease carries a fencing token (see
+///   `redlock_acquire_opts_set_fenced`).
+/// * `REDLOCK_LOCK_ONCE`: one attempt; `REDLOCK_LOCK_WAIT`: retry until `wait_ms`; neither:
+///   retry as configured. ONCE and WAIT together are INVALID_ARGUMENT, as are unknown flags.
+///
+/// Statuses and arguments otherwise as for `redlock_lock`.
+///
+/// # Safety
+/// As for `redlock_acquire`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_opts(
+    mgr: *mut redlock_manager,
+    resource: *const u8,
+    resource_len: usize,
+    ttl_ms: u32,
+    flags: u32,
+    wait_ms: u32,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let known = REDLOCK_LOCK_FENCED | REDLOCK_LOCK_ONCE | REDLOCK_LOCK_WAIT;
+    let once = flags & REDLOCK_LOCK_ONCE != 0;
+    let wait = flags & REDLOCK_LOCK_WAIT != 0;
+    let bad = if flags & !known != 0 {
+        Some(format!("unknown flags {:#x}", flags & !known))
+    } else if once && wait {
+        Some("REDLOCK_LOCK_ONCE and REDLOCK_LOCK_WAIT are exclusive".to_string())
+    } else {
+        None
+    };
+    if let Some(msg) = bad {
+        // SAFETY: `err` per the contract.
+        return unsafe { guard(err, err_len, || Err(FfiError::invalid(msg))) };
+    }
+    let wait = match (once, wait) {
+        (true, _) => Wait::No,
+        (false, true) => Wait::For(Duration::from_millis(wait_ms.into())),
+        (false, false) => Wait::Retries,
+    };
+    let opts = LockOptions::new()
+        .wait(wait)
+        .fenced(flags & REDLOCK_LOCK_FENCED != 0);
+    // SAFETY: per the contract.
+    unsafe {
+        acquire(
+            (mgr, resource, resource_len, ttl_ms),
+            (out, err, err_len),
+            &opts,
+        )
+    }
+}

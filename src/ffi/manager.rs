@@ -1,0 +1,184 @@
+//! `redlock_manager`: creation, introspection and metrics.
+
+use std::ffi::c_char;
+
+use super::{FfiError, guard, guard_or, redlock_config, redlock_status, write_str};
+use crate::Redlock;
+
+/// A lock manager over N independent Redis masters.
+///
+/// Thread-safe: any number of threads may call `redlock_acquire` and friends on one manager at
+/// once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
+/// usable after it is freed (each keeps what it needs alive). Not usable in a child process
+/// after `fork()`.
+///
+/// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
+/// `redlock_manager_quorum`, `redlock_acquire`, `redlock_lock`, `redlock_try_lock`,
+/// `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
+/// `redlock_manager_metrics`.
+pub struct redlock_manager {
+    pub(crate) inner: Redlock,
+}
+
+/// The manager behind `mgr`, if not NULL.
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager (shared access is thread-safe).
+pub(crate) unsafe fn manager_ref<'a>(mgr: *const redlock_manager) -> Option<&'a Redlock> {
+    // SAFETY: NULL or live per this function's contract.
+    unsafe { mgr.as_ref() }.map(|m| &m.inner)
+}
+
+/// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
+/// every option and resolves every host; no connection is made until the first lock.
+///
+/// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
+/// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
+/// on success.
+///
+/// # Safety
+/// `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_new(
+    cfg: *const redlock_config,
+    out: *mut *mut redlock_manager,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = || {
+        if cfg.is_null() {
+            return Err(FfiError::null("cfg"));
+        }
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        // SAFETY: non-NULL, a live config per the contract; only read.
+        let config = unsafe { (*cfg).inner.clone() };
+        let mgr = Redlock::new(config)?;
+        let raw = Box::into_raw(Box::new(redlock_manager { inner: mgr }));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
+}
+
+/// Frees a manager and closes its connections once its last lease is freed too. NULL is a
+/// no-op. Never unlocks anything; leases made by this manager remain usable and must still be
+/// freed.
+///
+/// # Safety
+/// `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_free(mgr: *mut redlock_manager) {
+    if mgr.is_null() {
+        return;
+    }
+    guard_or((), || {
+        // SAFETY: from Box::into_raw in redlock_manager_new, freed at most once.
+        drop(unsafe { Box::from_raw(mgr) });
+    });
+}
+
+/// The number of nodes (0 for NULL).
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_node_count(mgr: *const redlock_manager) -> usize {
+    // SAFETY: NULL or live per the contract.
+    guard_or(0, || {
+        unsafe { manager_ref(mgr) }.map_or(0, |m| m.node_count())
+    })
+}
+
+/// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> usize {
+    // SAFETY: NULL or live per the contract.
+    guard_or(0, || unsafe { manager_ref(mgr) }.map_or(0, |m| m.quorum()))
+}
+
+/// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
+/// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
+/// not). Either out-pointer may be NULL; both are written only on success.
+///
+/// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+///
+/// # Safety
+/// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_node_state(
+    mgr: *const redlock_manager,
+    index: usize,
+    quarantined: *mut bool,
+    remaining_ms: *mut u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = || {
+        // SAFETY: NULL or a live manager per the contract.
+        let Some(m) = (unsafe { manager_ref(mgr) }) else {
+            return Err(FfiError::null("mgr"));
+        };
+        let states = m.node_states();
+        let Some(st) = states.get(index) else {
+            return Err(FfiError::invalid(format!(
+                "node index {index} out of range ({} nodes)",
+                states.len()
+            )));
+        };
+        let remaining = st
+            .quarantined_for
+            .map_or(0, |d| d.as_millis().clamp(1, u32::MAX as u128) as u32);
+        // SAFETY: each pointer is NULL (skipped) or writable per the contract.
+        unsafe {
+            if !quarantined.is_null() {
+                *quarantined = st.quarantined_for.is_some();
+            }
+            if !remaining_ms.is_null() {
+                *remaining_ms = remaining;
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
+}
+
+/// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
+/// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
+/// and returns the length of the whole text, so a return value `>= len` means it was cut
+/// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+///
+/// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
+/// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
+/// nodes, and per node requests, errors by kind and latency. Every name starts `redlock_`;
+/// node addresses never include a password.
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager; `buf` NULL or `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_metrics(
+    mgr: *const redlock_manager,
+    buf: *mut c_char,
+    len: usize,
+) -> usize {
+    guard_or(0, || {
+        // SAFETY: NULL or a live manager per the contract.
+        let Some(m) = (unsafe { manager_ref(mgr) }) else {
+            return 0;
+        };
+        let text = m.metrics().to_prometheus();
+        // The text is ASCII apart from label values, which write_str cuts only at character
+        // boundaries. SAFETY: `buf` is NULL or `len` writable bytes per the contract.
+        unsafe { write_str(buf, len, &text) };
+        text.len()
+    })
+}

@@ -1,0 +1,703 @@
+//! The lease: the handle every primitive returns for what it holds, with its validity,
+//! release, extension, and the renewal state the renewal thread works on. Also the manager's
+//! shared core, which a lease keeps alive so that it may outlive its manager.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use crate::config::{self, Config};
+use crate::error::{Error, Op, Report};
+use crate::quorum::{Cluster, Cmd, Limits, Request};
+use crate::resp::{self, Reply};
+use crate::scripts::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::timing::{Budget, Epoch, remaining};
+
+/// Everything a manager and its leases share.
+pub(crate) struct Shared {
+    pub(crate) cluster: Cluster,
+    pub(crate) cfg: Config,
+    pub(crate) budget: Budget,
+    epoch: Epoch,
+    /// The leases the renewal thread keeps alive (the thread itself is in renew.rs, and holds
+    /// this but not the manager).
+    pub(crate) renewals: Arc<Renewals>,
+}
+
+impl Shared {
+    pub(crate) fn new(cluster: Cluster, cfg: Config) -> Shared {
+        Shared {
+            epoch: Epoch::new(cluster.now()),
+            budget: cfg.budget(),
+            cluster,
+            cfg,
+            renewals: Arc::default(),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        self.cluster.now()
+    }
+
+    /// A report decided locally, with no node contacted.
+    pub(crate) fn no_io(&self, op: Op, detail: &str) -> Report {
+        self.cluster
+            .report(op, Vec::new(), Some(detail.to_string()))
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.renewals.shut_down();
+    }
+}
+
+/// The renewal thread's registry: the leases to renew, and its wake-up.
+#[derive(Default)]
+pub(crate) struct Renewals {
+    pub(crate) reg: Mutex<Registered>,
+    pub(crate) wake: Condvar,
+}
+
+/// See [`Renewals`].
+#[derive(Default)]
+pub(crate) struct Registered {
+    pub(crate) leases: Vec<Weak<LeaseInner>>,
+    /// Something changed since the thread last looked.
+    pub(crate) dirty: bool,
+    pub(crate) started: bool,
+    pub(crate) shutdown: bool,
+}
+
+impl Renewals {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Registered> {
+        self.reg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn shut_down(&self) {
+        self.lock().shutdown = true;
+        self.wake.notify_all();
+    }
+}
+
+/// Called once, on the renewal thread, when an auto-renewed lease is lost. It may use the
+/// lease (`is_lost`, `lost_reason`, `resource`, even `unlock`), but should return quickly:
+/// other leases wait for it.
+pub type LostCallback = Arc<dyn Fn(&Lease) + Send + Sync>;
+
+/// Options for [`Lease::auto_renew`].
+#[derive(Clone)]
+pub struct RenewOptions {
+    pub(crate) max_hold: Duration,
+    pub(crate) max_extensions: Option<u32>,
+    pub(crate) renew_after: f64,
+    pub(crate) on_lost: Option<LostCallback>,
+}
+
+impl Default for RenewOptions {
+    fn default() -> Self {
+        RenewOptions {
+            max_hold: Duration::from_secs(3600),
+            max_extensions: None,
+            renew_after: 1.0 / 3.0,
+            on_lost: None,
+        }
+    }
+}
+
+impl fmt::Debug for RenewOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RenewOptions")
+            .field("max_hold", &self.max_hold)
+            .field("max_extensions", &self.max_extensions)
+            .field("renew_after", &self.renew_after)
+            .field("on_lost", &self.on_lost.is_some())
+            .finish()
+    }
+}
+
+impl RenewOptions {
+    /// The defaults: renew after a third of the TTL, for at most one hour, no callback.
+    pub fn new() -> RenewOptions {
+        RenewOptions::default()
+    }
+
+    /// The longest time the lease is held, counted from its acquisition; renewal stops and
+    /// the lease is reported lost when it is reached. Must be > 0. Defaults to 1 hour.
+    pub fn max_hold(mut self, d: Duration) -> RenewOptions {
+        self.max_hold = d;
+        self
+    }
+
+    /// The most automatic extensions; when the next one would be due after that many, the
+    /// lease is reported lost. Defaults to no limit other than `max_hold`.
+    pub fn max_extensions(mut self, n: u32) -> RenewOptions {
+        self.max_extensions = Some(n);
+        self
+    }
+
+    /// The fraction of the TTL after which a renewal falls due, in `(0, 0.75]`. Defaults to
+    /// 1/3.
+    pub fn renew_after(mut self, fraction: f64) -> RenewOptions {
+        self.renew_after = fraction;
+        self
+    }
+
+    /// A callback run once, on the renewal thread, when the lease is lost.
+    pub fn on_lost(mut self, f: impl Fn(&Lease) + Send + Sync + 'static) -> RenewOptions {
+        self.on_lost = Some(Arc::new(f));
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.max_hold.is_zero() {
+            return Err(Error::invalid("max hold time must be > 0"));
+        }
+        if !(self.renew_after.is_finite() && self.renew_after > 0.0 && self.renew_after <= 0.75) {
+            return Err(Error::invalid(format!(
+                "renew_after must be in (0, 0.75], got {}",
+                self.renew_after
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Why an auto-renewed lease was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// No renewal was confirmed by a quorum before the validity ran out, or a quorum reported
+    /// another owner. The report is the last renewal attempt's.
+    RenewalFailed(Report),
+    /// The maximum hold time was reached.
+    MaxHoldReached {
+        /// How long the lease had been held.
+        held: Duration,
+    },
+    /// The maximum number of automatic extensions was reached.
+    MaxExtensionsReached {
+        /// How many extensions were made.
+        extensions: u32,
+    },
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::RenewalFailed(r) => write!(f, "renewal failed: {r}"),
+            LostReason::MaxHoldReached { held } => {
+                write!(f, "maximum hold time reached after {} ms", held.as_millis())
+            }
+            LostReason::MaxExtensionsReached { extensions } => {
+                write!(f, "maximum of {extensions} extensions reached")
+            }
+        }
+    }
+}
+
+/// A lease's auto-renewal bookkeeping (kept in its state, under its lock).
+pub(crate) struct Renewal {
+    pub(crate) max_hold: Duration,
+    pub(crate) max_extensions: Option<u32>,
+    renew_after: f64,
+    pub(crate) on_lost: Option<LostCallback>,
+    pub(crate) extensions: u32,
+    pub(crate) next_due: Instant,
+    pub(crate) last_failure: Option<Report>,
+}
+
+impl Renewal {
+    /// Renewal for a lease last confirmed at `last` with `ttl`.
+    pub(crate) fn new(opts: RenewOptions, last: Instant, ttl: Duration) -> Renewal {
+        Renewal {
+            max_hold: opts.max_hold,
+            max_extensions: opts.max_extensions,
+            renew_after: opts.renew_after,
+            on_lost: opts.on_lost,
+            extensions: 0,
+            next_due: last + ttl.mul_f64(opts.renew_after),
+            last_failure: None,
+        }
+    }
+
+    /// The lease was extended from `start` with `ttl`: renew relative to that.
+    pub(crate) fn renewed(&mut self, start: Instant, ttl: Duration) {
+        self.next_due = start + ttl.mul_f64(self.renew_after);
+        self.last_failure = None;
+    }
+
+    /// The fraction of the TTL after which a renewal falls due.
+    pub(crate) fn renew_after(&self) -> f64 {
+        self.renew_after
+    }
+}
+
+pub(crate) struct LeaseState {
+    pub(crate) released: bool,
+    pub(crate) ttl: Duration,
+    /// Set once the lease is known lost (renewal failed or reached its bound); never cleared.
+    pub(crate) lost: Option<LostReason>,
+    /// Present while auto-renewal is on.
+    pub(crate) renewal: Option<Renewal>,
+}
+
+/// What a primitive hands over when it has acquired something.
+pub(crate) struct Granted {
+    pub resource: Vec<u8>,
+    pub key: Vec<u8>,
+    pub token: String,
+    pub fencing_token: Option<u64>,
+    pub ttl: Duration,
+    /// When the acquiring step started: validity and hold time count from here.
+    pub start: Instant,
+    pub expires: Instant,
+    pub acquisition: Report,
+}
+
+pub(crate) struct LeaseInner {
+    pub(crate) shared: Arc<Shared>,
+    resource: Vec<u8>,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: String,
+    fencing_token: Option<u64>,
+    /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
+    /// lost. Read without locking.
+    expires: AtomicU64,
+    /// Serialises unlock, extend and renewal of one lease.
+    pub(crate) state: Mutex<LeaseState>,
+    /// Notified when the lease is marked lost or its renewal ends.
+    lost_cv: Condvar,
+    /// When the acquiring step started (hold time counts from here).
+    pub(crate) acquired_at: Instant,
+    acquisition: Report,
+    /// Mirrors of `state.renewal.is_some()` and `state.lost.is_some()`, readable without
+    /// waiting for the state lock (which unlock and extend hold during their round trip).
+    renewing: AtomicBool,
+    lost_flag: AtomicBool,
+}
+
+impl LeaseInner {
+    pub(crate) fn expires_at(&self) -> Option<Instant> {
+        self.shared
+            .epoch
+            .instant(self.expires.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_expires(&self, t: Option<Instant>) {
+        let v = t.map_or(0, |t| self.shared.epoch.offset(t));
+        self.expires.store(v, Ordering::Release);
+    }
+
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, LeaseState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the lease lost (validity 0 from now on, for good), wakes `wait_lost` callers and
+    /// returns the holder's callback, to be called once no lock is held.
+    pub(crate) fn mark_lost(
+        &self,
+        st: &mut LeaseState,
+        reason: LostReason,
+    ) -> Option<LostCallback> {
+        log::warn!(
+            "lease on {:?} lost: {reason}",
+            String::from_utf8_lossy(&self.resource)
+        );
+        self.set_expires(None);
+        st.lost = Some(reason);
+        let cb = st.renewal.take().and_then(|r| r.on_lost);
+        self.sync_flags(st);
+        self.lost_cv.notify_all();
+        cb
+    }
+
+    /// Updates the lock-free mirrors of the renewal and lost state.
+    pub(crate) fn sync_flags(&self, st: &LeaseState) {
+        self.renewing.store(st.renewal.is_some(), Ordering::Release);
+        self.lost_flag.store(st.lost.is_some(), Ordering::Release);
+    }
+
+    /// The refusal for an operation on a lease that is no longer held, decided locally, or
+    /// `None` if the lease is still held at `now`.
+    pub(crate) fn not_held_locally(&self, st: &LeaseState, op: Op, now: Instant) -> Option<Error> {
+        let detail = if st.released {
+            "already unlocked; nothing sent"
+        } else if st.lost.is_some() {
+            "the lease was lost; nothing sent"
+        } else if self.expires_at().is_none_or(|t| t <= now) {
+            "the lock's validity had ended; nothing sent"
+        } else {
+            return None;
+        };
+        Some(Error::NotHeld(self.shared.no_io(op, detail)))
+    }
+
+    /// The `EVALSHA` and `EVAL` forms of the owner-checked script `s` on this lease's key.
+    fn script(&self, s: &crate::scripts::Script, extra: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        let mut args: Vec<&[u8]> = vec![self.token.as_bytes()];
+        args.extend_from_slice(extra);
+        s.calls(&[&self.key], &args)
+    }
+}
+
+/// A held lock.
+///
+/// Dropping a `Lease` does **not** unlock it (the key then expires after its TTL); call
+/// [`unlock`](Self::unlock), or use [`into_guard`](Self::into_guard) for unlock-on-drop. A lease
+/// keeps the manager's connections alive, so it may outlive the manager that made it.
+pub struct Lease {
+    pub(crate) inner: Arc<LeaseInner>,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &String::from_utf8_lossy(&self.inner.resource))
+            .field("token", &format_args!("{}…", &self.inner.token[..8]))
+            .field("fencing_token", &self.inner.fencing_token)
+            .field("validity", &self.validity())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// A lease for what a primitive acquired.
+    pub(crate) fn new(shared: &Arc<Shared>, g: Granted) -> Lease {
+        let inner = LeaseInner {
+            shared: Arc::clone(shared),
+            resource: g.resource,
+            key: g.key,
+            token: g.token,
+            fencing_token: g.fencing_token,
+            expires: AtomicU64::new(shared.epoch.offset(g.expires)),
+            state: Mutex::new(LeaseState {
+                released: false,
+                ttl: g.ttl,
+                lost: None,
+                renewal: None,
+            }),
+            lost_cv: Condvar::new(),
+            acquired_at: g.start,
+            acquisition: g.acquisition,
+            renewing: AtomicBool::new(false),
+            lost_flag: AtomicBool::new(false),
+        };
+        Lease {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The resource name, as given.
+    pub fn resource(&self) -> &[u8] {
+        &self.inner.resource
+    }
+
+    /// The Redis key that holds the lock on every node: `redlock:` followed by the resource.
+    pub fn key(&self) -> &[u8] {
+        &self.inner.key
+    }
+
+    /// The random token (40 hex characters) stored under the key: the proof of ownership.
+    pub fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// The fencing token of a fenced lease: strictly greater than that of every earlier fenced
+    /// grant of the resource. `None` for a plain lock. Exact up to 2^53 (the nodes' Lua numbers
+    /// are doubles).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.inner.fencing_token
+    }
+
+    /// The TTL of the last successful acquisition or extension.
+    pub fn ttl(&self) -> Duration {
+        self.inner.lock_state().ttl
+    }
+
+    /// The remaining validity: how much longer the holder may assume it holds the lock. Zero
+    /// once expired, released or lost; never anything else after that.
+    pub fn validity(&self) -> Duration {
+        match self.inner.expires_at() {
+            Some(t) => remaining(t, self.inner.shared.now()),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// True while the remaining validity is positive.
+    pub fn is_valid(&self) -> bool {
+        !self.validity().is_zero()
+    }
+
+    /// The instant the validity ends, or `None` once released or lost.
+    pub fn expires_at(&self) -> Option<Instant> {
+        self.inner.expires_at()
+    }
+
+    /// The per-node outcome of the acquisition that granted this lease: how many nodes granted
+    /// it and what happened on the others.
+    pub fn acquisition(&self) -> &Report {
+        &self.inner.acquisition
+    }
+
+    /// Releases the lock: the owner-checked delete script on every node at once, returning as
+    /// soon as a quorum has confirmed (or can no longer confirm).
+    ///
+    /// Auto-renewal stops first, and an in-flight renewal is waited for: no renewal extends or
+    /// restores the key after this returns. The lease reads as invalid from the moment this is
+    /// called, whatever the outcome.
+    ///
+    /// Errors: [`Error::NotHeld`] if the lock had already expired or been lost, was already
+    /// unlocked, or a quorum did not hold our token (the keys are still deleted wherever they
+    /// are ours); [`Error::Unavailable`] if too many nodes failed to tell.
+    pub fn unlock(&self) -> Result<(), Error> {
+        let r = self.unlock_inner();
+        let sh = &self.inner.shared;
+        let m = &sh.cluster.metrics;
+        m.unlocks.record(&r);
+        if r.is_ok() {
+            m.hold
+                .observe(sh.now().saturating_duration_since(self.inner.acquired_at));
+        }
+        r
+    }
+
+    fn unlock_inner(&self) -> Result<(), Error> {
+        let inner = &self.inner;
+        let sh = &inner.shared;
+        // The renewal thread holds the state lock while this lease's renewal is in flight, so
+        // taking it waits for that renewal to finish.
+        let mut st = inner.lock_state();
+        if st.released {
+            return Err(Error::NotHeld(
+                sh.no_io(Op::Release, "already unlocked; nothing sent"),
+            ));
+        }
+        st.released = true;
+        if st.renewal.take().is_some() {
+            inner.lost_cv.notify_all(); // wait_lost returns: renewal is over
+        }
+        inner.sync_flags(&st);
+        let start = sh.now();
+        let was_valid = inner.expires_at().is_some_and(|t| t > start);
+        let was_lost = st.lost.is_some();
+        inner.set_expires(None);
+        // Every command to a node goes over the node's one connection, in order, so the
+        // release runs after the acquisition's SET and after any renewal on every node, even
+        // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
+        // by whoever reads it, even after this call has returned.
+        let (sha_cmd, eval_cmd) = inner.script(&RELEASE_SCRIPT, &[]);
+        let req = Request {
+            cmd: Cmd::Same(&sha_cmd),
+            fallback: Some(&eval_cmd),
+            grants: false,
+        };
+        let limits = Limits::quorum(sh.budget.node_timeout(st.ttl));
+        let round = sh
+            .cluster
+            .round(&req, &|_, r| confirmed(Op::Release, r), limits);
+        drop(st);
+        let round = round?;
+        let successes = round.successes();
+        if !was_valid {
+            let why = if was_lost {
+                "the lease had been lost before unlock"
+            } else {
+                "the lock's validity had ended before unlock"
+            };
+            let report = sh
+                .cluster
+                .report(Op::Release, round.outcomes, Some(why.into()));
+            return Err(Error::NotHeld(report));
+        }
+        if successes >= sh.cluster.quorum() {
+            return Ok(());
+        }
+        let report = sh.cluster.report(Op::Release, round.outcomes, None);
+        Err(sh.cluster.failure(report, Error::NotHeld))
+    }
+
+    /// Extends the lock to `ttl` from now: the owner-checked `PEXPIRE` script on every node.
+    /// It succeeds only if a quorum confirms before the current validity ends; the validity is
+    /// then recomputed as `ttl − elapsed − drift`. It never recreates a key that expired.
+    ///
+    /// Errors: [`Error::InvalidInput`] (TTL out of range; nothing sent), [`Error::NotHeld`]
+    /// (already expired locally, lost, unlocked, or not confirmed by a quorum in time),
+    /// [`Error::Unavailable`]. After a failed extension the validity is never longer than
+    /// before it (it is shortened if the new TTL was shorter, since some nodes may have
+    /// applied it).
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let r = self.extend_inner(ttl);
+        self.inner.shared.cluster.metrics.extensions.record(&r);
+        r
+    }
+
+    fn extend_inner(&self, ttl: Duration) -> Result<(), Error> {
+        let inner = &self.inner;
+        let sh = &inner.shared;
+        config::check_ttl_for(ttl, &sh.cfg)?;
+        let mut st = inner.lock_state();
+        let start = sh.now();
+        if let Some(e) = inner.not_held_locally(&st, Op::Extend, start) {
+            if !st.released && st.lost.is_none() {
+                inner.set_expires(None);
+            }
+            return Err(e);
+        }
+        let old = inner.expires_at().expect("checked above");
+        let mut digits = [0u8; 20];
+        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
+        let (sha_cmd, eval_cmd) = inner.script(&EXTEND_SCRIPT, &[ttl_ms]);
+        let req = Request {
+            cmd: Cmd::Same(&sha_cmd),
+            fallback: Some(&eval_cmd),
+            grants: false,
+        };
+        let limits = Limits {
+            cap: Some(old),
+            ..Limits::quorum(sh.budget.node_timeout(ttl))
+        };
+        let round = sh
+            .cluster
+            .round(&req, &|_, r| confirmed(Op::Extend, r), limits)?;
+        let now = sh.now();
+        let new = sh.budget.expiry(round.start, ttl);
+        let successes = round.successes();
+        let q = sh.cluster.quorum();
+        if successes >= q && now < old && now < new {
+            inner.set_expires(Some(new));
+            st.ttl = ttl;
+            if let Some(r) = st.renewal.as_mut() {
+                r.renewed(round.start, ttl);
+            }
+            return Ok(());
+        }
+        // Some nodes may have applied a shorter TTL: never keep a validity longer than either.
+        let keep = old.min(new);
+        inner.set_expires((keep > now).then_some(keep));
+        let detail = (successes >= q)
+            .then(|| "the quorum confirmed only after the validity had ended".to_string());
+        let report = sh.cluster.report(Op::Extend, round.outcomes, detail);
+        if successes >= q {
+            return Err(Error::NotHeld(report));
+        }
+        Err(sh.cluster.failure(report, Error::NotHeld))
+    }
+
+    /// Stops auto-renewal without unlocking, waiting for a renewal in flight. The lock then
+    /// expires at the end of its current validity unless extended or unlocked. No effect if
+    /// renewal is off.
+    pub fn stop_renewal(&self) {
+        let mut st = self.inner.lock_state();
+        if st.renewal.take().is_some() {
+            self.inner.sync_flags(&st);
+            self.inner.lost_cv.notify_all();
+        }
+    }
+
+    /// True while auto-renewal is on (not stopped, unlocked, lost or bound-reached).
+    pub fn is_renewing(&self) -> bool {
+        self.inner.renewing.load(Ordering::Acquire)
+    }
+
+    /// True once the lease is known lost: auto-renewal could not confirm a quorum in time, or
+    /// reached its bound. A lost lease never becomes valid again.
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost_flag.load(Ordering::Acquire)
+    }
+
+    /// Why the lease was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.inner.lock_state().lost.clone()
+    }
+
+    /// Blocks while auto-renewal is on, until the lease is marked lost or `timeout` passes.
+    /// Returns true if the lease is lost; false on timeout, and at once (or as soon as it
+    /// happens) when renewal is off: never started, stopped, or ended by unlock.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        let sh = &self.inner.shared;
+        let deadline = sh.now() + timeout;
+        let mut st = self.inner.lock_state();
+        while st.lost.is_none() {
+            let now = sh.now();
+            if now >= deadline || st.renewal.is_none() {
+                return false;
+            }
+            st = self
+                .inner
+                .lost_cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Wraps a shared lease handle (the renewal thread hands one to `on_lost` callbacks).
+    pub(crate) fn from_inner(inner: Arc<LeaseInner>) -> Lease {
+        Lease { inner }
+    }
+
+    /// Wraps the lease in a guard that unlocks it when dropped.
+    pub fn into_guard(self) -> LeaseGuard {
+        LeaseGuard { lease: Some(self) }
+    }
+}
+
+/// What a reply to an owner-checked script (release, extend, fence) means.
+pub(crate) fn confirmed(op: Op, reply: &Reply) -> crate::error::NodeOutcome {
+    use crate::error::NodeOutcome;
+    match reply {
+        Reply::Int(1) => NodeOutcome::Success,
+        Reply::Int(0) => NodeOutcome::Rejected,
+        Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
+        other => NodeOutcome::Protocol(format!("unexpected reply to {op:?}: {}", other.describe())),
+    }
+}
+
+/// A [`Lease`] that is unlocked when the guard is dropped. A failed unlock on drop is logged
+/// at warning level, never a panic. Dereferences to the lease.
+#[derive(Debug)]
+pub struct LeaseGuard {
+    lease: Option<Lease>,
+}
+
+impl LeaseGuard {
+    /// Unlocks now and reports the outcome (instead of only logging it on drop).
+    pub fn unlock(mut self) -> Result<(), Error> {
+        match self.lease.take() {
+            Some(l) => l.unlock(),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives the lease back without unlocking it.
+    pub fn into_inner(mut self) -> Lease {
+        self.lease
+            .take()
+            .expect("a guard always holds its lease until dropped")
+    }
+}
+
+impl std::ops::Deref for LeaseGuard {
+    type Target = Lease;
+    fn deref(&self) -> &Lease {
+        self.lease
+            .as_ref()
+            .expect("a guard always holds its lease until dropped")
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(l) = self.lease.take()
+            && let Err(e) = l.unlock()
+        {
+            log::warn!(
+                "unlock of {:?} on drop failed: {e}",
+                String::from_utf8_lossy(l.resource())
+            );
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The manager: the public entry point that validates input, builds the nodes, and hands each
+//! call to the primitive and the acquisition driver.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::acquire::{self, LockOptions, Wait};
+use crate::config::{self, Config};
+use crate::error::Error;
+use crate::lease::{Lease, Shared};
+use crate::lock;
+use crate::metrics::{Metrics, RenewalStats};
+use crate::node::{ConnSettings, Node, QuarantinePolicy};
+use crate::quorum::Cluster;
+use crate::scan::{self, KeyKind, Scan};
+use crate::scripts;
+use crate::timing::{Clock, SystemClock};
+
+/// What a manager knows of one node (see [`Redlock::node_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    /// The node's position in the configured node list, from 0.
+    pub index: usize,
+    /// The node's address, password redacted.
+    pub addr: String,
+    /// The server's `run_id` as of the last connection (`None` before the first, or if the
+    /// node does not answer `INFO`).
+    pub run_id: Option<String>,
+    /// How long the server has been up (its last reported uptime, advanced by the client's
+    /// clock since).
+    pub uptime: Option<Duration>,
+    /// Restarts seen: reconnections that found a new `run_id`.
+    pub restarts_seen: u64,
+    /// `Some(remaining)` while the node is in restart quarantine.
+    pub quarantined_for: Option<Duration>,
+}
+
+/// A lock manager over N independent Redis masters.
+///
+/// Cheap to clone (the clones share connections), `Send + Sync`: many threads may lock at
+/// once. The manager keeps one connection per node, shared by all of them: every command is
+/// written to all nodes at once, and concurrent callers' commands to a node travel together.
+#[derive(Clone)]
+pub struct Redlock {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Redlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redlock")
+            .field("nodes", &self.node_addrs())
+            .field("quorum", &self.quorum())
+            .finish()
+    }
+}
+
+impl Redlock {
+    /// Validates `config`, parses and resolves every node, and builds a manager. No connection
+    /// is made until the first operation.
+    ///
+    /// Fails with [`Error::InvalidInput`] for no nodes, a malformed URL, a node listed twice
+    /// (also when two names resolve to the same address and port), a drift factor outside
+    /// `[0, 1)` or a zero timeout.
+    pub fn new(config: Config) -> Result<Redlock, Error> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    pub(crate) fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Redlock, Error> {
+        let addrs = config.validate()?;
+        let policy = QuarantinePolicy {
+            enabled: config.restart_quarantine,
+            max_ttl: config.max_ttl,
+        };
+        let mut nodes = Vec::with_capacity(addrs.len());
+        let mut seen: Vec<(usize, std::net::SocketAddr)> = Vec::new();
+        for (i, addr) in addrs.into_iter().enumerate() {
+            let resolved = addr
+                .resolve()
+                .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
+            for sa in &resolved {
+                if let Some((j, _)) = seen.iter().find(|(_, s)| s == sa) {
+                    return Err(Error::InvalidInput(format!(
+                        "node {i} ({addr}) resolves to {sa}, the same as node {j}; the nodes \
+                         must be distinct servers"
+                    )));
+                }
+            }
+            seen.extend(resolved.iter().map(|sa| (i, *sa)));
+            let first = resolved.first().copied();
+            nodes.push(Node::new(i, addr, first, &scripts::ALL, policy));
+        }
+        let settings = ConnSettings {
+            connect_timeout: config.connect_timeout,
+            stale_limit: config.stale_limit,
+            backoff_min: config.reconnect_backoff_min,
+            backoff_max: config.reconnect_backoff_max,
+        };
+        let cluster = Cluster::new(nodes, settings, clock);
+        Ok(Redlock {
+            shared: Arc::new(Shared::new(cluster, config)),
+        })
+    }
+
+    /// The number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.shared.cluster.len()
+    }
+
+    /// The number of nodes that must agree: `N / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.shared.cluster.quorum()
+    }
+
+    /// The node addresses, passwords redacted, in configuration order.
+    pub fn node_addrs(&self) -> Vec<String> {
+        self.shared
+            .cluster
+            .nodes()
+            .map(|n| n.addr_text.clone())
+            .collect()
+    }
+
+    /// The configuration this manager was built from.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// What the manager knows of each node, in configuration order: its identity and age as
+    /// of the last connection, restarts seen, and whether it is in restart quarantine.
+    pub fn node_states(&self) -> Vec<NodeState> {
+        let now = self.shared.now();
+        self.shared
+            .cluster
+            .nodes()
+            .map(|n| {
+                let id = n.identity();
+                NodeState {
+                    index: n.index,
+                    addr: n.addr_text.clone(),
+                    run_id: id.as_ref().map(|i| i.run_id.clone()),
+                    uptime: id
+                        .as_ref()
+                        .map(|i| i.uptime + now.saturating_duration_since(i.seen_at)),
+                    restarts_seen: n.restarts(),
+                    quarantined_for: n.quarantine(now),
+                }
+            })
+            .collect()
+    }
+
+    /// A snapshot of this manager's metrics: acquisitions by result, retries, wait and hold
+    /// times, unlock and extend outcomes, renewal counters, and per-node requests, errors,
+    /// latency and quarantine. [`Metrics::to_prometheus`] renders them for scraping.
+    pub fn metrics(&self) -> Metrics {
+        let sh = &self.shared;
+        let mut m = sh.cluster.metrics.snapshot();
+        let now = sh.now();
+        for (n, node) in m.nodes.iter_mut().zip(sh.cluster.nodes()) {
+            n.addr = node.addr_text.clone();
+            n.quarantined = node.quarantine(now).is_some();
+        }
+        m
+    }
+
+    /// The keys of `kind` on every node whose resource starts with `prefix` (all of them for
+    /// an empty prefix), with their remaining TTL and value (a lock's holder token), found
+    /// with `SCAN` through this manager's connections: the building block of
+    /// `redlock inspect`, for tools that look for leaked or long-held locks. It waits for
+    /// every node (up to 5 s per node and step); nodes that cannot be scanned are listed in
+    /// [`Scan::failed`].
+    pub fn scan(&self, kind: KeyKind, prefix: impl AsRef<[u8]>) -> Result<Scan, Error> {
+        scan::scan(&self.shared, kind, prefix.as_ref())
+    }
+
+    /// Counters of the renewal thread (all zero until a lease is auto-renewed).
+    pub fn renewal_stats(&self) -> RenewalStats {
+        self.shared.cluster.metrics.renewal.snapshot()
+    }
+
+    /// Acquires `resource` for `ttl` with `opts`: waiting (one attempt, the retry policy, or
+    /// until a deadline), a fencing token, auto-renewal. Every other acquisition method is
+    /// this one with fixed options.
+    ///
+    /// One attempt sends `SET key token NX PX ttl` to every node at once and returns as soon
+    /// as a quorum has granted it (or can no longer grant it). The lock is granted only with a
+    /// quorum and a positive remaining validity (`TTL − elapsed − drift`). A failed attempt
+    /// releases the key on every node, including those that did not seem to grant it.
+    ///
+    /// Errors: [`Error::InvalidInput`] (empty or oversized resource, TTL out of range, bad
+    /// renewal options; nothing is sent), [`Error::NotAcquired`], [`Error::Unavailable`]
+    /// (the last attempt's, when waiting ended without a grant), [`Error::Internal`].
+    pub fn acquire(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<Lease, Error> {
+        let resource = resource.as_ref();
+        let sh = &self.shared;
+        let checked = config::check_resource(resource)
+            .and_then(|_| config::check_ttl_for(ttl, &sh.cfg))
+            .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()));
+        if let Err(e) = checked {
+            sh.cluster
+                .metrics
+                .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
+            return Err(e);
+        }
+        acquire::acquire(sh, opts, || lock::attempt(sh, resource, ttl, opts.fenced))
+    }
+
+    fn with_wait(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        wait: Wait,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
+        self.acquire(resource, ttl, &LockOptions::new().wait(wait).fenced(fenced))
+    }
+
+    /// One attempt to acquire `resource` for `ttl`, with no retry (see
+    /// [`acquire`](Self::acquire)).
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::No, false)
+    }
+
+    /// Acquires `resource` for `ttl`, retrying up to the configured retry count (3 by default)
+    /// after a random pause of up to the retry delay (200 ms by default). Returns the last
+    /// attempt's error when every attempt failed. Never waits forever.
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::Retries, false)
+    }
+
+    /// Acquires `resource` for `ttl`, retrying after random pauses (up to the retry delay)
+    /// until `deadline`; no attempt starts after it. The retry count does not apply.
+    pub fn lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::Until(deadline), false)
+    }
+
+    /// [`lock_until`](Self::lock_until) with a deadline `wait` from now.
+    pub fn lock_timeout(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::For(wait), false)
+    }
+
+    /// Like [`try_lock`](Self::try_lock), and the lease carries a **fencing token**
+    /// ([`Lease::fencing_token`]): a number strictly greater than the token of every earlier
+    /// fenced grant of the same resource, as long as a majority of the nodes keeps its data.
+    /// Storage that accepts writes only with a token larger than any it has seen turns away a
+    /// holder that was paused past its lease (see [`scripts::FENCED_STORE_WRITE`]).
+    ///
+    /// It costs a second round trip. Step one is `SET NX PX` plus a read of the resource's
+    /// counter `redlock-fence:<resource>` on each node; the token is `T = max + 1` over the
+    /// granting quorum. Step two writes `T` back to the counters, only where the key still
+    /// holds our token, and the lock is granted only if a quorum confirms that within the
+    /// validity. Any later grant's quorum intersects that quorum, so it reads at least `T`.
+    ///
+    /// The counters never expire. A node restarted without persistence loses them; once a
+    /// majority has lost the latest one, a later token can be smaller than an earlier one.
+    /// Restart quarantine does not prevent that: run the nodes with `appendfsync always` when
+    /// fencing must survive restarts.
+    pub fn try_lock_fenced(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::No, true)
+    }
+
+    /// [`lock`](Self::lock) with a fencing token (see [`try_lock_fenced`](Self::try_lock_fenced)).
+    pub fn lock_fenced(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::Retries, true)
+    }
+
+    /// [`lock_until`](Self::lock_until) with a fencing token (see
+    /// [`try_lock_fenced`](Self::try_lock_fenced)).
+    pub fn lock_fenced_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease, Error> {
+        self.with_wait(resource.as_ref(), ttl, Wait::Until(deadline), true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::ManualClock;
+
+    #[test]
+    fn bad_input_is_rejected_before_any_io() {
+        let mgr = Redlock::new(Config::new(["127.0.0.1:1"])).unwrap();
+        for (res, ttl) in [
+            (&b""[..], Duration::from_secs(1)),
+            (&[b'x'; 1025][..], Duration::from_secs(1)),
+            (&b"r"[..], Duration::ZERO),
+            (&b"r"[..], Duration::from_millis(2)),
+            (&b"r"[..], config::MAX_TTL + Duration::from_millis(1)),
+        ] {
+            assert!(matches!(
+                mgr.try_lock(res, ttl),
+                Err(Error::InvalidInput(_))
+            ));
+            assert!(matches!(mgr.lock(res, ttl), Err(Error::InvalidInput(_))));
+        }
+        assert_eq!(mgr.metrics().invalid_input, 10);
+        assert_eq!(mgr.metrics().acquire_attempts, 0);
+    }
+
+    #[test]
+    fn lease_validity_follows_an_injected_clock() {
+        let clock = Arc::new(ManualClock::new());
+        let mgr = Redlock::with_clock(Config::new(["127.0.0.1:1"]), clock.clone()).unwrap();
+        let sh = &mgr.shared;
+        let start = clock.now();
+        let ttl = Duration::from_millis(1000);
+        let lease = Lease::new(
+            sh,
+            crate::lease::Granted {
+                resource: b"r".to_vec(),
+                key: lock::key_for(b"r"),
+                token: "0".repeat(40),
+                fencing_token: None,
+                ttl,
+                start,
+                expires: sh.budget.expiry(start, ttl),
+                acquisition: sh.no_io(crate::Op::Acquire, "test"),
+            },
+        );
+        // drift = 10 ms + 2 ms
+        assert_eq!(lease.validity(), Duration::from_millis(988));
+        clock.advance(Duration::from_millis(500));
+        assert_eq!(lease.validity(), Duration::from_millis(488));
+        assert!(lease.is_valid());
+        clock.advance(Duration::from_millis(488));
+        assert_eq!(lease.validity(), Duration::ZERO);
+        assert!(!lease.is_valid());
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(lease.validity(), Duration::ZERO);
+        // Extend refuses an expired lease without any I/O (node 127.0.0.1:1 is never
+        // contacted: the report has no node lines).
+        match lease.extend(Duration::from_secs(1)) {
+            Err(Error::NotHeld(r)) => assert!(r.nodes.is_empty(), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        // So do renewal and unlock-after-expiry's local checks.
+        assert!(matches!(
+            lease.auto_renew(crate::RenewOptions::new()),
+            Err(Error::NotHeld(_))
+        ));
+    }
+}

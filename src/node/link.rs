@@ -1,0 +1,699 @@
+//! The link to one node: one connection shared by every caller of a manager, and the
+//! bookkeeping that gives each caller its own reply.
+//!
+//! Callers of one manager write their commands to the same connection per node. Redis answers
+//! the commands of one connection in order, so the link keeps a first-in, first-out queue of
+//! *entries*, one per command written: the next reply belongs to the first entry. An entry
+//! names the [`Call`] (one caller's round) waiting for it, or nobody: a command sent without
+//! waiting (a release after a failed attempt), or whose caller stopped waiting (its round was
+//! decided at quorum, or its deadline passed). Replies for nobody are read and discarded, so a
+//! late reply can never be taken for the answer to a later command.
+//!
+//! One shared connection also orders every command about a key on each node: an unlock sent
+//! after an acquisition that returned at quorum runs after that acquisition's `SET` on the
+//! slow node too, whichever thread sends it.
+//!
+//! **Who reads.** At any time at most one call *drives* a link: it has the link's socket in its
+//! own `poll(2)`, reads every reply that arrives and hands each to the call it belongs to,
+//! waking that call through its [`Waker`]. The first call that writes to an undriven link
+//! drives it; a call that leaves while others still wait hands the role to the first of them.
+//! A lone caller therefore reads its own replies with no hand-over at all, and concurrent
+//! callers share one read (and, on the server, one read of their pipelined commands) per node.
+//! Reading is done under the link's lock, so any caller may also read what has arrived before
+//! it declares a node timed out, which keeps a slow driver from turning into false timeouts.
+//!
+//! Locks are taken in one order: a link's, then a call's. Wake-ups are sent after both are
+//! released.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::conn::Conn;
+use super::health::{ConnSettings, Hs, Node};
+use crate::error::NodeOutcome;
+use crate::mux::{Interest, Readiness, Waker};
+use crate::resp::{ReadError, Reply};
+
+/// How long a connection must have been idle before a caller checks, before using it, whether
+/// the node closed it. In a tight loop the check would cost a system call per step for
+/// nothing; a node that restarts within this window is simply failed for one step.
+pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(5);
+
+/// One node's part in a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// No answer yet.
+    Waiting,
+    /// The node answered, `latency` after the command was written.
+    Reply { reply: Reply, latency: Duration },
+    /// The node did not answer; why.
+    Failed(NodeOutcome),
+}
+
+/// One caller's round: a slot per node, filled by whoever reads the node's reply.
+pub(crate) struct Call {
+    id: u64,
+    waker: Arc<Waker>,
+    inner: Mutex<CallInner>,
+}
+
+struct CallInner {
+    /// Set when the caller stops waiting: nothing is delivered after that.
+    closed: bool,
+    slots: Vec<Slot>,
+    /// Links handed to this call to drive, not yet taken up by its loop.
+    handed: Vec<usize>,
+}
+
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Each thread waits in one round at a time, so one waker per thread serves all its calls
+    /// (a late wake-up meant for an earlier call only costs the next one a spurious look).
+    static WAKER: RefCell<Option<Arc<Waker>>> = const { RefCell::new(None) };
+}
+
+fn thread_waker() -> io::Result<Arc<Waker>> {
+    WAKER.with(|w| {
+        let mut w = w.borrow_mut();
+        if let Some(w) = w.as_ref() {
+            return Ok(Arc::clone(w));
+        }
+        let new = Arc::new(Waker::new()?);
+        *w = Some(Arc::clone(&new));
+        Ok(new)
+    })
+}
+
+impl Call {
+    /// A call over `nodes` nodes, every slot waiting, woken through this thread's waker.
+    pub(crate) fn new(nodes: usize) -> io::Result<Arc<Call>> {
+        Ok(Arc::new(Call {
+            id: NEXT_CALL.fetch_add(1, Ordering::Relaxed),
+            waker: thread_waker()?,
+            inner: Mutex::new(CallInner {
+                closed: false,
+                slots: vec![Slot::Waiting; nodes],
+                handed: Vec::new(),
+            }),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CallInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The descriptor that wakes this call's thread.
+    pub(crate) fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    /// A handle on [`waker`](Self::waker), for a thread that keeps it.
+    pub(crate) fn waker_arc(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
+    }
+
+    /// Fills slot `i` if it is still waiting and the call still listens; true if it did.
+    pub(crate) fn fill(&self, i: usize, slot: Slot) -> bool {
+        let mut c = self.lock();
+        if c.closed || c.slots[i] != Slot::Waiting {
+            return false;
+        }
+        c.slots[i] = slot;
+        true
+    }
+
+    /// Runs `f` over the slots, and takes the links handed to this call since the last look.
+    pub(crate) fn look<R>(&self, f: impl FnOnce(&[Slot], Vec<usize>) -> R) -> R {
+        let mut c = self.lock();
+        let handed = std::mem::take(&mut c.handed);
+        f(&c.slots, handed)
+    }
+
+    /// Stops listening: returns the slots, and the links handed to this call that its loop
+    /// had not taken up (it must hand them on).
+    pub(crate) fn close(&self) -> (Vec<Slot>, Vec<usize>) {
+        let mut c = self.lock();
+        c.closed = true;
+        (std::mem::take(&mut c.slots), std::mem::take(&mut c.handed))
+    }
+
+    /// Accepts the role of driver of link `i`, unless the call has stopped listening.
+    fn hand(&self, i: usize) -> bool {
+        let mut c = self.lock();
+        if c.closed {
+            return false;
+        }
+        c.handed.push(i);
+        true
+    }
+}
+
+/// Whom a reply is for.
+enum Purpose {
+    /// A handshake command of a new connection.
+    Handshake(Hs),
+    /// A command: the call waiting for it (none if nobody waits), and the `EVAL` form to send
+    /// if the node answers `NOSCRIPT` to an `EVALSHA`.
+    Command {
+        call: Option<Arc<Call>>,
+        fallback: Option<Arc<[u8]>>,
+    },
+}
+
+struct Entry {
+    purpose: Purpose,
+    sent_at: Instant,
+}
+
+struct Driver {
+    call: u64,
+    waker: Arc<Waker>,
+}
+
+struct State {
+    conn: Option<Conn>,
+    /// Bumped whenever `conn` is replaced, so that a probe cannot close a newer connection.
+    generation: u64,
+    /// One entry per command written or queued on `conn`, in order.
+    pending: VecDeque<Entry>,
+    driver: Option<Driver>,
+    /// When the connection last carried a command or a reply.
+    last_used: Instant,
+}
+
+/// Wake-ups to send once every lock is released: (call id, waker).
+type Wakes = Vec<(u64, Arc<Waker>)>;
+
+fn wake_all(wakes: Wakes, except: u64) {
+    let mut done: Vec<u64> = Vec::new();
+    for (id, w) in wakes {
+        if id != except && !done.contains(&id) {
+            done.push(id);
+            w.wake();
+        }
+    }
+}
+
+/// What [`Link::submit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Submitted {
+    /// The caller drives the link now.
+    pub drive: bool,
+    /// The connection is still being set up: the reply may take a connect longer.
+    pub starting: bool,
+}
+
+/// The link to one node.
+pub(crate) struct Link {
+    pub(crate) node: Node,
+    state: Mutex<State>,
+}
+
+impl Link {
+    pub(crate) fn new(node: Node, now: Instant) -> Link {
+        Link {
+            node,
+            state: Mutex::new(State {
+                conn: None,
+                generation: 0,
+                pending: VecDeque::new(),
+                driver: None,
+                last_used: now,
+            }),
+        }
+    }
+
+    /// A link over an existing connection (tests use socket pairs).
+    #[cfg(test)]
+    pub(crate) fn with_conn(node: Node, conn: Conn, now: Instant) -> Link {
+        let l = Link::new(node, now);
+        l.lock().conn = Some(conn);
+        l
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection's descriptor and generation if it has been idle (nothing owed) for
+    /// longer than [`PROBE_AFTER`]: a candidate for [`mux::probe_idle`](crate::mux::probe_idle).
+    pub(crate) fn idle_fd(&self, now: Instant) -> Option<(RawFd, u64)> {
+        let st = self.lock();
+        let c = st.conn.as_ref()?;
+        (st.pending.is_empty()
+            && !c.is_starting()
+            && now.saturating_duration_since(st.last_used) > PROBE_AFTER)
+            .then(|| (c.fd(), st.generation))
+    }
+
+    /// Closes connection `generation` if it is still the link's and still idle: the probe
+    /// found it closed by the node (a restart) or carrying something nobody asked for.
+    pub(crate) fn drop_probed(&self, generation: u64) {
+        let mut st = self.lock();
+        if st.generation == generation && st.pending.is_empty() && st.conn.is_some() {
+            log::debug!(
+                "node {} ({}): idle connection closed by the node; reconnecting",
+                self.node.index,
+                self.node.addr
+            );
+            st.conn = None;
+            st.generation += 1;
+        }
+    }
+
+    /// Writes `cmd` for `call` (or for nobody: `call` is `None`), connecting first if needed
+    /// and `connect` allows it. `Ok(None)`: not sent, since there is no connection and
+    /// `connect` is false. `Err`: the node cannot be asked now (backoff, refused, …).
+    pub(crate) fn submit(
+        &self,
+        call: Option<&Arc<Call>>,
+        cmd: &[u8],
+        fallback: Option<&Arc<[u8]>>,
+        now: Instant,
+        settings: &ConnSettings,
+        connect: bool,
+    ) -> Result<Option<Submitted>, NodeOutcome> {
+        let mut wakes = Wakes::new();
+        let r = self.submit_locked(call, cmd, fallback, now, settings, connect, &mut wakes);
+        wake_all(wakes, call.map_or(0, |c| c.id));
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)] // the arguments of submit, plus its wake-up list
+    fn submit_locked(
+        &self,
+        call: Option<&Arc<Call>>,
+        cmd: &[u8],
+        fallback: Option<&Arc<[u8]>>,
+        now: Instant,
+        settings: &ConnSettings,
+        connect: bool,
+        wakes: &mut Wakes,
+    ) -> Result<Option<Submitted>, NodeOutcome> {
+        let mut st = self.lock();
+        if st.driver.is_none() && !st.pending.is_empty() {
+            // Owed replies that nobody is reading (their callers left at quorum): read what
+            // has arrived, so that a node that closed the connection behind them (a restart)
+            // is reconnected now rather than failed for this step, and so that replies that
+            // did arrive do not count against the stale limit.
+            self.settle(&mut st, now, settings, wakes);
+        }
+        if let Some(front) = st.pending.front()
+            && now.saturating_duration_since(front.sent_at) > settings.stale_limit
+        {
+            // Owed a reply for longer than the stale limit: the node is hung or paused. Close
+            // the connection rather than pile more commands behind the missing reply.
+            let what = format!("no reply for over {} ms", settings.stale_limit.as_millis());
+            self.fail_all(
+                &mut st,
+                NodeOutcome::Unreachable(what),
+                now,
+                settings,
+                wakes,
+            );
+        }
+        if st.conn.is_none() {
+            if !connect {
+                return Ok(None);
+            }
+            self.connect(&mut st, now, settings)?;
+        }
+        let conn = st.conn.as_mut().expect("connected above");
+        let starting = conn.is_starting();
+        if let Err(e) = conn.send(cmd) {
+            let outcome = unreachable_from(&e);
+            self.fail_all(&mut st, outcome.clone(), now, settings, wakes);
+            return Err(outcome);
+        }
+        st.pending.push_back(Entry {
+            purpose: Purpose::Command {
+                call: call.cloned(),
+                fallback: fallback.cloned(),
+            },
+            sent_at: now,
+        });
+        st.last_used = now;
+        let mut drive = false;
+        if st.driver.is_none()
+            && let Some(c) = call
+        {
+            st.driver = Some(Driver {
+                call: c.id,
+                waker: Arc::clone(&c.waker),
+            });
+            drive = true;
+        }
+        Ok(Some(Submitted { drive, starting }))
+    }
+
+    fn connect(
+        &self,
+        st: &mut State,
+        now: Instant,
+        settings: &ConnSettings,
+    ) -> Result<(), NodeOutcome> {
+        if let Some(last) = self.node.backoff(now) {
+            return Err(NodeOutcome::Backoff(last));
+        }
+        let conn = match self.node.sockaddr {
+            Some(addr) => Conn::connect(addr, &self.node.handshake),
+            None => Err(io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                "no address",
+            )),
+        };
+        match conn {
+            Ok(c) => {
+                st.conn = Some(c);
+                st.generation += 1;
+                st.pending
+                    .extend(self.node.handshake_kinds.iter().map(|k| Entry {
+                        purpose: Purpose::Handshake(*k),
+                        sent_at: now,
+                    }));
+                Ok(())
+            }
+            Err(e) => {
+                let outcome = unreachable_from(&e);
+                self.node
+                    .record_failure(now, &describe(&outcome), settings, true);
+                Err(outcome)
+            }
+        }
+    }
+
+    /// Reads, without waiting, whatever has arrived for the entries nobody is reading; a
+    /// connection found closed (or sending what nobody asked for) is dropped.
+    fn settle(&self, st: &mut State, now: Instant, settings: &ConnSettings, wakes: &mut Wakes) {
+        if now.saturating_duration_since(st.last_used) <= PROBE_AFTER {
+            return;
+        }
+        let failed = self.read_available(st, now, settings, wakes);
+        let closed = failed.is_some()
+            || (st.pending.is_empty()
+                && st
+                    .conn
+                    .as_mut()
+                    .is_some_and(|c| !matches!(c.next_reply(), Ok(None))));
+        if closed {
+            // Closed by the node (a restart) or sending what nobody asked for, while nobody
+            // was waiting on it: reconnect now, with no backoff, since the node may well be
+            // back.
+            log::debug!(
+                "node {} ({}): connection closed while idle; reconnecting",
+                self.node.index,
+                self.node.addr
+            );
+            st.conn = None;
+            st.generation += 1;
+            st.pending.clear();
+        }
+    }
+
+    /// For the caller that drives this link: the descriptor and what to wait for. `None`
+    /// once `call` no longer drives it.
+    pub(crate) fn interest(&self, call: &Call) -> Option<(RawFd, Interest)> {
+        let st = self.lock();
+        if st.driver.as_ref().is_none_or(|d| d.call != call.id) {
+            return None;
+        }
+        st.conn.as_ref().map(|c| (c.fd(), c.interest()))
+    }
+
+    /// True while `call` drives this link.
+    pub(crate) fn is_driven_by(&self, call: &Call) -> bool {
+        self.lock()
+            .driver
+            .as_ref()
+            .is_some_and(|d| d.call == call.id)
+    }
+
+    /// Non-blocking I/O after `poll(2)` reported `ready`: completes a connect, writes what is
+    /// queued, reads every reply that has arrived and hands each to its call.
+    pub(crate) fn on_ready(
+        &self,
+        call: &Call,
+        ready: Readiness,
+        now: Instant,
+        settings: &ConnSettings,
+    ) {
+        let mut wakes = Wakes::new();
+        {
+            let mut st = self.lock();
+            let Some(conn) = st.conn.as_mut() else { return };
+            if let Err(e) = conn.on_writable(ready) {
+                let outcome = unreachable_from(&e);
+                self.fail_all(&mut st, outcome, now, settings, &mut wakes);
+            } else if ready.readable || ready.error {
+                self.read_replies(&mut st, now, settings, &mut wakes);
+            }
+        }
+        wake_all(wakes, call.id);
+    }
+
+    /// Reads what has arrived (never waits), whoever drives the link: a caller about to
+    /// declare this node timed out checks first that its reply is not already here.
+    pub(crate) fn read_now(&self, call: &Call, now: Instant, settings: &ConnSettings) {
+        let mut wakes = Wakes::new();
+        {
+            let mut st = self.lock();
+            self.read_replies(&mut st, now, settings, &mut wakes);
+        }
+        wake_all(wakes, call.id);
+    }
+
+    /// Reads every reply that has arrived; a broken connection fails what waits on it.
+    fn read_replies(&self, st: &mut State, now: Instant, settings: &ConnSettings, w: &mut Wakes) {
+        if let Some(failed) = self.read_available(st, now, settings, w) {
+            self.fail_all(st, failed, now, settings, w);
+        }
+    }
+
+    /// Reads and dispatches every reply that has arrived; returns how the connection failed,
+    /// if it did (the caller decides what that means).
+    fn read_available(
+        &self,
+        st: &mut State,
+        now: Instant,
+        settings: &ConnSettings,
+        w: &mut Wakes,
+    ) -> Option<NodeOutcome> {
+        loop {
+            let conn = st.conn.as_mut()?;
+            return Some(match conn.next_reply() {
+                Ok(Some(reply)) => {
+                    st.last_used = now;
+                    self.dispatch(st, reply, now, settings, w);
+                    continue;
+                }
+                Ok(None) => return None,
+                Err(ReadError::Closed) => {
+                    NodeOutcome::Unreachable("connection closed by the node".into())
+                }
+                Err(ReadError::Io(e)) => unreachable_from(&e),
+                Err(ReadError::Protocol(s)) => NodeOutcome::Protocol(s),
+            });
+        }
+    }
+
+    /// Hands one reply to the entry it answers.
+    fn dispatch(
+        &self,
+        st: &mut State,
+        reply: Reply,
+        now: Instant,
+        s: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        let Some(entry) = st.pending.pop_front() else {
+            let what = NodeOutcome::Protocol("unsolicited reply".into());
+            return self.fail_all(st, what, now, s, w);
+        };
+        match entry.purpose {
+            Purpose::Handshake(kind) => {
+                if let Err(text) = self.node.on_handshake_reply(kind, &reply, now) {
+                    // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
+                    // configured. The commands held behind the handshake were never sent.
+                    let what = NodeOutcome::ServerError(format!("handshake failed: {text}"));
+                    return self.fail_all(st, what, now, s, w);
+                }
+                let more = matches!(
+                    st.pending.front(),
+                    Some(Entry {
+                        purpose: Purpose::Handshake(_),
+                        ..
+                    })
+                );
+                if !more {
+                    self.node.record_success();
+                    let done = st.conn.as_mut().map(|c| c.handshake_done());
+                    if let Some(Err(e)) = done {
+                        self.fail_all(st, unreachable_from(&e), now, s, w);
+                    }
+                }
+            }
+            Purpose::Command { call, fallback } => {
+                if reply.is_error_code("NOSCRIPT")
+                    && let Some(fb) = fallback
+                {
+                    // The script cache was flushed: send the EVAL form once, for the same
+                    // call (or for nobody), behind whatever is queued already.
+                    let sent = st.conn.as_mut().map(|c| c.send(&fb));
+                    if let Some(Err(e)) = sent {
+                        return self.fail_all(st, unreachable_from(&e), now, s, w);
+                    }
+                    st.pending.push_back(Entry {
+                        purpose: Purpose::Command {
+                            call,
+                            fallback: None,
+                        },
+                        sent_at: entry.sent_at,
+                    });
+                    return;
+                }
+                self.node.record_success();
+                if let Some(c) = call {
+                    let latency = now.saturating_duration_since(entry.sent_at);
+                    if c.fill(self.node.index, Slot::Reply { reply, latency }) {
+                        w.push((c.id, Arc::clone(&c.waker)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The connection failed: drop it, fail every waiting entry with `outcome`, start the
+    /// reconnect backoff.
+    fn fail_all(
+        &self,
+        st: &mut State,
+        outcome: NodeOutcome,
+        now: Instant,
+        settings: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        st.conn = None;
+        st.generation += 1;
+        for e in st.pending.drain(..) {
+            if let Purpose::Command { call: Some(c), .. } = e.purpose
+                && c.fill(self.node.index, Slot::Failed(outcome.clone()))
+            {
+                w.push((c.id, Arc::clone(&c.waker)));
+            }
+        }
+        if let Some(d) = st.driver.take() {
+            // Its socket is gone: it must stop polling it.
+            w.push((d.call, d.waker));
+        }
+        self.node
+            .record_failure(now, &describe(&outcome), settings, true);
+    }
+
+    /// True when the connection has work in progress that needs a reader even if no caller
+    /// waits: a handshake whose commands are held behind it, or output the socket has not
+    /// taken yet. Left alone, the held commands would be written only at the next round on
+    /// this node, however late (see the caretaker in quorum/).
+    fn needs_care(st: &State) -> bool {
+        st.conn
+            .as_ref()
+            .is_some_and(|c| c.has_output() || (c.is_starting() && !st.pending.is_empty()))
+    }
+
+    /// Makes `call` (the caretaker's) the driver of this link if nobody drives it and it needs
+    /// care; true if it did.
+    pub(crate) fn adopt(&self, call: &Call) -> bool {
+        let mut st = self.lock();
+        if st.driver.is_some() || !Self::needs_care(&st) {
+            return false;
+        }
+        st.driver = Some(Driver {
+            call: call.id,
+            waker: Arc::clone(&call.waker),
+        });
+        true
+    }
+
+    /// True while the link needs care (see [`adopt`](Self::adopt)).
+    pub(crate) fn wants_care(&self) -> bool {
+        Self::needs_care(&self.lock())
+    }
+
+    /// True when nobody drives the link although it needs care.
+    pub(crate) fn orphaned(&self) -> bool {
+        let st = self.lock();
+        st.driver.is_none() && Self::needs_care(&st)
+    }
+
+    /// `call` stops waiting: if it drives this link, the first other call still waiting for a
+    /// reply here drives it from now on. Returns true when nobody drives the link now although
+    /// it needs care.
+    pub(crate) fn leave(&self, call: &Call) -> bool {
+        let next = {
+            let mut st = self.lock();
+            if st.driver.as_ref().is_none_or(|d| d.call != call.id) {
+                return false;
+            }
+            st.driver = None;
+            let index = self.node.index;
+            let next = st.pending.iter().find_map(|e| match &e.purpose {
+                Purpose::Command { call: Some(c), .. } if c.id != call.id && c.hand(index) => {
+                    Some(Arc::clone(c))
+                }
+                _ => None,
+            });
+            match &next {
+                Some(c) => {
+                    st.driver = Some(Driver {
+                        call: c.id,
+                        waker: Arc::clone(&c.waker),
+                    })
+                }
+                None if Self::needs_care(&st) => return true,
+                None => {}
+            }
+            next
+        };
+        if let Some(c) = next {
+            c.waker.wake();
+        }
+        false
+    }
+
+    /// How many replies the connection owes (`None` without one), for tests.
+    #[cfg(test)]
+    pub(crate) fn owed(&self) -> Option<usize> {
+        let st = self.lock();
+        st.conn.as_ref().map(|_| st.pending.len())
+    }
+}
+
+fn describe(o: &NodeOutcome) -> String {
+    match o {
+        NodeOutcome::Unreachable(s) | NodeOutcome::Protocol(s) | NodeOutcome::ServerError(s) => {
+            s.clone()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// The outcome a socket error stands for.
+pub(crate) fn unreachable_from(e: &io::Error) -> NodeOutcome {
+    let text = match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        io::ErrorKind::ConnectionReset => "connection reset".to_string(),
+        io::ErrorKind::BrokenPipe => "connection closed by the node".to_string(),
+        io::ErrorKind::InvalidData => format!("protocol error: {e}"),
+        _ => e.to_string(),
+    };
+    if e.kind() == io::ErrorKind::InvalidData {
+        NodeOutcome::Protocol(text)
+    } else {
+        NodeOutcome::Unreachable(text)
+    }
+}

@@ -1,0 +1,10 @@
+//! One node: its connection ([`conn`]), what is known of it ([`health`]: identity, restarts,
+//! quarantine, backoff), and the link that shares one connection between every caller of a
+//! manager ([`link`]).
+
+pub(crate) mod conn;
+pub(crate) mod health;
+pub(crate) mod link;
+
+pub(crate) use health::{ConnSettings, Node, QuarantinePolicy};
+pub(crate) use link::{Call, Link, Slot};

@@ -1,0 +1,399 @@
+//! The quorum engine: one *round* writes a request to every node at once, waits on all of
+//! them against one deadline per node, and returns as soon as the outcome is decided — a
+//! quorum of successes reached, or no longer reachable.
+//!
+//! A primitive (a lock, a renewal, a scan) gives a round its request and a judge that reads
+//! one node's reply as a [`NodeOutcome`]; the round owns everything about the transport: the
+//! shared connections, late replies, per-node deadlines, the early return, restart
+//! quarantine and the per-node metrics. Primitives never see a socket or a connection.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
+use crate::metrics::Registry;
+use crate::mux;
+use crate::node::{Call, ConnSettings, Link, Node, Slot};
+use crate::resp::Reply;
+use crate::timing::Clock;
+
+mod care;
+#[cfg(test)]
+mod tests;
+mod wait;
+
+use wait::Wait;
+
+/// The number of nodes that must agree: `n / 2 + 1`.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// What a round writes to each node.
+#[derive(Clone, Copy)]
+pub(crate) enum Cmd<'a> {
+    /// The same command to every node.
+    Same(&'a [u8]),
+    /// One command per node; `None`: the node is not asked (reported as rejected).
+    PerNode(&'a [Option<Vec<u8>>]),
+}
+
+/// One round's request.
+#[derive(Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub cmd: Cmd<'a>,
+    /// The `EVAL` form of an `EVALSHA` command, sent to a node that answers `NOSCRIPT`.
+    pub fallback: Option<&'a [u8]>,
+    /// The request grants something (a lock): a node in restart quarantine is not asked, and
+    /// a success from a node found quarantined during the round does not count (see
+    /// [`Round::untrusted`]).
+    pub grants: bool,
+}
+
+/// When a round is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// As soon as a quorum has succeeded or can no longer succeed.
+    Quorum,
+    /// When every node has answered, failed or timed out.
+    All,
+}
+
+/// How long a round waits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// How long to wait for a node's reply once its command is sent (plus the connect timeout
+    /// when the node must be connected first).
+    pub node_timeout: Duration,
+    /// No node waits past this instant (an extension must not outlive the current validity).
+    pub cap: Option<Instant>,
+    pub until: Until,
+}
+
+impl Limits {
+    /// Early return at quorum, no cap.
+    pub(crate) fn quorum(node_timeout: Duration) -> Limits {
+        Limits {
+            node_timeout,
+            cap: None,
+            until: Until::Quorum,
+        }
+    }
+}
+
+/// The result of one round.
+#[derive(Debug)]
+pub(crate) struct Round {
+    /// When the round started: every command was written at or after this instant.
+    pub start: Instant,
+    /// Per node, what happened (nodes not heard from when the round was decided: `Pending`).
+    pub outcomes: Vec<NodeOutcome>,
+    /// Per node, the reply, if it answered within the round.
+    pub replies: Vec<Option<Reply>>,
+    /// Per node: its reply was a success, but from a node in restart quarantine, so it did not
+    /// count (its outcome is `Quarantined`). What it granted must be undone.
+    pub untrusted: Vec<bool>,
+}
+
+impl Round {
+    /// How many nodes succeeded.
+    pub(crate) fn successes(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_success()).count()
+    }
+}
+
+/// A judge: what node `i`'s reply means.
+pub(crate) type Judge<'a> = &'a dyn Fn(usize, &Reply) -> NodeOutcome;
+
+/// The nodes of one manager and the rounds over them.
+pub(crate) struct Cluster {
+    /// Shared with the caretaker (care.rs), which holds it weakly.
+    links: Arc<[Link]>,
+    settings: ConnSettings,
+    clock: Arc<dyn Clock>,
+    quorum: usize,
+    /// The manager's counters: rounds update the per-node ones.
+    pub(crate) metrics: Registry,
+}
+
+impl Cluster {
+    pub(crate) fn new(nodes: Vec<Node>, settings: ConnSettings, clock: Arc<dyn Clock>) -> Cluster {
+        let now = clock.now();
+        let n = nodes.len();
+        Cluster {
+            links: nodes.into_iter().map(|node| Link::new(node, now)).collect(),
+            settings,
+            clock,
+            quorum: quorum(n),
+            metrics: Registry::new(n),
+        }
+    }
+
+    /// The current instant, from the manager's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The settings of every connection.
+    pub(crate) fn settings(&self) -> &ConnSettings {
+        &self.settings
+    }
+
+    /// `N / 2 + 1`.
+    pub(crate) fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// The nodes, in configuration order.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.links.iter().map(|l| &l.node)
+    }
+
+    /// The number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Runs one round: writes the request to every node, then reads replies until the round
+    /// is decided (see [`Until`]) or every node has answered, failed or timed out.
+    pub(crate) fn round(
+        &self,
+        req: &Request<'_>,
+        judge: Judge<'_>,
+        limits: Limits,
+    ) -> Result<Round, Error> {
+        let internal = |e: std::io::Error| Error::Internal(format!("poll(2) failed: {e}"));
+        let call = Call::new(self.links.len()).map_err(internal)?;
+        let start = self.now();
+        self.probe_idle(start);
+        let mut waits = self.submit(&call, req, limits, start);
+        waits.push(Wait::wake(&call));
+        let q = self.quorum;
+        let r = mux::drive(&mut waits, &|| self.clock.now(), |waits| {
+            let (ok, waiting) = call.look(|slots, handed| {
+                for i in handed {
+                    waits[i].driving = true;
+                }
+                for (w, s) in waits.iter_mut().zip(slots) {
+                    if *s != Slot::Waiting {
+                        w.deadline = None;
+                    }
+                }
+                self.count(slots, req.grants, judge)
+            });
+            waiting == 0
+                || match limits.until {
+                    Until::Quorum => ok >= q || ok + waiting < q,
+                    Until::All => false,
+                }
+        });
+        let (slots, handed) = call.close();
+        for (i, link) in self.links.iter().enumerate() {
+            if (waits[i].driving || handed.contains(&i)) && link.leave(&call) {
+                care::care(&self.links, i, &self.settings);
+            }
+        }
+        r.map_err(internal)?;
+        Ok(self.finish(start, slots, req.grants, judge))
+    }
+
+    /// Closes idle connections the nodes have closed (a restarted node) before they are used,
+    /// with one zero-timeout `poll(2)` for all of them.
+    fn probe_idle(&self, now: Instant) {
+        let idle: Vec<(usize, std::os::fd::RawFd, u64)> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.idle_fd(now).map(|(fd, g)| (i, fd, g)))
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        let fds: Vec<_> = idle.iter().map(|(_, fd, _)| *fd).collect();
+        let Ok(dead) = mux::probe_idle(&fds) else {
+            return;
+        };
+        for ((i, _, generation), dead) in idle.into_iter().zip(dead) {
+            if dead {
+                self.links[i].drop_probed(generation);
+            }
+        }
+    }
+
+    /// Writes the request to every node; one wait per node.
+    fn submit<'a>(
+        &'a self,
+        call: &'a Arc<Call>,
+        req: &Request<'_>,
+        limits: Limits,
+        start: Instant,
+    ) -> Vec<Wait<'a>> {
+        let fallback: Option<Arc<[u8]>> = req.fallback.map(Arc::from);
+        let mut waits = Vec::with_capacity(self.links.len() + 1);
+        for (i, link) in self.links.iter().enumerate() {
+            let mut w = Wait::node(self, call, link);
+            let cmd = match req.cmd {
+                Cmd::Same(b) => Some(b),
+                Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
+            };
+            let quarantined = if req.grants {
+                link.node.quarantine(start)
+            } else {
+                None
+            };
+            let sent = match (quarantined, cmd) {
+                (Some(remaining), _) => Err(NodeOutcome::Quarantined { remaining }),
+                (None, None) => Err(NodeOutcome::Rejected),
+                (None, Some(cmd)) => link
+                    .submit(
+                        Some(call),
+                        cmd,
+                        fallback.as_ref(),
+                        start,
+                        &self.settings,
+                        true,
+                    )
+                    .map(|s| s.expect("submit connects when asked to")),
+            };
+            match sent {
+                Ok(s) => {
+                    w.driving = s.drive;
+                    w.starting = s.starting;
+                    let mut d = start + limits.node_timeout;
+                    if s.starting {
+                        d += self.settings.connect_timeout;
+                    }
+                    w.deadline = Some(limits.cap.map_or(d, |c| d.min(c)));
+                }
+                Err(o) => {
+                    call.fill(i, Slot::Failed(o));
+                }
+            }
+            waits.push(w);
+        }
+        waits
+    }
+
+    /// Successes that count, and nodes still waiting.
+    fn count(&self, slots: &[Slot], grants: bool, judge: Judge<'_>) -> (usize, usize) {
+        let mut ok = 0;
+        let mut waiting = 0;
+        for (i, s) in slots.iter().enumerate() {
+            match s {
+                Slot::Waiting => waiting += 1,
+                Slot::Reply { reply, .. }
+                    if judge(i, reply).is_success()
+                        && (!grants || self.links[i].node.quarantine(self.now()).is_none()) =>
+                {
+                    ok += 1;
+                }
+                _ => {}
+            }
+        }
+        (ok, waiting)
+    }
+
+    /// Turns the final slots into outcomes, and counts them in the metrics.
+    fn finish(&self, start: Instant, slots: Vec<Slot>, grants: bool, judge: Judge<'_>) -> Round {
+        let n = slots.len();
+        let mut round = Round {
+            start,
+            outcomes: Vec::with_capacity(n),
+            replies: Vec::with_capacity(n),
+            untrusted: vec![false; n],
+        };
+        let now = self.now();
+        for (i, slot) in slots.into_iter().enumerate() {
+            let (outcome, reply, latency) = match slot {
+                Slot::Waiting => (NodeOutcome::Pending, None, None),
+                Slot::Failed(o) => (o, None, None),
+                Slot::Reply { reply, latency } => {
+                    let mut o = judge(i, &reply);
+                    if grants
+                        && o.is_success()
+                        && let Some(remaining) = self.links[i].node.quarantine(now)
+                    {
+                        o = NodeOutcome::Quarantined { remaining };
+                        round.untrusted[i] = true;
+                    }
+                    (o, Some(reply), Some(latency))
+                }
+            };
+            self.metrics.node(i, &outcome, latency);
+            round.outcomes.push(outcome);
+            round.replies.push(reply);
+        }
+        round
+    }
+
+    /// Writes `cmd` to the nodes `to` selects, without waiting for the replies (they are read
+    /// and discarded later). Nodes with no connection are skipped. Used to release after a
+    /// failed acquisition, so that the caller does not wait a round trip for the clean-up.
+    pub(crate) fn detach(&self, cmd: &[u8], fallback: Option<&[u8]>, to: &dyn Fn(usize) -> bool) {
+        let now = self.now();
+        let fallback: Option<Arc<[u8]>> = fallback.map(Arc::from);
+        for (i, link) in self.links.iter().enumerate() {
+            if to(i) {
+                // Queued behind whatever the connection already carries (the command being
+                // cleaned up among it), so the node runs it after that.
+                let _ = link.submit(None, cmd, fallback.as_ref(), now, &self.settings, false);
+                if link.orphaned() {
+                    care::care(&self.links, i, &self.settings);
+                }
+            }
+        }
+    }
+
+    /// A report of one step from its per-node outcomes.
+    pub(crate) fn report(
+        &self,
+        op: Op,
+        outcomes: Vec<NodeOutcome>,
+        detail: Option<String>,
+    ) -> Report {
+        let successes = outcomes.iter().filter(|o| o.is_success()).count();
+        for (node, o) in self.nodes().zip(outcomes.iter()) {
+            if !o.is_answer() && *o != NodeOutcome::Pending {
+                log::debug!("{op:?} on node {} ({}): {o:?}", node.index, node.addr);
+            }
+        }
+        Report {
+            op,
+            successes,
+            quorum: self.quorum,
+            nodes: self
+                .nodes()
+                .zip(outcomes)
+                .map(|(n, outcome)| NodeReport {
+                    index: n.index,
+                    addr: n.addr_text.clone(),
+                    outcome,
+                })
+                .collect(),
+            detail,
+        }
+    }
+
+    /// Sorts a failed step into "unavailable" (so many nodes failed — timeouts, errors,
+    /// unreachable — that a quorum was impossible whatever the others said) or the refusal
+    /// `refused` (enough nodes answered or were still answering; too few said yes). Nodes
+    /// still pending when the step was decided did not fail.
+    pub(crate) fn failure(&self, report: Report, refused: fn(Report) -> Error) -> Error {
+        let failed = report
+            .nodes
+            .iter()
+            .filter(|n| !n.outcome.is_answer() && n.outcome != NodeOutcome::Pending)
+            .count();
+        if report.nodes.len() - failed < self.quorum {
+            Error::Unavailable(report)
+        } else {
+            refused(report)
+        }
+    }
+
+    /// How many replies node `i`'s connection owes (tests).
+    #[cfg(test)]
+    fn owed(&self, i: usize) -> Option<usize> {
+        self.links[i].owed()
+    }
+}

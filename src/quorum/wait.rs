@@ -1,0 +1,101 @@
+//! A round's participants in `poll(2)`: one per node, and the call's waker.
+
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use super::Cluster;
+use crate::error::NodeOutcome;
+use crate::mux::{Interest, Readiness, Source};
+use crate::node::{Call, Link, Slot};
+
+/// One participant in a round's `poll(2)`: a node, or the call's waker.
+pub(super) struct Wait<'a> {
+    cluster: Option<&'a Cluster>,
+    call: &'a Call,
+    link: Option<&'a Link>,
+    /// This call polls the link (see node/link.rs).
+    pub(super) driving: bool,
+    /// The connection was being set up when the command was written.
+    pub(super) starting: bool,
+    /// While this call's reply from the node is outstanding.
+    pub(super) deadline: Option<Instant>,
+}
+
+impl<'a> Wait<'a> {
+    pub(super) fn node(cluster: &'a Cluster, call: &'a Call, link: &'a Link) -> Wait<'a> {
+        Wait {
+            cluster: Some(cluster),
+            call,
+            link: Some(link),
+            driving: false,
+            starting: false,
+            deadline: None,
+        }
+    }
+
+    pub(super) fn wake(call: &'a Call) -> Wait<'a> {
+        Wait {
+            cluster: None,
+            call,
+            link: None,
+            driving: false,
+            starting: false,
+            deadline: None,
+        }
+    }
+}
+
+impl Source for Wait<'_> {
+    fn interest(&self) -> Option<(RawFd, Interest)> {
+        match self.link {
+            Some(link) if self.driving => link.interest(self.call),
+            Some(_) => None,
+            None => Some((
+                self.call.waker().fd(),
+                Interest {
+                    read: true,
+                    write: false,
+                },
+            )),
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn on_ready(&mut self, ready: Readiness, now: Instant) {
+        match (self.link, self.cluster) {
+            (Some(link), Some(c)) => {
+                link.on_ready(self.call, ready, now, c.settings());
+                if !link.is_driven_by(self.call) {
+                    self.driving = false;
+                }
+            }
+            _ => self.call.waker().drain(),
+        }
+    }
+
+    fn on_deadline(&mut self, now: Instant) {
+        self.deadline = None;
+        let (Some(link), Some(c)) = (self.link, self.cluster) else {
+            return;
+        };
+        // Read what has arrived first: a reply that is here is not a timeout, whoever was
+        // supposed to read it.
+        link.read_now(self.call, now, c.settings());
+        let what = if self.starting {
+            "connect or handshake timeout"
+        } else {
+            "timeout"
+        };
+        if self
+            .call
+            .fill(link.node.index, Slot::Failed(NodeOutcome::Timeout))
+        {
+            // Keep the connection: a slow node's reply is discarded when it comes, and a node
+            // that stays silent is closed by the stale limit at a later round.
+            link.node.record_failure(now, what, c.settings(), false);
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Inspection: the lock keys (or fencing counters) on every node, found with `SCAN` (never
+//! `KEYS`), with their remaining TTL and holder's token, through the manager's own
+//! connections. `redlock inspect` is built on it; other tools can use it too.
+
+use std::time::Duration;
+
+use crate::config::{FENCE_PREFIX, KEY_PREFIX};
+use crate::error::{Error, NodeOutcome, NodeReport};
+use crate::lease::Shared;
+use crate::quorum::{Cmd, Limits, Request, Until};
+use crate::resp::Reply;
+use crate::scripts::SCAN_SCRIPT;
+
+/// Which keys [`Redlock::scan`](crate::Redlock::scan) looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// Lock keys: `redlock:<resource>`.
+    Lock,
+    /// Fencing counters: `redlock-fence:<resource>` (they never expire, by design).
+    FencingCounter,
+}
+
+/// One key found on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The node's position in the configuration.
+    pub node: usize,
+    /// The key's full name (prefix included).
+    pub key: Vec<u8>,
+    /// The resource it is for (the key without its prefix).
+    pub resource: Vec<u8>,
+    /// The remaining TTL, or `None` if the key has no TTL.
+    pub ttl: Option<Duration>,
+    /// The value, when the key is a string: a lock's holder token, a counter's value.
+    pub value: Option<Vec<u8>>,
+}
+
+/// What [`Redlock::scan`](crate::Redlock::scan) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// Every key found, by node and then by name.
+    pub keys: Vec<KeyInfo>,
+    /// The nodes that could not be scanned to the end, and why.
+    pub failed: Vec<NodeReport>,
+}
+
+/// Keys per `SCAN` step and node.
+const COUNT: &[u8] = b"1000";
+
+/// At most this many `SCAN` steps per node (a keyspace of a billion keys at 1000 per step).
+const MAX_STEPS: usize = 1_000_000;
+
+/// How long one scan step may take on one node.
+const STEP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Escapes the glob characters of a `SCAN MATCH` pattern.
+fn glob_escape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    for &b in s {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// Scans every node for keys of `kind` whose resource starts with `prefix`.
+pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Error> {
+    let key_prefix = match kind {
+        KeyKind::Lock => KEY_PREFIX,
+        KeyKind::FencingCounter => FENCE_PREFIX,
+    };
+    let mut pattern = key_prefix.to_vec();
+    pattern.extend(glob_escape(prefix));
+    pattern.push(b'*');
+    let n = sh.cluster.len();
+    let mut cursors: Vec<Option<Vec<u8>>> = vec![Some(b"0".to_vec()); n];
+    let mut failures: Vec<Option<NodeOutcome>> = vec![None; n];
+    let mut keys = Vec::new();
+    for _ in 0..MAX_STEPS {
+        let cmds: Vec<Option<Vec<u8>>> = cursors
+            .iter()
+            .map(|c| {
+                c.as_ref()
+                    .map(|c| SCAN_SCRIPT.calls(&[], &[c, &pattern, COUNT]).1)
+            })
+            .collect();
+        if cmds.iter().all(Option::is_none) {
+            break;
+        }
+        let req = Request {
+            cmd: Cmd::PerNode(&cmds),
+            fallback: None,
+            grants: false,
+        };
+        let limits = Limits {
+            node_timeout: STEP_TIMEOUT,
+            cap: None,
+            until: Until::All,
+        };
+        let round = sh.cluster.round(
+            &req,
+            &|_, r| parse(r).map_or_else(|e| e, |_| NodeOutcome::Success),
+            limits,
+        )?;
+        for i in 0..n {
+            if cmds[i].is_none() {
+                continue;
+            }
+            let step = match &round.replies[i] {
+                Some(r) => parse(r),
+                None => Err(round.outcomes[i].clone()),
+            };
+            match step {
+                Ok((next, found)) => {
+                    keys.extend(found.into_iter().map(|(key, ttl, value)| KeyInfo {
+                        node: i,
+                        resource: key[key_prefix.len().min(key.len())..].to_vec(),
+                        key,
+                        ttl,
+                        value,
+                    }));
+                    cursors[i] = (next != b"0").then_some(next);
+                }
+                Err(o) => {
+                    failures[i] = Some(o);
+                    cursors[i] = None;
+                }
+            }
+        }
+    }
+    keys.sort_by(|a, b| (a.node, &a.key).cmp(&(b.node, &b.key)));
+    keys.dedup_by(|a, b| a.node == b.node && a.key == b.key);
+    let failed = sh
+        .cluster
+        .nodes()
+        .zip(failures)
+        .filter_map(|(node, f)| {
+            f.map(|outcome| NodeReport {
+                index: node.index,
+                addr: node.addr_text.clone(),
+                outcome,
+            })
+        })
+        .collect();
+    Ok(Scan { keys, failed })
+}
+
+type Found = (Vec<u8>, Option<Duration>, Option<Vec<u8>>);
+
+/// A reply of the scan script: the next cursor, and (key, TTL, value) per key found.
+fn parse(r: &Reply) -> Result<(Vec<u8>, Vec<Found>), NodeOutcome> {
+    let bad = || NodeOutcome::Protocol(format!("unexpected scan reply: {}", r.describe()));
+    let items = match r {
+        Reply::Array(items) if items.len() % 3 == 1 => items,
+        Reply::Error { text, .. } => return Err(NodeOutcome::ServerError(text.clone())),
+        _ => return Err(bad()),
+    };
+    let Reply::Bulk(next) = &items[0] else {
+        return Err(bad());
+    };
+    let mut found = Vec::with_capacity(items.len() / 3);
+    for t in items[1..].chunks(3) {
+        let (Reply::Bulk(k), Reply::Int(pttl)) = (&t[0], &t[1]) else {
+            return Err(bad());
+        };
+        if *pttl == -2 {
+            continue; // expired between SCAN and PTTL
+        }
+        let ttl = (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64));
+        let value = match &t[2] {
+            Reply::Bulk(v) => Some(v.clone()),
+            _ => None,
+        };
+        found.push((k.clone(), ttl, value));
+    }
+    Ok((next.clone(), found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape(b"a*b?[c]\\"), b"a\\*b\\?\\[c\\]\\\\".to_vec());
+    }
+
+    #[test]
+    fn scan_replies_are_parsed_strictly() {
+        let r = Reply::Array(vec![
+            Reply::Bulk(b"17".to_vec()),
+            Reply::Bulk(b"redlock:a".to_vec()),
+            Reply::Int(900),
+            Reply::Bulk(b"tok".to_vec()),
+            Reply::Bulk(b"redlock:b".to_vec()),
+            Reply::Int(-1),
+            Reply::Nil,
+            Reply::Bulk(b"redlock:gone".to_vec()),
+            Reply::Int(-2),
+            Reply::Nil,
+        ]);
+        let (next, found) = parse(&r).unwrap();
+        assert_eq!(next, b"17");
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].1, Some(Duration::from_millis(900)));
+        assert_eq!(found[1].1, None);
+        assert_eq!(found[1].2, None);
+        assert!(parse(&Reply::Array(vec![])).is_err());
+        assert!(parse(&Reply::Int(1)).is_err());
+    }
+}
