@@ -17,6 +17,8 @@ Example::
         lk.close()
         with mgr.lock("account:7", ttl_ms=5_000, fenced=True) as lk:
             lk.fencing_token                                # int, larger than every earlier one
+        with mgr.acquire("job:9", 5_000, wait_ms=2_000, auto_renew=True) as lk:
+            lk.renewing                                     # True: renewed from the grant on
         mgr.node_states()           # [NodeState(index, quarantined, remaining_ms)], per node
         mgr.metrics()               # Prometheus text
 

@@ -10,7 +10,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
 
 from . import _ffi
 from ._errors import (
@@ -50,10 +50,18 @@ _DEFAULT_RETRY_COUNT = 3
 _DEFAULT_RETRY_DELAY_MS = 200
 _DEFAULT_CONNECT_TIMEOUT_MS = 250
 
-# ``redlock_lock_opts`` flags (include/redlock.h).
+# ``redlock_lock_opts`` flags (include/redlock.h). The binding itself acquires through
+# ``redlock_acquire`` and its options objects; these mirror the header (tests/test_ffi.py).
 LOCK_FENCED = 1
 LOCK_ONCE = 2
 LOCK_WAIT = 4
+
+#: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
+#: ``(wait_ms, fenced, auto-renewal bounds)`` it was asked for. ``try_lock``, and ``lock``
+#: without ``wait_ms``, need four at most; a program that passes ever new ``wait_ms`` values
+#: fills the rest, after which each new combination gets an options object made and freed
+#: around its one call.
+_OPTS_CACHE_MAX = 64
 
 _UINT32_MAX = _ffi.UINT32_MAX
 _byref = ctypes.byref
@@ -109,6 +117,14 @@ def _check(status: int, err: "ctypes.Array[ctypes.c_char]") -> None:
     """Raises the exception for a non-OK status, with the message from ``err``."""
     if status:
         _raise(status, err)
+
+
+def _check_status(status: int) -> None:
+    """Raises the exception for a non-OK status of a function without an error buffer."""
+    if status:
+        raw = _ffi.lib().redlock_status_str(status)
+        message = raw.decode("utf-8", "replace") if raw else f"redlock status {status}"
+        raise error_for_status(status, message)
 
 
 def _raise(status: int, err: "ctypes.Array[ctypes.c_char]") -> None:
@@ -279,6 +295,52 @@ def _close_dropped_lease(handle: _Handle) -> None:
     handle.close(_stop_renewal)
 
 
+# ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
+
+#: The key of an options object: ``(wait_ms, fenced, renew)``, with ``wait_ms`` ``None`` for
+#: the manager's retry policy and ``renew`` ``None`` or ``(max_hold_ms, max_extensions)``.
+_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]]]
+
+
+def _new_opts(key: _OptsKey) -> Any:
+    """A new ``redlock_acquire_opts`` set to ``key``; the caller owns (and frees) it."""
+    wait_ms, fenced, renew = key
+    c = _c
+    opts = c.redlock_acquire_opts_new()
+    if not opts:
+        raise MemoryError("redlock_acquire_opts_new returned NULL")
+    try:
+        # The defaults are the manager's retry policy, no fencing token, no renewal.
+        if wait_ms is not None:
+            _check_status(c.redlock_acquire_opts_set_wait_ms(opts, wait_ms))
+        if fenced:
+            _check_status(c.redlock_acquire_opts_set_fenced(opts, True))
+        if renew is not None:
+            _check_status(c.redlock_acquire_opts_set_auto_renew(opts, renew[0], renew[1]))
+    except BaseException:
+        c.redlock_acquire_opts_free(opts)
+        raise
+    return opts
+
+
+def _manager_free(opts: Dict[_OptsKey, Any]) -> Callable[[Any], None]:
+    """The free function of a manager's handle: frees the manager, then the options objects
+    it cached. It runs once no call is in progress on the manager (see :class:`_Handle`), and
+    every use of a cached options object is inside such a call, so none is freed under a
+    ``redlock_acquire`` that reads it. Takes no lock (it may run as a finalizer)."""
+    free_manager = _c.redlock_manager_free
+    free_opts = _c.redlock_acquire_opts_free
+
+    def free(ptr: Any) -> None:
+        try:
+            free_manager(ptr)
+        finally:
+            while opts:
+                free_opts(opts.popitem()[1])
+
+    return free
+
+
 class _Watch:
     """What a lease's ``on_lost`` watcher thread shares with ``auto_renew`` (one per lease,
     under its ``lock``): the generation and callback to serve, and whether the thread is
@@ -299,7 +361,8 @@ _OUTCOMES = {o.value: o for o in NodeOutcome}
 
 
 class Lease:
-    """A held lock, returned by :meth:`Redlock.lock` and :meth:`Redlock.try_lock`.
+    """A held lock, returned by :meth:`Redlock.acquire`, :meth:`Redlock.lock` and
+    :meth:`Redlock.try_lock`.
 
     Use it as a context manager (``with mgr.lock(...) as lk:``) to unlock when the block ends,
     or call :meth:`unlock` and then :meth:`close` yourself.
@@ -318,7 +381,8 @@ class Lease:
     :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
     :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
 
-    Not constructed directly: :meth:`Redlock.lock` and :meth:`Redlock.try_lock` return one.
+    Not constructed directly: :meth:`Redlock.acquire`, :meth:`Redlock.lock` and
+    :meth:`Redlock.try_lock` return one.
 
     A lease stays usable after its :class:`Redlock` is closed. Calls on one lease from several
     threads are serialised by the library. Dropping a lease without unlocking it frees its
@@ -338,16 +402,22 @@ class Lease:
         "__weakref__",
     )
 
-    def __init__(self, ptr: Any, resource: bytes, fenced: bool, node_count: int) -> None:
+    def __init__(
+        self, handle: _Handle, resource: bytes, fenced: bool, node_count: int, renewing: bool
+    ) -> None:
         # Runs right after the acquisition returns, while the library still takes in the late
         # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
         # from the manager; the token is decoded and the outcomes converted when read).
+        # ``handle`` has owned the C pointer since the library wrote it (see
+        # ``Redlock._acquire``), so it is freed whatever happens below. No other thread can
+        # know of it yet: the reads below need no acquire().
         c = _c
-        # Take ownership first, so the handle is freed whatever happens below. No other thread
-        # can know of the handle yet: the reads below need no acquire().
-        self._handle = _Handle(ptr, c.redlock_lease_free, "lease")
+        self._handle = handle
+        ptr = handle._ptr
         self._unlock_attempted = False
-        self._renew_gen = 0
+        # Renewal turned on by the acquisition (``acquire(auto_renew=True)``) counts as an
+        # ``auto_renew()`` call of its own generation, as if made right after the grant.
+        self._renew_gen = next(_generations) if renewing else 0
         self._watch: Optional[_Watch] = None
         self._resource = resource
         self._token: Any = c.redlock_lease_token(ptr)  # bytes until read
@@ -520,7 +590,9 @@ class Lease:
         dropping it frees the handle, which stops renewal (without unlocking).
 
         :meth:`unlock` stops renewal first. Calling this again replaces the settings (and the
-        callback; ``on_lost=None`` then means no callback).
+        callback; ``on_lost=None`` then means no callback). ``Redlock.acquire(...,
+        auto_renew=True)`` does the same as this call (without ``on_lost``) right after the
+        grant; call this on such a lease to add an ``on_lost`` callback.
 
         Raises:
             NotHeld: the lease was unlocked, lost or has expired.
@@ -588,8 +660,9 @@ class Lease:
 
     @property
     def renewing(self) -> bool:
-        """True while auto-renewal is on: started by :meth:`auto_renew`, and not stopped,
-        unlocked, lost or at its bound. Raises :class:`HandleClosed` after :meth:`close`."""
+        """True while auto-renewal is on: started by :meth:`auto_renew` (or by
+        ``Redlock.acquire(auto_renew=True)``), and not stopped, unlocked, lost or at its bound.
+        Raises :class:`HandleClosed` after :meth:`close`."""
         h = self._handle
         p = h.acquire()
         try:
@@ -796,7 +869,15 @@ class Redlock:
     collection an unclosed manager is freed (never unlocked).
     """
 
-    __slots__ = ("_handle", "_node_count", "_quorum", "_metrics_len", "__weakref__")
+    __slots__ = (
+        "_handle",
+        "_node_count",
+        "_quorum",
+        "_metrics_len",
+        "_opts",
+        "_opts_lock",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -883,7 +964,12 @@ class Redlock:
             _check(c.redlock_manager_new(cfg, ctypes.byref(out), err, _ffi.ERR_LEN), err)
         finally:
             c.redlock_config_free(cfg)
-        self._handle = _Handle(out, c.redlock_manager_free, "manager")
+        # The options objects of acquire/lock/try_lock, by key, made on first use and freed
+        # with the manager (``_manager_free``); ``_opts_lock`` only orders their creation.
+        opts: Dict[_OptsKey, Any] = {}
+        self._opts = opts
+        self._opts_lock = threading.Lock()
+        self._handle = _Handle(out, _manager_free(opts), "manager")
         self._node_count = int(c.redlock_manager_node_count(out))
         self._quorum = int(c.redlock_manager_quorum(out))
         self._metrics_len = _METRICS_FIRST_LEN
@@ -903,6 +989,96 @@ class Redlock:
         """True once :meth:`close` was called (or the ``with`` block ended)."""
         return self._handle.closed
 
+    def acquire(
+        self,
+        resource: Resource,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+    ) -> Lease:
+        """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
+        :meth:`lock` and :meth:`try_lock` are this with fixed options.
+
+        It blocks, never forever, with the GIL released: at most about ``wait_ms``, or, with
+        the retry policy, ``(retry_count + 1) × (node timeout + retry_delay_ms)``.
+
+        Args:
+            resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
+            ttl_ms: the lock's time to live in milliseconds, at most the manager's
+                ``max_ttl_ms`` (default 60000); it must exceed its own drift allowance
+                ``ttl_ms × drift_factor + 2``, so 1 and 2 are refused.
+            wait_ms: how long to keep trying while the resource is held elsewhere. ``None``
+                (the default): the manager's retry policy (``retry_count`` more attempts, each
+                after a random pause of up to ``retry_delay_ms``); ``0``: one attempt, no
+                retry; ``> 0``: retry after such pauses until ``wait_ms`` milliseconds have
+                passed, whatever the retry count (no attempt starts after that).
+            fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
+                than that of every earlier fenced grant of ``resource``. It costs a second
+                round trip to the nodes per acquisition.
+            auto_renew: turn on auto-renewal as soon as the lock is granted, exactly as
+                :meth:`Lease.auto_renew` with ``max_hold_ms`` and ``max_extensions`` would
+                right after the grant: the lease is returned with :attr:`Lease.renewing`
+                true, and :attr:`Lease.lost`, :attr:`Lease.lost_reason`,
+                :meth:`Lease.wait_lost`, :meth:`Lease.stop_renewal` and :meth:`Lease.unlock`
+                behave as after that call. If renewal cannot be started, the lock is released
+                and the error raised. For an ``on_lost`` callback, call
+                :meth:`Lease.auto_renew` on the lease (it replaces these settings; the hold
+                time still counts from the acquisition).
+            max_hold_ms: with ``auto_renew``, stop renewing (the lease is then lost) this long
+                after the acquisition; ``0`` or ``None``: the library's default, one hour.
+            max_extensions: with ``auto_renew``, at most this many automatic extensions;
+                ``0`` or ``None``: no limit besides the hold time. Either bound given
+                (non-zero) without ``auto_renew=True`` is an :class:`InvalidArgument`.
+
+        Returns:
+            A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
+            that unlock fails (e.g. :class:`NotHeld`: the lock expired while the block ran),
+            the ``with`` statement raises it, unless the block is already propagating an
+            exception, which then wins (the unlock failure is added to it as a note). If an
+            exception (e.g. ``KeyboardInterrupt``) arrives after the library granted the lock
+            but before the lease is returned, the lease is freed, as a dropped lease is (not
+            unlocked: it expires after its TTL, and its renewal stops).
+
+        Raises:
+            NotAcquired: held elsewhere (on every attempt).
+            Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
+            InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
+                included), ``wait_ms`` or a renewal bound out of range, or a bound without
+                ``auto_renew``. Nothing is sent.
+            TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms`` and
+                ``max_extensions`` are ``int``; ``fenced`` and ``auto_renew`` are ``bool``).
+                Nothing is sent.
+            Internal: the renewal thread could not be started (the lock was released).
+            HandleClosed: the manager was closed.
+        """
+        if wait_ms is not None and (type(wait_ms) is not int or not 0 <= wait_ms <= _UINT32_MAX):
+            wait_ms = _u32("wait_ms", wait_ms)
+        hold = 0 if max_hold_ms is None else max_hold_ms
+        extensions = 0 if max_extensions is None else max_extensions
+        if (
+            type(hold) is not int
+            or type(extensions) is not int
+            or not 0 <= hold <= _UINT32_MAX
+            or not 0 <= extensions <= _UINT32_MAX
+        ):
+            hold = _u32("max_hold_ms", hold)
+            extensions = _u32("max_extensions", extensions)
+        if auto_renew is True:
+            renew: Optional[Tuple[int, int]] = (hold, extensions)
+        elif auto_renew is False:
+            if hold or extensions:
+                raise InvalidArgument(
+                    "max_hold_ms and max_extensions apply only with auto_renew=True"
+                )
+            renew = None
+        else:
+            raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew)
+
     def lock(
         self,
         resource: Resource,
@@ -911,12 +1087,14 @@ class Redlock:
         wait_ms: Optional[int] = None,
         fenced: bool = False,
     ) -> Lease:
-        """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying.
+        """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
+        auto-renewal.
 
         With ``wait_ms=None`` it retries as configured (``retry_count`` more attempts, each
         after a random pause of up to ``retry_delay_ms``); with ``wait_ms`` it retries after
         such pauses until ``wait_ms`` milliseconds have passed, whatever the retry count (no
-        attempt starts after that). It blocks, never forever, with the GIL released.
+        attempt starts after that; ``0`` makes one attempt). It blocks, never forever, with
+        the GIL released.
 
         Args:
             resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
@@ -942,40 +1120,77 @@ class Redlock:
             TypeError: an argument of the wrong type.
             HandleClosed: the manager was closed.
         """
-        if wait_ms is None:
-            return self._acquire(resource, ttl_ms, 0, 0, fenced)
-        return self._acquire(resource, ttl_ms, LOCK_WAIT, _u32("wait_ms", wait_ms), fenced)
+        if wait_ms is not None and (type(wait_ms) is not int or not 0 <= wait_ms <= _UINT32_MAX):
+            wait_ms = _u32("wait_ms", wait_ms)
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, None)
 
     def try_lock(self, resource: Resource, ttl_ms: int, *, fenced: bool = False) -> Lease:
-        """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry.
-        Same arguments (``fenced`` included), result and exceptions as :meth:`lock`."""
-        return self._acquire(resource, ttl_ms, LOCK_ONCE, 0, fenced)
+        """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
+        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced`` included), result and
+        exceptions as :meth:`lock`."""
+        return self._acquire(resource, ttl_ms, 0, fenced, None)
 
-    def _acquire(self, resource: Any, ttl_ms: Any, flags: int, wait_ms: int, fenced: Any) -> Lease:
-        # The hot path: cheap exact-type checks first, the full ones only to report an error.
+    def _acquire(
+        self,
+        resource: Any,
+        ttl_ms: Any,
+        wait_ms: Optional[int],
+        fenced: Any,
+        renew: Optional[Tuple[int, int]],
+    ) -> Lease:
+        # The hot path (``wait_ms`` and ``renew`` are checked by the callers): cheap exact-type
+        # checks first, the full ones only to report an error; one C call, with an options
+        # object made once per manager and key.
         if type(resource) is bytes:
             res = resource
         else:
             res = _resource(resource)
         if type(ttl_ms) is not int or not 0 < ttl_ms <= _UINT32_MAX:
             ttl_ms = _ttl("ttl_ms", ttl_ms)
-        if fenced is True:
-            flags |= LOCK_FENCED
-        elif fenced is not False:
+        if fenced is not True and fenced is not False:
             raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
-        out = _ffi.LeasePtr()
+        key = (wait_ms, fenced, renew)
+        c = _c
+        # The lease's owner exists before the call and the library writes the new lease's
+        # pointer straight into it: from that moment the pointer is freed exactly once,
+        # whatever happens before the Lease is returned (an exception raised as the call
+        # returns, e.g. a Ctrl-C that arrived during it, drops this handle, whose finalizer
+        # frees it).
+        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
         err = _err_buf()
+        temp = None
         h = self._handle
         m = h.acquire()
         try:
-            st = _c.redlock_lock_opts(
-                m, res, len(res), ttl_ms, flags, wait_ms, _byref(out), err, _ffi.ERR_LEN
+            opts = self._opts.get(key)
+            if opts is None:
+                opts, temp = self._opts_miss(key)
+            st = c.redlock_acquire(
+                m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
             )
         finally:
             h.release()
+            if temp is not None:
+                c.redlock_acquire_opts_free(temp)
         if st:
+            lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
-        return Lease(out, res, fenced, self._node_count)
+        return Lease(lease_h, res, fenced, self._node_count, renew is not None)
+
+    def _opts_miss(self, key: _OptsKey) -> Tuple[Any, Any]:
+        """The options object for ``key``, not found in the cache: ``(opts, None)`` once made
+        and cached, or, when the cache is full, ``(opts, opts)``: made for one call, which
+        frees it. Called with the manager's handle acquired, so the cache is not freed
+        meanwhile (and everything it caches is freed with the manager)."""
+        with self._opts_lock:
+            opts = self._opts.get(key)
+            if opts is not None:
+                return opts, None
+            opts = _new_opts(key)
+            if len(self._opts) < _OPTS_CACHE_MAX:
+                self._opts[key] = opts
+                return opts, None
+        return opts, opts
 
     def node_states(self) -> List[NodeState]:
         """What the manager knows of each node now, in configuration order: one
@@ -1037,9 +1252,11 @@ class Redlock:
             h.release()
 
     def close(self) -> None:
-        """Frees the manager and closes its idle connections. Never unlocks anything; leases
-        it made stay usable. Idempotent. Later :meth:`lock` / :meth:`try_lock` calls raise
-        :class:`HandleClosed`."""
+        """Frees the manager (and its cached acquisition options) and closes its idle
+        connections. Never unlocks anything; leases it made stay usable. Idempotent. Later
+        :meth:`acquire` / :meth:`lock` / :meth:`try_lock` calls raise :class:`HandleClosed`.
+        If another thread is inside a call on the manager, the memory is freed when that call
+        returns."""
         self._handle.close()
 
     def __reduce__(self) -> Any:

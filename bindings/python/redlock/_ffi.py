@@ -14,7 +14,7 @@ The shared library is loaded lazily, on first use, from the first of these that 
    ``ctypes.util.find_library("redlock")``).
 
 A plain :class:`ctypes.CDLL` releases the GIL around every foreign call, so a thread blocked in
-``redlock_lock`` lets the other Python threads run.
+``redlock_acquire`` lets the other Python threads run.
 """
 
 from __future__ import annotations
@@ -80,9 +80,14 @@ class Lease(Structure):
     """``struct redlock_lease`` (opaque)."""
 
 
+class AcquireOpts(Structure):
+    """``struct redlock_acquire_opts`` (opaque): the options of one acquisition."""
+
+
 ConfigPtr = POINTER(Config)
 ManagerPtr = POINTER(Manager)
 LeasePtr = POINTER(Lease)
+AcquireOptsPtr = POINTER(AcquireOpts)
 
 #: ``enum redlock_status`` (returned by every fallible function).
 status_t = c_int
@@ -103,32 +108,25 @@ NULL_LOST_FN = lost_fn_t()
 FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_status_str": (c_char_p, (c_int32,)),
     "redlock_version": (c_char_p, ()),
-    "redlock_config_new": (ConfigPtr, ()),
-    "redlock_config_free": (None, (ConfigPtr,)),
-    "redlock_config_add_node": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
-    "redlock_config_set_retry": (
+    "redlock_acquire_opts_new": (AcquireOptsPtr, ()),
+    "redlock_acquire_opts_free": (None, (AcquireOptsPtr,)),
+    "redlock_acquire_opts_set_wait_ms": (status_t, (AcquireOptsPtr, c_uint32)),
+    "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
+    "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
+    "redlock_acquire_opts_set_auto_renew": (status_t, (AcquireOptsPtr, c_uint32, c_uint32)),
+    "redlock_acquire": (
         status_t,
-        (ConfigPtr, c_uint32, c_uint32, err_buf_t, c_size_t),
+        (
+            ManagerPtr,
+            resource_t,
+            c_size_t,
+            c_uint32,
+            AcquireOptsPtr,
+            POINTER(LeasePtr),
+            err_buf_t,
+            c_size_t,
+        ),
     ),
-    "redlock_config_set_drift_factor": (status_t, (ConfigPtr, c_double, err_buf_t, c_size_t)),
-    "redlock_config_set_timeouts": (
-        status_t,
-        (ConfigPtr, c_uint32, c_uint32, err_buf_t, c_size_t),
-    ),
-    "redlock_config_set_max_ttl": (status_t, (ConfigPtr, c_uint32, err_buf_t, c_size_t)),
-    "redlock_config_set_restart_quarantine": (
-        status_t,
-        (ConfigPtr, c_bool, err_buf_t, c_size_t),
-    ),
-    "redlock_manager_new": (status_t, (ConfigPtr, POINTER(ManagerPtr), err_buf_t, c_size_t)),
-    "redlock_manager_free": (None, (ManagerPtr,)),
-    "redlock_manager_node_count": (c_size_t, (ManagerPtr,)),
-    "redlock_manager_quorum": (c_size_t, (ManagerPtr,)),
-    "redlock_manager_node_state": (
-        status_t,
-        (ManagerPtr, c_size_t, POINTER(c_bool), POINTER(c_uint32), err_buf_t, c_size_t),
-    ),
-    "redlock_manager_metrics": (c_size_t, (ManagerPtr, err_buf_t, c_size_t)),
     "redlock_lock": (
         status_t,
         (ManagerPtr, resource_t, c_size_t, c_uint32, POINTER(LeasePtr), err_buf_t, c_size_t),
@@ -164,12 +162,29 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
             c_size_t,
         ),
     ),
+    "redlock_config_new": (ConfigPtr, ()),
+    "redlock_config_free": (None, (ConfigPtr,)),
+    "redlock_config_add_node": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_config_set_retry": (
+        status_t,
+        (ConfigPtr, c_uint32, c_uint32, err_buf_t, c_size_t),
+    ),
+    "redlock_config_set_drift_factor": (status_t, (ConfigPtr, c_double, err_buf_t, c_size_t)),
+    "redlock_config_set_timeouts": (
+        status_t,
+        (ConfigPtr, c_uint32, c_uint32, err_buf_t, c_size_t),
+    ),
+    "redlock_config_set_max_ttl": (status_t, (ConfigPtr, c_uint32, err_buf_t, c_size_t)),
+    "redlock_config_set_restart_quarantine": (
+        status_t,
+        (ConfigPtr, c_bool, err_buf_t, c_size_t),
+    ),
+    "redlock_extend": (status_t, (LeasePtr, c_uint32, err_buf_t, c_size_t)),
+    "redlock_unlock": (status_t, (LeasePtr, err_buf_t, c_size_t)),
     "redlock_lease_fencing_token": (c_uint64, (LeasePtr,)),
     "redlock_lease_is_renewing": (c_bool, (LeasePtr,)),
     "redlock_lease_lost_reason": (c_size_t, (LeasePtr, err_buf_t, c_size_t)),
     "redlock_lease_ttl_ms": (c_uint32, (LeasePtr,)),
-    "redlock_extend": (status_t, (LeasePtr, c_uint32, err_buf_t, c_size_t)),
-    "redlock_unlock": (status_t, (LeasePtr, err_buf_t, c_size_t)),
     "redlock_lease_validity_ms": (c_uint32, (LeasePtr,)),
     "redlock_lease_is_valid": (c_bool, (LeasePtr,)),
     "redlock_lease_token": (c_char_p, (LeasePtr,)),
@@ -185,6 +200,15 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_lease_stop_renewal": (None, (LeasePtr,)),
     "redlock_lease_is_lost": (c_bool, (LeasePtr,)),
     "redlock_lease_wait_lost": (c_bool, (LeasePtr, c_uint32)),
+    "redlock_manager_new": (status_t, (ConfigPtr, POINTER(ManagerPtr), err_buf_t, c_size_t)),
+    "redlock_manager_free": (None, (ManagerPtr,)),
+    "redlock_manager_node_count": (c_size_t, (ManagerPtr,)),
+    "redlock_manager_quorum": (c_size_t, (ManagerPtr,)),
+    "redlock_manager_node_state": (
+        status_t,
+        (ManagerPtr, c_size_t, POINTER(c_bool), POINTER(c_uint32), err_buf_t, c_size_t),
+    ),
+    "redlock_manager_metrics": (c_size_t, (ManagerPtr, err_buf_t, c_size_t)),
 }
 
 

@@ -1,4 +1,4 @@
-"""Fencing tokens (redlock_lock_opts with REDLOCK_LOCK_FENCED) and the lease accessors
+"""Fencing tokens (fenced=True, through redlock_acquire) and the lease accessors
 (fencing_token, renewing, lost_reason, ttl_ms) through the binding."""
 
 from __future__ import annotations

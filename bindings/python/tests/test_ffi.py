@@ -75,6 +75,8 @@ ACCEPTED = {
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),
     "enum redlock_status": (c_int,),
     "enum redlock_node_outcome *": (POINTER(c_int),),
+    "struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
+    "const struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
     "struct redlock_config *": (_ffi.ConfigPtr,),
     "const struct redlock_config *": (_ffi.ConfigPtr,),
     "struct redlock_manager *": (_ffi.ManagerPtr,),
