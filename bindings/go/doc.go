@@ -23,14 +23,17 @@
 //	// ... work, finishing before l.Validity() runs out, or call l.Extend(10 * time.Second)
 //	err = l.Unlock()
 //
-// Lock, TryLock and LockWait take options. For work of unknown length, AutoRenew has the
-// manager's renewal thread extend the lock from the moment it is acquired, and reports through
-// Lost (a channel), IsLost, WaitLost, LostReason and an OnLost callback if it cannot. Fenced
-// gives the lock a fencing token, larger than that of every earlier fenced grant of the
-// resource, for the protected storage to refuse writes from a holder that was paused past its
-// validity:
+// Manager.Acquire takes options (Lock is the same call; TryLock and LockWait are Acquire with
+// a wait of their own). NoWait makes a single attempt, Wait(d) retries until d has passed, and
+// without either the manager's retry policy (WithRetry) applies. For work of unknown length,
+// AutoRenew has the manager's renewal thread extend the lock from the moment it is acquired,
+// and reports through Lost (a channel), IsLost, WaitLost, LostReason and an OnLost callback if
+// it cannot. Fenced gives the lock a fencing token, larger than that of every earlier fenced
+// grant of the resource, for the protected storage to refuse writes from a holder that was
+// paused past its validity:
 //
-//	l, err := m.Lock("orders:42", 10*time.Second, redlock.Fenced(), redlock.AutoRenew(time.Hour))
+//	l, err := m.Acquire("orders:42", 10*time.Second,
+//		redlock.Wait(5*time.Second), redlock.Fenced(), redlock.AutoRenew(time.Hour))
 //	if err != nil {
 //		return err
 //	}

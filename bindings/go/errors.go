@@ -75,7 +75,7 @@ func (e *Error) Is(target error) bool {
 // Sentinel errors, one per status, for errors.Is. They carry no message; the errors returned
 // by this package do.
 var (
-	// ErrNotAcquired: Lock, TryLock or LockWait found the lock held elsewhere.
+	// ErrNotAcquired: Acquire (or Lock, TryLock, LockWait) found the lock held elsewhere.
 	ErrNotAcquired error = &Error{Status: StatusNotAcquired}
 	// ErrNotHeld: Unlock or Extend found the lock no longer ours (expired, already unlocked,
 	// taken over).

@@ -162,6 +162,50 @@ func ExampleManager_LockWait() {
 	// unlock: <nil>
 }
 
+// Acquire takes every option: how long to wait (the retry policy by default, NoWait for one
+// attempt, Wait(d) to keep trying until d has passed), Fenced, AutoRenew and its companions.
+func ExampleManager_Acquire() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes,
+		redlock.WithRetry(3, 20*time.Millisecond), // Wait uses the delay, not the count
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
+		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	first, err := m.Acquire("example:acquire", 10*time.Second, redlock.NoWait(), redlock.Fenced())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer first.Free()
+
+	_, err = m.Acquire("example:acquire", 10*time.Second, redlock.NoWait())
+	fmt.Println("NoWait while held:", errors.Is(err, redlock.ErrNotAcquired))
+
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = first.Unlock()
+	}()
+	second, err := m.Acquire("example:acquire", 10*time.Second,
+		redlock.Wait(5*time.Second), redlock.Fenced(), redlock.AutoRenew(time.Minute))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Free()
+	fmt.Println("Wait after the release:", second.Valid(), second.Renewing(),
+		second.FencingToken() > first.FencingToken())
+	fmt.Println("unlock:", second.Unlock())
+	// Output:
+	// NoWait while held: true
+	// Wait after the release: true true true
+	// unlock: <nil>
+}
+
 // Validity tells how long the lock may still be relied on; Extend pushes it back.
 func ExampleLock_Extend() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
@@ -417,7 +461,7 @@ func ExampleFenced() {
 	defer first.Free()
 	_ = first.Unlock()
 
-	// Fenced composes with the other options and with TryLock and LockWait.
+	// Fenced composes with the other options and with Acquire, TryLock and LockWait.
 	second, err := m.TryLock("example:fenced", 10*time.Second, redlock.Fenced(), redlock.AutoRenew(time.Minute))
 	if err != nil {
 		fmt.Println(err)

@@ -195,7 +195,7 @@ func (l *Lock) Unlock() error {
 
 // Extend sets the lock to expire ttl from now, if a quorum confirms before the current
 // validity ends. It never recreates an expired key. The TTL follows the rules of
-// Manager.Lock (at most the manager's maximum TTL).
+// Manager.Acquire (at most the manager's maximum TTL).
 //
 // Errors: ErrNotHeld (the validity had already ended, the lock was unlocked, or a quorum did
 // not confirm in time), ErrUnavailable, ErrInvalidArgument (TTL), ErrInternal, ErrClosed

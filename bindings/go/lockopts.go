@@ -2,19 +2,35 @@ package redlock
 
 import "time"
 
-// LockOption configures one acquisition; pass options to Manager.Lock, TryLock or LockWait:
+// LockOption configures one acquisition; pass options to Manager.Acquire (or Lock, TryLock,
+// LockWait):
 //
-//	l, err := m.Lock("orders:42", 10*time.Second,
+//	l, err := m.Acquire("orders:42", 10*time.Second,
+//		redlock.Wait(5*time.Second),     // retry until 5 s have passed (NoWait: one attempt)
 //		redlock.Fenced(),                // l.FencingToken() orders this grant
 //		redlock.AutoRenew(time.Hour),    // renewed until Unlock, for at most an hour
 //		redlock.OnLost(func(l *redlock.Lock) { log.Print("lost: ", l.LostReason()) }))
 //
 // Options are checked before anything is sent; a bad one makes the call return
-// ErrInvalidArgument. Later options override earlier ones of the same kind.
+// ErrInvalidArgument. Later options override earlier ones of the same kind (Wait and NoWait
+// are one kind). TryLock and LockWait fix the wait themselves and refuse Wait and NoWait.
 type LockOption func(*lockOptions)
+
+// waitMode is how an acquisition waits while the resource is held elsewhere.
+type waitMode uint8
+
+const (
+	waitRetries waitMode = iota // the manager's retry policy (WithRetry): the default
+	waitNone                    // one attempt (NoWait, Wait(0), TryLock)
+	waitFor                     // retry until waitMs have passed (Wait, LockWait)
+)
 
 type lockOptions struct {
 	err error
+
+	wait    waitMode
+	waitMs  uint32 // with waitFor: > 0
+	waitSet bool   // a Wait or NoWait option was given
 
 	fenced bool
 
@@ -33,6 +49,13 @@ func (o *lockOptions) fail(err error) {
 
 // lockOptionsOf applies opts (nil entries are skipped) and checks that they fit together.
 func lockOptionsOf(opts []LockOption) (lockOptions, error) {
+	if len(opts) == 0 { // the common case, without the heap allocation the options need
+		return lockOptions{}, nil
+	}
+	return applyLockOptions(opts)
+}
+
+func applyLockOptions(opts []LockOption) (lockOptions, error) {
 	var o lockOptions
 	for _, opt := range opts {
 		if opt != nil {
@@ -48,6 +71,42 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 	return o, nil
 }
 
+// setWait records a wait of ms milliseconds (0: one attempt).
+func (o *lockOptions) setWait(ms uint32) {
+	if ms == 0 {
+		o.wait, o.waitMs = waitNone, 0
+	} else {
+		o.wait, o.waitMs = waitFor, ms
+	}
+}
+
+// NoWait makes Acquire a single attempt, with no retry: it fails at once with ErrNotAcquired
+// while the resource is held elsewhere (TryLock is Acquire with NoWait). Without NoWait or
+// Wait, Acquire retries as the manager's retry policy says (WithRetry).
+func NoWait() LockOption {
+	return func(o *lockOptions) {
+		o.waitSet = true
+		o.setWait(0)
+	}
+}
+
+// Wait makes Acquire retry, after random pauses of up to the retry delay set by WithRetry,
+// until d has passed; no attempt starts after that, and the retry count does not apply
+// (LockWait is Acquire with Wait). d must be in [0, MaxTTL] and is rounded up to whole
+// milliseconds; Wait(0) is NoWait. Without NoWait or Wait, Acquire retries as the manager's
+// retry policy says (WithRetry).
+func Wait(d time.Duration) LockOption {
+	return func(o *lockOptions) {
+		ms, ok := millis(d)
+		if !ok {
+			o.fail(invalidf("wait must be in [0, %v], got %v", MaxTTL, d))
+			return
+		}
+		o.waitSet = true
+		o.setWait(ms)
+	}
+}
+
 // Fenced asks for a fencing token: the lock's FencingToken is strictly greater than that of
 // every earlier fenced grant of the same resource (as long as a majority of the nodes keeps
 // its data). Give the token to the storage the lock protects, and have it refuse writes
@@ -56,8 +115,8 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 //
 // Fenced acquisition costs a second round trip: the token is read from the granting quorum's
 // counters (the Redis keys "redlock-fence:" followed by the resource, which never expire) and
-// written back before the grant counts. It composes with every other option and with Lock,
-// TryLock and LockWait.
+// written back before the grant counts. It composes with every other option and with Acquire,
+// Lock, TryLock and LockWait.
 func Fenced() LockOption {
 	return func(o *lockOptions) { o.fenced = true }
 }
@@ -69,9 +128,10 @@ func Fenced() LockOption {
 // reached, the lock is reported lost shortly before its validity ends: the Lost channel is
 // closed, LostReason says why, and the OnLost callback (if given) runs.
 //
-// maxHold must be in [0, MaxTTL] (rounded up to whole milliseconds). If renewal cannot be
-// started after the lock was acquired, the call unlocks (best effort) and frees the lock and
-// returns the error.
+// maxHold must be in [0, MaxTTL] (rounded up to whole milliseconds). Renewal is started right
+// after the grant, as by Lock.AutoRenew (so Lost, WaitLost and LostReason work alike with and
+// without OnLost). If it cannot be started, the call unlocks (best effort) and frees the lock
+// and returns the error.
 func AutoRenew(maxHold time.Duration) LockOption {
 	return func(o *lockOptions) {
 		ms, ok := millis(maxHold)

@@ -99,7 +99,7 @@ func ttlMillis(ttl time.Duration) (C.uint32_t, error) {
 // Passing C memory (rather than Go memory) keeps every call clean under the cgo pointer
 // checks, and nothing the library reads can be moved or collected during a call that blocks.
 //
-// The buffers are pooled (scratchPool), so the hot path (TryLock, Unlock) does no C.malloc or
+// The buffers are pooled (scratchPool), so the hot path (Acquire, Unlock) does no C.malloc or
 // C.free: each buffer is made once, reused, and freed by a finalizer on its Go wrapper when
 // the pool drops it at a garbage collection.
 type cScratch struct {
@@ -174,10 +174,11 @@ type options struct {
 	quarantine    bool
 }
 
-// WithRetry sets how Lock retries: up to count more attempts after the first, each after a
-// random pause drawn uniformly from [0, delay]. The defaults are 3 and 200 ms. count must be
-// ≥ 0 and delay ≥ 0 (rounded up to whole milliseconds, at most MaxTTL); New returns
-// ErrInvalidArgument otherwise. LockWait uses the delay but not the count; TryLock uses
+// WithRetry sets the manager's retry policy, how Acquire and Lock retry when given neither
+// NoWait nor Wait: up to count more attempts after the first, each after a random pause drawn
+// uniformly from [0, delay]. The defaults are 3 and 200 ms. count must be ≥ 0 and delay ≥ 0
+// (rounded up to whole milliseconds, at most MaxTTL); New returns ErrInvalidArgument
+// otherwise. Wait (and LockWait) use the delay but not the count; NoWait (and TryLock) use
 // neither.
 func WithRetry(count int, delay time.Duration) Option {
 	return func(o *options) {
@@ -224,11 +225,11 @@ func WithTimeouts(connect, node time.Duration) Option {
 	}
 }
 
-// WithMaxTTL sets the manager's maximum TTL (default DefaultMaxTTL, 60 s): Lock, TryLock,
-// LockWait and Extend refuse a longer TTL with ErrInvalidArgument (hold locks longer with
-// auto-renewal), and a node that restarted less than this long ago is in restart quarantine
-// (see WithRestartQuarantine). It is rounded up to whole milliseconds and must be in
-// [3 ms, MaxTTL]; New returns ErrInvalidArgument otherwise.
+// WithMaxTTL sets the manager's maximum TTL (default DefaultMaxTTL, 60 s): Acquire, Lock,
+// TryLock, LockWait and Extend refuse a longer TTL with ErrInvalidArgument (hold locks longer
+// with auto-renewal), and a node that restarted less than this long ago is in restart
+// quarantine (see WithRestartQuarantine). It is rounded up to whole milliseconds and must be
+// in [3 ms, MaxTTL]; New returns ErrInvalidArgument otherwise.
 //
 // Keep it short: it is how long a restarted node does not count toward a quorum.
 func WithMaxTTL(d time.Duration) Option {
@@ -281,6 +282,20 @@ type Manager struct {
 	ptr    *C.redlock_manager
 	nodes  int
 	quorum int
+
+	// Immutable C acquisition options (redlock_acquire_opts), made once and shared by every
+	// call that needs them, so that the hot path allocates none: fixedOpts are made by New
+	// (see fixedOptsIndex; the defaults need none, as redlock_acquire takes NULL for them),
+	// waitOpts on first use of a Wait duration, at most maxWaitOpts of them (further
+	// durations get options of their own for the call). redlock_acquire only reads options,
+	// so any number of calls may share one. All are used under mu's read lock and freed by
+	// free under its write lock; waitMu guards the map.
+	fixedOpts [3]*C.redlock_acquire_opts
+	waitMu    sync.Mutex
+	waitOpts  map[waitKey]*C.redlock_acquire_opts
+	// optsLive counts this manager's C options alive (shared or made for one call), read by
+	// the package's tests to check that nothing leaks.
+	optsLive atomic.Int64
 
 	// afterAcquire, when set (by the package's tests only), runs between a successful
 	// acquisition and the start of auto-renewal requested by the AutoRenew option.
@@ -365,6 +380,15 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 		nodes:  int(C.redlock_manager_node_count(ptr)),
 		quorum: int(C.redlock_manager_quorum(ptr)),
 	}
+	for i := range m.fixedOpts {
+		wait, fenced := fixedOptsKey(i)
+		o, err := m.newAcquireOpts(wait, 0, fenced)
+		if err != nil {
+			m.free()
+			return nil, err
+		}
+		m.fixedOpts[i] = o
+	}
 	runtime.SetFinalizer(m, (*Manager).free)
 	return m, nil
 }
@@ -381,6 +405,17 @@ func (m *Manager) free() {
 		C.redlock_manager_free(m.ptr)
 		m.ptr = nil
 		managersFreed.Add(1)
+	}
+	// Under the write lock no call is using the options any more.
+	for i, o := range m.fixedOpts {
+		if o != nil {
+			m.freeAcquireOpts(o)
+			m.fixedOpts[i] = nil
+		}
+	}
+	for k, o := range m.waitOpts {
+		m.freeAcquireOpts(o)
+		delete(m.waitOpts, k)
 	}
 }
 
@@ -414,15 +449,104 @@ func (m *Manager) Quorum() int {
 	return m.quorum
 }
 
-type acquireMode int
+// maxWaitOpts bounds the options a Manager keeps for Wait durations (per duration and
+// fencing): programs use a few fixed waits, each then costs no allocation; a program that
+// computes a new wait for every call gets options made and freed for each of those calls
+// (three cgo calls, next to an acquisition's network round trips).
+const maxWaitOpts = 32
 
-const (
-	modeRetry acquireMode = iota
-	modeOnce
-	modeWait
-)
+// waitKey names the options of a Wait duration.
+type waitKey struct {
+	ms     uint32
+	fenced bool
+}
 
-func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Duration, opts []LockOption) (*Lock, error) {
+// fixedOptsKey gives the options in Manager.fixedOpts[i]: the manager's retry policy with a
+// fencing token (0), and one attempt without (1) and with (2) one. The defaults (retry
+// policy, no token) are redlock_acquire's NULL options.
+func fixedOptsKey(i int) (wait waitMode, fenced bool) {
+	return [...]waitMode{waitRetries, waitNone, waitNone}[i], i != 1
+}
+
+// fixedOptsIndex is the inverse of fixedOptsKey; -1 for the defaults.
+func fixedOptsIndex(wait waitMode, fenced bool) int {
+	switch {
+	case wait == waitRetries && !fenced:
+		return -1
+	case wait == waitRetries:
+		return 0
+	case !fenced:
+		return 1
+	}
+	return 2
+}
+
+// newAcquireOpts makes C acquisition options. They are never changed afterwards.
+func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced bool) (*C.redlock_acquire_opts, error) {
+	o := C.redlock_acquire_opts_new()
+	if o == nil {
+		return nil, newInternal("redlock_acquire_opts_new: out of memory")
+	}
+	m.optsLive.Add(1)
+	var st C.enum_redlock_status = C.REDLOCK_STATUS_OK
+	switch wait {
+	case waitNone:
+		st = C.redlock_acquire_opts_set_wait_ms(o, 0)
+	case waitFor:
+		st = C.redlock_acquire_opts_set_wait_ms(o, C.uint32_t(waitMs))
+	}
+	if st == C.REDLOCK_STATUS_OK && fenced {
+		st = C.redlock_acquire_opts_set_fenced(o, true)
+	}
+	if st != C.REDLOCK_STATUS_OK { // only NULL_ARGUMENT, which o is not
+		m.freeAcquireOpts(o)
+		return nil, &Error{Status: Status(st), Message: "internal error: setting acquisition options failed"}
+	}
+	return o, nil
+}
+
+func (m *Manager) freeAcquireOpts(o *C.redlock_acquire_opts) {
+	C.redlock_acquire_opts_free(o)
+	m.optsLive.Add(-1)
+}
+
+// acquireOpts returns the C options for o, to pass to redlock_acquire: nil for the defaults,
+// else shared options of the manager, or, when temp is true, options made for this call that
+// the caller frees after it. The caller holds m.mu's read lock, with m.ptr non-nil.
+func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, temp bool, err error) {
+	if o.wait != waitFor {
+		if i := fixedOptsIndex(o.wait, o.fenced); i >= 0 {
+			return m.fixedOpts[i], false, nil
+		}
+		return nil, false, nil
+	}
+	k := waitKey{o.waitMs, o.fenced}
+	m.waitMu.Lock()
+	opts = m.waitOpts[k]
+	if opts == nil && len(m.waitOpts) < maxWaitOpts { // first use: kept
+		opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced)
+		if err == nil {
+			if m.waitOpts == nil {
+				m.waitOpts = make(map[waitKey]*C.redlock_acquire_opts)
+			}
+			m.waitOpts[k] = opts
+		}
+		m.waitMu.Unlock()
+		return opts, false, err
+	}
+	m.waitMu.Unlock()
+	if opts != nil {
+		return opts, false, nil
+	}
+	// The manager keeps enough: options for this call only.
+	opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced)
+	return opts, err == nil, err
+}
+
+// acquire is the body of Acquire, Lock, TryLock and LockWait. fixed, when non-nil, is the
+// wait the method itself prescribes (TryLock, LockWait): a Wait or NoWait option then
+// contradicts it and is refused.
+func (m *Manager) acquire(method, resource string, ttl time.Duration, fixed *lockOptions, opts []LockOption) (*Lock, error) {
 	if m == nil {
 		return nil, nilReceiver("*Manager")
 	}
@@ -430,35 +554,34 @@ func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Dura
 	if err != nil {
 		return nil, err
 	}
+	if fixed != nil {
+		if o.waitSet {
+			return nil, invalidf("%s does not take the Wait or NoWait option (use Acquire)", method)
+		}
+		o.wait, o.waitMs = fixed.wait, fixed.waitMs
+	}
 	ttlMs, err := ttlMillis(ttl)
 	if err != nil {
 		return nil, err
 	}
-	var flags, waitMs C.uint32_t
-	switch mode {
-	case modeOnce:
-		flags = C.REDLOCK_LOCK_ONCE
-	case modeWait:
-		ms, ok := millis(wait)
-		if !ok {
-			return nil, invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
-		}
-		flags, waitMs = C.REDLOCK_LOCK_WAIT, C.uint32_t(ms)
-	}
-	if o.fenced {
-		flags |= C.REDLOCK_LOCK_FENCED
+	if fixed != nil && fixed.err != nil { // LockWait's wait argument
+		return nil, fixed.err
 	}
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
 
-	l, err := m.lockOpts(resource, ttlMs, flags, waitMs)
+	l, err := m.acquireLease(resource, ttlMs, &o)
 	if err != nil {
 		return nil, err
 	}
 	if !o.renew {
 		return l, nil
 	}
+	// Renewal is started here, with redlock_lease_auto_renew, rather than requested from
+	// redlock_acquire (redlock_acquire_opts_set_auto_renew): only the former installs the
+	// on_lost callback, which closes the Lost channel and wakes WaitLost, with or without
+	// an OnLost callback.
 	if m.afterAcquire != nil {
 		m.afterAcquire(l)
 	}
@@ -478,14 +601,14 @@ func (m *Manager) acquire(mode acquireMode, resource string, ttl, wait time.Dura
 	return l, nil
 }
 
-// lockOpts makes the one C call of an acquisition, under the manager's read lock, and wraps
-// the lease.
-func (m *Manager) lockOpts(resource string, ttlMs, flags, waitMs C.uint32_t) (*Lock, error) {
+// acquireLease makes the one C call of an acquisition, under the manager's read lock, and
+// wraps the lease.
+func (m *Manager) acquireLease(resource string, ttlMs C.uint32_t, o *lockOptions) (*Lock, error) {
 	s := newScratch(resource)
 	defer s.free()
-	out, st, ok := m.lockOptsCall(s, ttlMs, flags, waitMs)
-	if !ok {
-		return nil, ErrClosed
+	out, st, err := m.acquireCall(s, ttlMs, o)
+	if err != nil {
+		return nil, err
 	}
 	if st != C.REDLOCK_STATUS_OK {
 		return nil, statusError(st, s.err)
@@ -493,30 +616,42 @@ func (m *Manager) lockOpts(resource string, ttlMs, flags, waitMs C.uint32_t) (*L
 	return newLock(out, resource, s), nil
 }
 
-// lockOptsCall is the C call; ok is false when the manager is closed.
-func (m *Manager) lockOptsCall(s cScratch, ttlMs, flags, waitMs C.uint32_t) (out *C.redlock_lease, st C.enum_redlock_status, ok bool) {
+// acquireCall is the C call; err is ErrClosed when the manager is closed.
+func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.ptr == nil {
-		return nil, 0, false
+		return nil, 0, ErrClosed
 	}
-	st = C.redlock_lock_opts(m.ptr, s.res, s.n, ttlMs, flags, waitMs, &out, s.err, errBufLen)
+	opts, temp, err := m.acquireOpts(o)
+	if err != nil {
+		return nil, 0, err
+	}
+	st = C.redlock_acquire(m.ptr, s.res, s.n, ttlMs, opts, &out, s.err, errBufLen)
+	if temp {
+		m.freeAcquireOpts(opts)
+	}
 	runtime.KeepAlive(m)
-	return out, st, true
+	return out, st, nil
 }
 
-// Lock acquires resource for ttl, retrying as configured by WithRetry (by default up to 3
-// more attempts, each after a random pause of up to 200 ms). It blocks for a bounded time,
-// never forever.
+// Acquire acquires resource for ttl. By default it retries as configured by WithRetry (by
+// default up to 3 more attempts, each after a random pause of up to 200 ms); NoWait makes it
+// a single attempt, and Wait(d) has it retry until d has passed. It blocks for a bounded
+// time, never forever.
 //
 // The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key "redlock:"
 // followed by them. The TTL must be > 0 and at most the manager's maximum TTL (WithMaxTTL;
 // DefaultMaxTTL, 60 s, by default); it is rounded up to whole milliseconds and must exceed
 // its drift allowance (so at least MinTTL). Hold a lock longer with auto-renewal.
 //
-// Options: Fenced gives the lock a fencing token (FencingToken); AutoRenew (with OnLost and
-// MaxExtensions) starts auto-renewal as soon as the lock is acquired. Without options this is
-// a plain lock.
+// Options: NoWait and Wait set how long to try (the last one given counts); Fenced gives the
+// lock a fencing token (FencingToken); AutoRenew (with OnLost and MaxExtensions) starts
+// auto-renewal as soon as the lock is acquired. Without options this is a plain lock, taken
+// with the manager's retry policy. Options are checked before anything is sent.
+//
+// The common option sets cost no allocation of C memory: the manager keeps the C options
+// (redlock_acquire_opts) it needs, made once, until Close.
 //
 // Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed or in
 // restart quarantine for a quorum to be possible; the message names each node's outcome),
@@ -524,20 +659,39 @@ func (m *Manager) lockOptsCall(s cScratch, ttlMs, flags, waitMs C.uint32_t) (out
 // the errors of starting renewal, in which case the lock has been unlocked and freed. The
 // returned Lock must eventually be unlocked (or left to expire) and freed (or left to the
 // garbage collector).
-func (m *Manager) Lock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire(modeRetry, resource, ttl, 0, opts)
+func (m *Manager) Acquire(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire("Acquire", resource, ttl, nil, opts)
 }
 
-// TryLock makes one attempt to acquire resource for ttl, with no retry. Arguments, options
-// and errors are those of Lock.
-func (m *Manager) TryLock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire(modeOnce, resource, ttl, 0, opts)
+// Lock is Acquire: it acquires resource for ttl, retrying as configured by WithRetry unless a
+// NoWait or Wait option says otherwise. Arguments, options and errors are those of Acquire.
+func (m *Manager) Lock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire("Lock", resource, ttl, nil, opts)
 }
+
+// TryLock makes one attempt to acquire resource for ttl, with no retry: Acquire with NoWait.
+// It takes the options of Acquire except NoWait and Wait, which are ErrInvalidArgument here
+// (use Acquire to choose the wait with an option); arguments and errors are those of
+// Acquire.
+func (m *Manager) TryLock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquire("TryLock", resource, ttl, &tryLockWait, opts)
+}
+
+// tryLockWait is TryLock's wait: one attempt.
+var tryLockWait = lockOptions{wait: waitNone}
 
 // LockWait acquires resource for ttl, retrying after random pauses (up to the retry delay set
 // by WithRetry) until wait has passed; no attempt starts after that, and the retry count does
-// not apply. wait must be ≥ 0 (0 means a single attempt) and at most MaxTTL; it is rounded up
-// to whole milliseconds. Other arguments, options and errors are those of Lock.
+// not apply: Acquire with Wait(wait). wait must be ≥ 0 (0 means a single attempt) and at most
+// MaxTTL; it is rounded up to whole milliseconds. It takes the options of Acquire except
+// NoWait and Wait, which are ErrInvalidArgument here; other arguments and errors are those of
+// Acquire.
 func (m *Manager) LockWait(resource string, ttl, wait time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire(modeWait, resource, ttl, wait, opts)
+	var w lockOptions
+	if ms, ok := millis(wait); ok {
+		w.setWait(ms)
+	} else {
+		w.err = invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
+	}
+	return m.acquire("LockWait", resource, ttl, &w, opts)
 }

@@ -489,6 +489,7 @@ func TestBadInputs(t *testing.T) {
 	m := newManager(t, sharedNodes, redlock.WithRetry(0, 0))
 	res := uniq(t)
 	acquirers := map[string]func(string, time.Duration, ...redlock.LockOption) (*redlock.Lock, error){
+		"Acquire": m.Acquire,
 		"Lock":    m.Lock,
 		"TryLock": m.TryLock,
 		"LockWait": func(r string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error) {

@@ -6,6 +6,10 @@
 //	go run ./cmd/bench-cycle --nodes redis://127.0.0.1:7001,redis://127.0.0.1:7002 --secs 3
 //	{"cycles": 1234, "p50_us": 2345.6, "p99_us": 3456.7}
 //
+// --call picks the acquisition instead of TryLock: "acquire" (Acquire with NoWait), "lock"
+// (Lock: the retry policy), "lockwait" (LockWait with a 1 s wait), "fenced" (Acquire with
+// NoWait and Fenced: a second round trip). The lock is free, so each takes one attempt.
+//
 // The settings mirror the Rust benchmark's uncontended row (examples/bench/main.rs, which runs
 // this program for its binding table): a 10 s TTL, a 1 ms retry delay, a 200 ms node timeout,
 // at most 200 000 cycles. Restart quarantine is off unless --restart-quarantine is given: the
@@ -32,12 +36,15 @@ func main() {
 	resource := flag.String("resource", fmt.Sprintf("bench:go:%d", os.Getpid()), "the resource locked")
 	quarantine := flag.Bool("restart-quarantine", false,
 		"keep restart quarantine on (nodes up for less than a minute then do not count)")
+	call := flag.String("call", "trylock", "the acquisition: trylock, acquire, lock, lockwait or fenced")
 	flag.Parse()
-	if *nodes == "" || *secs <= 0 || *warmup < 0 {
-		fmt.Fprintln(os.Stderr, "usage: bench-cycle --nodes URL,URL,... [--secs S] [--warmup S]")
+	acquire, ok := calls[*call]
+	if *nodes == "" || *secs <= 0 || *warmup < 0 || !ok {
+		fmt.Fprintln(os.Stderr, "usage: bench-cycle --nodes URL,URL,... [--secs S] [--warmup S] "+
+			"[--call trylock|acquire|lock|lockwait|fenced]")
 		os.Exit(2)
 	}
-	if err := run(strings.Split(*nodes, ","), *resource, seconds(*secs), seconds(*warmup), *quarantine); err != nil {
+	if err := run(strings.Split(*nodes, ","), *resource, seconds(*secs), seconds(*warmup), *quarantine, acquire); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-cycle:", err)
 		os.Exit(1)
 	}
@@ -45,12 +52,26 @@ func main() {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// calls are the acquisitions --call picks from.
+var calls = map[string]func(m *redlock.Manager, resource string) (*redlock.Lock, error){
+	"trylock": func(m *redlock.Manager, r string) (*redlock.Lock, error) { return m.TryLock(r, ttl) },
+	"acquire": func(m *redlock.Manager, r string) (*redlock.Lock, error) {
+		return m.Acquire(r, ttl, redlock.NoWait())
+	},
+	"lock":     func(m *redlock.Manager, r string) (*redlock.Lock, error) { return m.Lock(r, ttl) },
+	"lockwait": func(m *redlock.Manager, r string) (*redlock.Lock, error) { return m.LockWait(r, ttl, time.Second) },
+	"fenced": func(m *redlock.Manager, r string) (*redlock.Lock, error) {
+		return m.Acquire(r, ttl, redlock.NoWait(), redlock.Fenced())
+	},
+}
+
 const (
 	ttl       = 10 * time.Second
 	maxCycles = 200_000
 )
 
-func run(nodes []string, resource string, secs, warmup time.Duration, quarantine bool) error {
+func run(nodes []string, resource string, secs, warmup time.Duration, quarantine bool,
+	acquire func(*redlock.Manager, string) (*redlock.Lock, error)) error {
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(3, time.Millisecond),
 		redlock.WithTimeouts(250*time.Millisecond, 200*time.Millisecond),
@@ -63,7 +84,7 @@ func run(nodes []string, resource string, secs, warmup time.Duration, quarantine
 	// One cycle, timed; ok is false when TryLock or Unlock failed.
 	cycle := func() (time.Duration, bool, error) {
 		t0 := time.Now()
-		l, err := m.TryLock(resource, ttl)
+		l, err := acquire(m, resource)
 		if err != nil {
 			return time.Since(t0), false, err
 		}

@@ -1,0 +1,149 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The C acquisition options are made once per option set and shared: the common sets (the
+// defaults, NoWait, Fenced, both) cost nothing per call, each Wait duration is made on first
+// use up to maxWaitOpts, later durations get options made and freed for the one call, and
+// Close frees everything. Counted per manager, so it runs in parallel with anything.
+func TestAcquireOptionsCached(t *testing.T) {
+	t.Parallel()
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	live := func() int { return int(m.optsLive.Load()) }
+	if got := live(); got != len(m.fixedOpts) {
+		t.Fatalf("a new manager holds %d options, want %d", got, len(m.fixedOpts))
+	}
+	res := fmt.Sprintf("TestAcquireOptionsCached/%d", time.Now().UnixNano())
+	cycle := func(what string, acquire func() (*Lock, error)) {
+		t.Helper()
+		l, err := acquire()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatalf("%s: Unlock: %v", what, err)
+		}
+		l.Free()
+	}
+
+	// The common sets, through every method: nothing is made.
+	for i := 0; i < 3; i++ {
+		cycle("Acquire", func() (*Lock, error) { return m.Acquire(res, time.Second) })
+		cycle("Acquire(NoWait)", func() (*Lock, error) { return m.Acquire(res, time.Second, NoWait()) })
+		cycle("Acquire(Fenced)", func() (*Lock, error) { return m.Acquire(res, time.Second, Fenced()) })
+		cycle("Acquire(NoWait, Fenced)", func() (*Lock, error) { return m.Acquire(res, time.Second, NoWait(), Fenced()) })
+		cycle("Lock", func() (*Lock, error) { return m.Lock(res, time.Second, Fenced()) })
+		cycle("TryLock", func() (*Lock, error) { return m.TryLock(res, time.Second) })
+		cycle("LockWait(0)", func() (*Lock, error) { return m.LockWait(res, time.Second, 0, Fenced()) })
+	}
+	if got := live(); got != len(m.fixedOpts) {
+		t.Fatalf("after the common sets the manager holds %d options, want %d", got, len(m.fixedOpts))
+	}
+
+	// A Wait duration is made once, whichever method asks for it, and per fencing.
+	for i := 0; i < 3; i++ {
+		cycle("Acquire(Wait(2s))", func() (*Lock, error) { return m.Acquire(res, time.Second, Wait(2*time.Second)) })
+		cycle("LockWait(2s)", func() (*Lock, error) { return m.LockWait(res, time.Second, 2*time.Second) })
+		cycle("LockWait(2s, Fenced)", func() (*Lock, error) { return m.LockWait(res, time.Second, 2*time.Second, Fenced()) })
+	}
+	if got, want := live(), len(m.fixedOpts)+2; got != want {
+		t.Fatalf("after one Wait duration the manager holds %d options, want %d", got, want)
+	}
+
+	// Up to maxWaitOpts of them; the next ones are made and freed for their call.
+	for i := 0; i < maxWaitOpts+10; i++ {
+		d := time.Duration(1000+i) * time.Millisecond
+		cycle("Acquire(Wait(d))", func() (*Lock, error) { return m.Acquire(res, time.Second, Wait(d)) })
+	}
+	if got, want := live(), len(m.fixedOpts)+maxWaitOpts; got != want {
+		t.Fatalf("after many Wait durations the manager holds %d options, want %d", got, want)
+	}
+
+	// Refused calls make nothing.
+	if _, err := m.Acquire(res, time.Second, Wait(-time.Second)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Wait(-1s): %v", err)
+	}
+	if _, err := m.Acquire(res, 0, Wait(7*time.Second)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("TTL 0: %v", err)
+	}
+	if got, want := live(), len(m.fixedOpts)+maxWaitOpts; got != want {
+		t.Fatalf("after refused calls the manager holds %d options, want %d", got, want)
+	}
+
+	m.Close()
+	if got := live(); got != 0 {
+		t.Fatalf("Close left %d options", got)
+	}
+	if len(m.waitOpts) != 0 || m.fixedOpts != [len(m.fixedOpts)]*_Ctype_struct_redlock_acquire_opts{} {
+		t.Fatal("Close left pointers to freed options")
+	}
+	if _, err := m.Acquire(res, time.Second, Wait(2*time.Second)); err != ErrClosed {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	if got := live(); got != 0 {
+		t.Fatalf("Acquire after Close made %d options", got)
+	}
+}
+
+// Each options index names the set it holds.
+func TestFixedOptsIndex(t *testing.T) {
+	if fixedOptsIndex(waitRetries, false) != -1 {
+		t.Fatal("the defaults have options of their own")
+	}
+	for i := 0; i < 3; i++ {
+		if w, f := fixedOptsKey(i); fixedOptsIndex(w, f) != i {
+			t.Fatalf("fixedOptsIndex(fixedOptsKey(%d)) = %d", i, fixedOptsIndex(w, f))
+		}
+	}
+}
+
+// The cost the cache saves: making, setting and freeing C options for a call (what a
+// Wait duration beyond maxWaitOpts costs), against finding them in the cache. No network.
+func BenchmarkAcquireOpts(b *testing.B) {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes, WithRestartQuarantine(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		name string
+		o    lockOptions
+	}{
+		{"defaults", lockOptions{}},
+		{"NoWait+Fenced", lockOptions{wait: waitNone, fenced: true}},
+		{"Wait/cached", lockOptions{wait: waitFor, waitMs: 5000}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				m.mu.RLock()
+				_, temp, err := m.acquireOpts(&c.o)
+				m.mu.RUnlock()
+				if err != nil || temp {
+					b.Fatal(err, temp)
+				}
+			}
+		})
+	}
+	b.Run("made per call", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			o, err := m.newAcquireOpts(waitFor, 5000, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.freeAcquireOpts(o)
+		}
+	})
+}
