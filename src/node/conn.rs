@@ -12,6 +12,7 @@
 use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -36,12 +37,22 @@ enum Phase {
 }
 
 /// One connection to one node.
+///
+/// Its methods never block and, apart from connecting and reading, make no system call: the
+/// link queues commands with [`send`](Self::send) under its lock, and one writer at a time
+/// takes the queued bytes ([`take_output`](Self::take_output)), writes them outside the lock
+/// ([`write_some`]) and gives back what the socket did not take
+/// ([`put_back`](Self::put_back)). Commands queued meanwhile by other callers go out with the
+/// writer's next batch.
 pub(crate) struct Conn {
-    sock: Socket,
+    sock: Arc<Socket>,
     phase: Phase,
-    /// Bytes to write; `out[out_pos..]` is not yet written.
+    /// Bytes waiting to be written, in order.
     out: Vec<u8>,
-    out_pos: usize,
+    /// An empty buffer to swap with `out` when a writer takes it (no allocation per write).
+    spare: Vec<u8>,
+    /// A writer holds bytes taken from `out` (they go before whatever `out` holds now).
+    writing: bool,
     /// Commands queued before the handshake completed.
     held: Vec<u8>,
     reader: ReplyReader,
@@ -62,31 +73,22 @@ impl Conn {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
             Err(e) => return Err(e),
         };
-        let mut c = Conn {
-            sock,
-            phase: Phase::Connecting,
-            out: handshake.to_vec(),
-            out_pos: 0,
-            held: Vec::new(),
-            reader: ReplyReader::new(),
-            bytes_since_reply: 0,
-            handshake_pending: !handshake.is_empty(),
-        };
+        let mut c = Conn::new(sock, Phase::Connecting);
+        c.out.extend_from_slice(handshake);
+        c.handshake_pending = !handshake.is_empty();
         if connected {
-            c.established()?;
+            c.established();
         }
         Ok(c)
     }
 
-    /// A ready connection over an already connected socket (tests use socket pairs).
-    #[cfg(test)]
-    pub(crate) fn from_socket(sock: Socket) -> Conn {
-        sock.set_nonblocking(true).unwrap();
+    fn new(sock: Socket, phase: Phase) -> Conn {
         Conn {
-            sock,
-            phase: Phase::Ready,
+            sock: Arc::new(sock),
+            phase,
             out: Vec::new(),
-            out_pos: 0,
+            spare: Vec::new(),
+            writing: false,
             held: Vec::new(),
             reader: ReplyReader::new(),
             bytes_since_reply: 0,
@@ -94,14 +96,19 @@ impl Conn {
         }
     }
 
-    fn established(&mut self) -> io::Result<()> {
+    /// A ready connection over an already connected socket (tests use socket pairs).
+    #[cfg(test)]
+    pub(crate) fn from_socket(sock: Socket) -> Conn {
+        sock.set_nonblocking(true).unwrap();
+        Conn::new(sock, Phase::Ready)
+    }
+
+    fn established(&mut self) {
         if self.phase == Phase::Connecting {
             self.phase = Phase::Handshake;
         }
-        if self.handshake_pending {
-            self.flush()
-        } else {
-            self.handshake_done()
+        if !self.handshake_pending {
+            self.handshake_done();
         }
     }
 
@@ -110,14 +117,14 @@ impl Conn {
         self.phase != Phase::Ready
     }
 
-    /// True while bytes wait to be written (held behind the handshake, or not yet taken by
-    /// the socket).
+    /// True while bytes wait to be written (held behind the handshake, queued, or taken by a
+    /// writer that has not given the rest back).
     pub(crate) fn has_output(&self) -> bool {
-        self.queued() > 0 || !self.held.is_empty()
+        !self.out.is_empty() || !self.held.is_empty() || self.writing
     }
 
-    /// The handshake's replies have all arrived and none failed: write what was held.
-    pub(crate) fn handshake_done(&mut self) -> io::Result<()> {
+    /// The handshake's replies have all arrived and none failed: what was held may go out.
+    pub(crate) fn handshake_done(&mut self) {
         self.handshake_pending = false;
         if self.phase == Phase::Handshake {
             self.phase = Phase::Ready;
@@ -126,15 +133,14 @@ impl Conn {
                 self.out.extend_from_slice(&held);
             }
         }
-        self.flush()
     }
 
     pub(crate) fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
 
-    /// What to poll for: writability while connecting or while bytes are queued, and always
-    /// readability once connected.
+    /// What to poll for: writability while connecting or while bytes wait that no writer has
+    /// taken, and always readability once connected.
     pub(crate) fn interest(&self) -> Interest {
         if self.phase == Phase::Connecting {
             return Interest {
@@ -144,68 +150,62 @@ impl Conn {
         }
         Interest {
             read: true,
-            write: self.queued() > 0,
+            write: !self.out.is_empty() && !self.writing,
         }
     }
 
-    /// Queues a command: written now (as far as the socket takes it) when the connection is
-    /// ready, held until the handshake completes otherwise.
+    /// Queues a command: for the next write when the connection is ready, held until the
+    /// handshake completes otherwise.
     pub(crate) fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if self.phase == Phase::Ready {
-            self.out.extend_from_slice(bytes);
-            self.flush()
+        let buf = if self.phase == Phase::Ready {
+            &mut self.out
         } else {
-            self.held.extend_from_slice(bytes);
-            Ok(())
-        }
-    }
-
-    fn queued(&self) -> usize {
-        self.out.len() - self.out_pos
-    }
-
-    /// Writes as much of the output buffer as the socket takes now.
-    fn flush(&mut self) -> io::Result<()> {
-        if self.phase == Phase::Connecting {
-            return Ok(());
-        }
-        while self.out_pos < self.out.len() {
-            // MSG_NOSIGNAL: a write to a connection the node closed must be an error here,
-            // not a SIGPIPE that kills the host process (C, Python and Go hosts do not all
-            // ignore it).
-            match self
-                .sock
-                .send_with_flags(&self.out[self.out_pos..], libc::MSG_NOSIGNAL)
-            {
-                Ok(n) => self.out_pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        if self.out_pos == self.out.len() {
-            self.out.clear();
-            self.out_pos = 0;
-        } else if self.queued() > MAX_QUEUED_BYTES {
+            &mut self.held
+        };
+        buf.extend_from_slice(bytes);
+        if buf.len() > MAX_QUEUED_BYTES {
             return Err(io::Error::other("the node stopped reading its socket"));
         }
         Ok(())
     }
 
-    /// Handles what `poll(2)` reported for writing: completes a connect, flushes. Reading is
-    /// left to [`next_reply`](Self::next_reply).
-    pub(crate) fn on_writable(&mut self, ready: Readiness) -> io::Result<()> {
-        if self.phase == Phase::Connecting {
-            if !(ready.writable || ready.error) {
-                return Ok(());
+    /// Takes the bytes waiting to be written, with the socket to write them to, unless the
+    /// connection is still connecting, nothing waits, or another writer is at it.
+    pub(crate) fn take_output(&mut self) -> Option<(Arc<Socket>, Vec<u8>)> {
+        if self.phase == Phase::Connecting || self.writing || self.out.is_empty() {
+            return None;
+        }
+        self.writing = true;
+        let spare = std::mem::take(&mut self.spare);
+        Some((
+            Arc::clone(&self.sock),
+            std::mem::replace(&mut self.out, spare),
+        ))
+    }
+
+    /// The writer is done with `buf`, of which the socket took the first `sent` bytes: the
+    /// rest goes back ahead of anything queued meanwhile.
+    pub(crate) fn put_back(&mut self, mut buf: Vec<u8>, sent: usize) -> io::Result<()> {
+        self.writing = false;
+        if sent < buf.len() {
+            self.out.splice(0..0, buf[sent..].iter().copied());
+            if self.out.len() > MAX_QUEUED_BYTES {
+                return Err(io::Error::other("the node stopped reading its socket"));
             }
+        }
+        buf.clear();
+        self.spare = buf;
+        Ok(())
+    }
+
+    /// Completes a connect that `poll(2)` reported writable (or in error). Writing is left to
+    /// [`take_output`](Self::take_output), reading to [`next_reply`](Self::next_reply).
+    pub(crate) fn on_writable(&mut self, ready: Readiness) -> io::Result<()> {
+        if self.phase == Phase::Connecting && (ready.writable || ready.error) {
             if let Some(e) = self.sock.take_error()? {
                 return Err(e);
             }
-            return self.established();
-        }
-        if ready.writable && self.queued() > 0 {
-            self.flush()?;
+            self.established();
         }
         Ok(())
     }
@@ -225,6 +225,22 @@ impl Conn {
         }
         r
     }
+}
+
+/// Writes as much of `bytes` as the socket takes now; returns how much that was.
+pub(crate) fn write_some(sock: &Socket, bytes: &[u8]) -> io::Result<usize> {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        // MSG_NOSIGNAL: a write to a connection the node closed must be an error here, not a
+        // SIGPIPE that kills the host process (C, Python and Go hosts do not all ignore it).
+        match sock.send_with_flags(&bytes[pos..], libc::MSG_NOSIGNAL) {
+            Ok(n) => pos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(pos)
 }
 
 /// A socket reader that refuses to deliver more than [`MAX_REPLY_BYTES`] between two replies.
@@ -274,18 +290,45 @@ mod tests {
             error: false,
         };
         c.on_writable(ready).unwrap();
+        let write = |c: &mut Conn| {
+            let (sock, buf) = c.take_output().expect("bytes to write");
+            let n = write_some(&sock, &buf).unwrap();
+            c.put_back(buf, n).unwrap();
+        };
+        write(&mut c);
         let mut buf = [0u8; 4];
         peer.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"HS\r\n");
         // Nothing more until the handshake is done.
-        peer.set_nonblocking(true).unwrap();
-        assert!(peer.read(&mut buf).is_err());
-        c.handshake_done().unwrap();
+        assert!(c.take_output().is_none());
+        c.handshake_done();
         assert!(!c.is_starting());
-        peer.set_nonblocking(false).unwrap();
+        write(&mut c);
         let mut buf = [0u8; 5];
         peer.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"CMD\r\n");
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_unsent_bytes_keep_their_place() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut c = Conn::from_socket(Socket::from(a));
+        c.send(b"one ").unwrap();
+        let (sock, buf) = c.take_output().unwrap();
+        // Queued while the first writer holds its batch: it waits for the next one.
+        c.send(b"two ").unwrap();
+        assert!(c.take_output().is_none() && !c.interest().write);
+        // The socket took only two bytes: the rest goes back ahead of "two ".
+        let n = write_some(&sock, &buf[..2]).unwrap();
+        c.put_back(buf, n).unwrap();
+        let (sock, buf) = c.take_output().unwrap();
+        assert_eq!(buf, b"e two ");
+        let n = write_some(&sock, &buf).unwrap();
+        c.put_back(buf, n).unwrap();
+        assert!(!c.has_output());
+        let mut got = [0u8; 8];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"one two ");
     }
 
     #[test]

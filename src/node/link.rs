@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::conn::Conn;
+use super::conn::{self, Conn};
 use super::health::{ConnSettings, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
@@ -55,14 +55,19 @@ pub(crate) enum Slot {
     Failed(NodeOutcome),
 }
 
-/// One caller's round: a slot per node, filled by whoever reads the node's reply.
-pub(crate) struct Call {
-    id: u64,
+/// A thread's call cell: its waker, and the slots of its current round. A thread waits in
+/// one round at a time, so one cell per thread serves all its rounds: nothing is allocated per
+/// round, and nothing allocated by one thread is freed by another (which costs a contended
+/// allocator lock when many threads share the links).
+struct Cell {
     waker: Arc<Waker>,
     inner: Mutex<CallInner>,
 }
 
 struct CallInner {
+    /// The round the slots belong to: a stale [`Call`] handle (an entry of an earlier round
+    /// of this thread) fills nothing.
+    round: u64,
     /// Set when the caller stops waiting: nothing is delivered after that.
     closed: bool,
     slots: Vec<Slot>,
@@ -70,57 +75,83 @@ struct CallInner {
     handed: Vec<usize>,
 }
 
+/// One caller's round: a slot per node, filled by whoever reads the node's reply. A cheap
+/// handle (the thread's cell and the round's number); entries of the links hold copies.
+#[derive(Clone)]
+pub(crate) struct Call {
+    cell: Arc<Cell>,
+    round: u64,
+}
+
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// Each thread waits in one round at a time, so one waker per thread serves all its calls
-    /// (a late wake-up meant for an earlier call only costs the next one a spurious look).
-    static WAKER: RefCell<Option<Arc<Waker>>> = const { RefCell::new(None) };
+    static CELL: RefCell<Option<Arc<Cell>>> = const { RefCell::new(None) };
 }
 
-fn thread_waker() -> io::Result<Arc<Waker>> {
-    WAKER.with(|w| {
-        let mut w = w.borrow_mut();
-        if let Some(w) = w.as_ref() {
-            return Ok(Arc::clone(w));
+fn thread_cell() -> io::Result<Arc<Cell>> {
+    CELL.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some(c) = c.as_ref() {
+            return Ok(Arc::clone(c));
         }
-        let new = Arc::new(Waker::new()?);
-        *w = Some(Arc::clone(&new));
+        let new = Arc::new(Cell {
+            waker: Arc::new(Waker::new()?),
+            inner: Mutex::new(CallInner {
+                round: 0,
+                closed: true,
+                slots: Vec::new(),
+                handed: Vec::new(),
+            }),
+        });
+        *c = Some(Arc::clone(&new));
         Ok(new)
     })
 }
 
 impl Call {
-    /// A call over `nodes` nodes, every slot waiting, woken through this thread's waker.
-    pub(crate) fn new(nodes: usize) -> io::Result<Arc<Call>> {
-        Ok(Arc::new(Call {
-            id: NEXT_CALL.fetch_add(1, Ordering::Relaxed),
-            waker: thread_waker()?,
-            inner: Mutex::new(CallInner {
-                closed: false,
-                slots: vec![Slot::Waiting; nodes],
-                handed: Vec::new(),
-            }),
-        }))
+    /// A new round of this thread over `nodes` nodes, every slot waiting, woken through this
+    /// thread's waker.
+    pub(crate) fn new(nodes: usize) -> io::Result<Call> {
+        let cell = thread_cell()?;
+        let round = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut c = cell.inner.lock().unwrap_or_else(|p| p.into_inner());
+            c.round = round;
+            c.closed = false;
+            c.slots.clear();
+            c.slots.resize(nodes, Slot::Waiting);
+            c.handed.clear();
+        }
+        Ok(Call { cell, round })
     }
 
-    fn lock(&self) -> MutexGuard<'_, CallInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    /// The cell's state, if it still belongs to this round.
+    fn lock(&self) -> Option<MutexGuard<'_, CallInner>> {
+        let c = self.cell.inner.lock().unwrap_or_else(|p| p.into_inner());
+        (c.round == self.round).then_some(c)
+    }
+
+    /// This call's identity (unique in the process).
+    pub(crate) fn id(&self) -> u64 {
+        self.round
     }
 
     /// The descriptor that wakes this call's thread.
     pub(crate) fn waker(&self) -> &Waker {
-        &self.waker
+        &self.cell.waker
     }
 
     /// A handle on [`waker`](Self::waker), for a thread that keeps it.
     pub(crate) fn waker_arc(&self) -> Arc<Waker> {
-        Arc::clone(&self.waker)
+        Arc::clone(&self.cell.waker)
     }
 
     /// Fills slot `i` if it is still waiting and the call still listens; true if it did.
     pub(crate) fn fill(&self, i: usize, slot: Slot) -> bool {
-        let mut c = self.lock();
+        let Some(mut c) = self.lock() else {
+            return false;
+        };
         if c.closed || c.slots[i] != Slot::Waiting {
             return false;
         }
@@ -130,7 +161,9 @@ impl Call {
 
     /// Runs `f` over the slots, and takes the links handed to this call since the last look.
     pub(crate) fn look<R>(&self, f: impl FnOnce(&[Slot], Vec<usize>) -> R) -> R {
-        let mut c = self.lock();
+        let mut c = self
+            .lock()
+            .expect("the owner of a round looks at its own round");
         let handed = std::mem::take(&mut c.handed);
         f(&c.slots, handed)
     }
@@ -138,14 +171,18 @@ impl Call {
     /// Stops listening: returns the slots, and the links handed to this call that its loop
     /// had not taken up (it must hand them on).
     pub(crate) fn close(&self) -> (Vec<Slot>, Vec<usize>) {
-        let mut c = self.lock();
+        let mut c = self
+            .lock()
+            .expect("the owner of a round closes its own round");
         c.closed = true;
         (std::mem::take(&mut c.slots), std::mem::take(&mut c.handed))
     }
 
     /// Accepts the role of driver of link `i`, unless the call has stopped listening.
     fn hand(&self, i: usize) -> bool {
-        let mut c = self.lock();
+        let Some(mut c) = self.lock() else {
+            return false;
+        };
         if c.closed {
             return false;
         }
@@ -161,7 +198,7 @@ enum Purpose {
     /// A command: the call waiting for it (none if nobody waits), and the `EVAL` form to send
     /// if the node answers `NOSCRIPT` to an `EVALSHA`.
     Command {
-        call: Option<Arc<Call>>,
+        call: Option<Call>,
         fallback: Option<Arc<[u8]>>,
     },
 }
@@ -187,12 +224,19 @@ struct State {
     last_used: Instant,
 }
 
-/// Wake-ups to send once every lock is released: (call id, waker).
-type Wakes = Vec<(u64, Arc<Waker>)>;
+/// Wake-ups to send once every lock is released: (call id, waker). A caller that does I/O
+/// on several links gathers them and sends each call at most one per `poll(2)` round.
+pub(crate) type Wakes = Vec<(u64, Arc<Waker>)>;
 
-fn wake_all(wakes: Wakes, except: u64) {
+/// Adds `c`'s wake-up to `w`.
+fn wake_later(w: &mut Wakes, c: &Call) {
+    w.push((c.round, Arc::clone(&c.cell.waker)));
+}
+
+/// Sends the gathered wake-ups, one per call, except to `except` (the caller itself).
+pub(crate) fn wake_all(wakes: &mut Wakes, except: u64) {
     let mut done: Vec<u64> = Vec::new();
-    for (id, w) in wakes {
+    for (id, w) in wakes.drain(..) {
         if id != except && !done.contains(&id) {
             done.push(id);
             w.wake();
@@ -272,7 +316,7 @@ impl Link {
     /// `connect` is false. `Err`: the node cannot be asked now (backoff, refused, …).
     pub(crate) fn submit(
         &self,
-        call: Option<&Arc<Call>>,
+        call: Option<&Call>,
         cmd: &[u8],
         fallback: Option<&Arc<[u8]>>,
         now: Instant,
@@ -281,14 +325,15 @@ impl Link {
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
         let r = self.submit_locked(call, cmd, fallback, now, settings, connect, &mut wakes);
-        wake_all(wakes, call.map_or(0, |c| c.id));
+        self.flush(now, settings, &mut wakes);
+        wake_all(&mut wakes, call.map_or(0, |c| c.round));
         r
     }
 
     #[allow(clippy::too_many_arguments)] // the arguments of submit, plus its wake-up list
     fn submit_locked(
         &self,
-        call: Option<&Arc<Call>>,
+        call: Option<&Call>,
         cmd: &[u8],
         fallback: Option<&Arc<[u8]>>,
         now: Instant,
@@ -344,8 +389,8 @@ impl Link {
             && let Some(c) = call
         {
             st.driver = Some(Driver {
-                call: c.id,
-                waker: Arc::clone(&c.waker),
+                call: c.round,
+                waker: c.waker_arc(),
             });
             drive = true;
         }
@@ -420,7 +465,7 @@ impl Link {
     /// once `call` no longer drives it.
     pub(crate) fn interest(&self, call: &Call) -> Option<(RawFd, Interest)> {
         let st = self.lock();
-        if st.driver.as_ref().is_none_or(|d| d.call != call.id) {
+        if st.driver.as_ref().is_none_or(|d| d.call != call.round) {
             return None;
         }
         st.conn.as_ref().map(|c| (c.fd(), c.interest()))
@@ -431,30 +476,43 @@ impl Link {
         self.lock()
             .driver
             .as_ref()
-            .is_some_and(|d| d.call == call.id)
+            .is_some_and(|d| d.call == call.round)
     }
 
     /// Non-blocking I/O after `poll(2)` reported `ready`: completes a connect, writes what is
-    /// queued, reads every reply that has arrived and hands each to its call.
+    /// queued, reads every reply that has arrived and hands each to its call. The calls to
+    /// wake are added to `wakes`, for the caller to send (see [`wake_all`]).
     pub(crate) fn on_ready(
         &self,
-        call: &Call,
         ready: Readiness,
         now: Instant,
         settings: &ConnSettings,
+        wakes: &mut Wakes,
     ) {
-        let mut wakes = Wakes::new();
+        self.on_ready_locked(ready, now, settings, wakes);
+        self.flush(now, settings, wakes);
+    }
+
+    fn on_ready_locked(&self, ready: Readiness, now: Instant, s: &ConnSettings, w: &mut Wakes) {
+        let (settings, wakes) = (s, w);
+        let mut st = self.lock();
+        let Some(conn) = st.conn.as_mut() else { return };
+        if let Err(e) = conn.on_writable(ready) {
+            let outcome = unreachable_from(&e);
+            self.fail_all(&mut st, outcome, now, settings, wakes);
+        } else if (ready.readable || ready.error) && !st.pending.is_empty() {
+            self.read_replies(&mut st, now, settings, wakes);
+        } else if (ready.readable || ready.error)
+            && st
+                .conn
+                .as_mut()
+                .is_some_and(|c| !matches!(c.next_reply(), Ok(None)))
         {
-            let mut st = self.lock();
-            let Some(conn) = st.conn.as_mut() else { return };
-            if let Err(e) = conn.on_writable(ready) {
-                let outcome = unreachable_from(&e);
-                self.fail_all(&mut st, outcome, now, settings, &mut wakes);
-            } else if ready.readable || ready.error {
-                self.read_replies(&mut st, now, settings, &mut wakes);
-            }
+            // Readable while nothing is owed: closed by the node, or sending what nobody
+            // asked for. Nobody waits on it: reconnect at the next use.
+            st.conn = None;
+            st.generation += 1;
         }
-        wake_all(wakes, call.id);
     }
 
     /// Reads what has arrived (never waits), whoever drives the link: a caller about to
@@ -465,7 +523,39 @@ impl Link {
             let mut st = self.lock();
             self.read_replies(&mut st, now, settings, &mut wakes);
         }
-        wake_all(wakes, call.id);
+        self.flush(now, settings, &mut wakes);
+        wake_all(&mut wakes, call.round);
+    }
+
+    /// Writes what the connection has queued, outside the lock, unless another caller is
+    /// writing already: its next batch then takes these bytes along. Loops while others queue
+    /// meanwhile; stops when the socket takes no more (the driver's `POLLOUT` goes on).
+    fn flush(&self, now: Instant, settings: &ConnSettings, wakes: &mut Wakes) {
+        loop {
+            let (sock, buf, generation) = {
+                let mut st = self.lock();
+                let generation = st.generation;
+                let Some((sock, buf)) = st.conn.as_mut().and_then(Conn::take_output) else {
+                    return;
+                };
+                (sock, buf, generation)
+            };
+            let written = conn::write_some(&sock, &buf);
+            let mut st = self.lock();
+            if st.generation != generation {
+                return; // replaced meanwhile: those bytes belonged to a dead connection
+            }
+            let Some(c) = st.conn.as_mut() else { return };
+            let all = written.as_ref().is_ok_and(|n| *n == buf.len());
+            let r = written.and_then(|n| c.put_back(buf, n));
+            if let Err(e) = r {
+                let outcome = unreachable_from(&e);
+                return self.fail_all(&mut st, outcome, now, settings, wakes);
+            }
+            if !all {
+                return;
+            }
+        }
     }
 
     /// Reads every reply that has arrived; a broken connection fails what waits on it.
@@ -486,6 +576,9 @@ impl Link {
     ) -> Option<NodeOutcome> {
         loop {
             let conn = st.conn.as_mut()?;
+            if st.pending.is_empty() {
+                return None;
+            }
             return Some(match conn.next_reply() {
                 Ok(Some(reply)) => {
                     st.last_used = now;
@@ -532,9 +625,8 @@ impl Link {
                 );
                 if !more {
                     self.node.record_success();
-                    let done = st.conn.as_mut().map(|c| c.handshake_done());
-                    if let Some(Err(e)) = done {
-                        self.fail_all(st, unreachable_from(&e), now, s, w);
+                    if let Some(c) = st.conn.as_mut() {
+                        c.handshake_done(); // what was held is written by the next flush
                     }
                 }
             }
@@ -543,7 +635,8 @@ impl Link {
                     && let Some(fb) = fallback
                 {
                     // The script cache was flushed: send the EVAL form once, for the same
-                    // call (or for nobody), behind whatever is queued already.
+                    // call (or for nobody), behind whatever is queued already (written by
+                    // the caller's flush once the lock is released).
                     let sent = st.conn.as_mut().map(|c| c.send(&fb));
                     if let Some(Err(e)) = sent {
                         return self.fail_all(st, unreachable_from(&e), now, s, w);
@@ -561,7 +654,7 @@ impl Link {
                 if let Some(c) = call {
                     let latency = now.saturating_duration_since(entry.sent_at);
                     if c.fill(self.node.index, Slot::Reply { reply, latency }) {
-                        w.push((c.id, Arc::clone(&c.waker)));
+                        wake_later(w, &c);
                     }
                 }
             }
@@ -584,7 +677,7 @@ impl Link {
             if let Purpose::Command { call: Some(c), .. } = e.purpose
                 && c.fill(self.node.index, Slot::Failed(outcome.clone()))
             {
-                w.push((c.id, Arc::clone(&c.waker)));
+                wake_later(w, &c);
             }
         }
         if let Some(d) = st.driver.take() {
@@ -613,8 +706,8 @@ impl Link {
             return false;
         }
         st.driver = Some(Driver {
-            call: call.id,
-            waker: Arc::clone(&call.waker),
+            call: call.round,
+            waker: call.waker_arc(),
         });
         true
     }
@@ -636,22 +729,24 @@ impl Link {
     pub(crate) fn leave(&self, call: &Call) -> bool {
         let next = {
             let mut st = self.lock();
-            if st.driver.as_ref().is_none_or(|d| d.call != call.id) {
+            if st.driver.as_ref().is_none_or(|d| d.call != call.round) {
                 return false;
             }
             st.driver = None;
             let index = self.node.index;
             let next = st.pending.iter().find_map(|e| match &e.purpose {
-                Purpose::Command { call: Some(c), .. } if c.id != call.id && c.hand(index) => {
-                    Some(Arc::clone(c))
+                Purpose::Command { call: Some(c), .. }
+                    if c.round != call.round && c.hand(index) =>
+                {
+                    Some(c.clone())
                 }
                 _ => None,
             });
             match &next {
                 Some(c) => {
                     st.driver = Some(Driver {
-                        call: c.id,
-                        waker: Arc::clone(&c.waker),
+                        call: c.round,
+                        waker: c.waker_arc(),
                     })
                 }
                 None if Self::needs_care(&st) => return true,
@@ -660,7 +755,7 @@ impl Link {
             next
         };
         if let Some(c) = next {
-            c.waker.wake();
+            c.waker().wake();
         }
         false
     }

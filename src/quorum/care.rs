@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::mux::{self, Interest, Readiness, Source, Waker};
+use crate::node::link::{Wakes, wake_all};
 use crate::node::{Call, ConnSettings, Link};
 use crate::timing::{Clock, SystemClock};
 
@@ -68,7 +69,7 @@ struct Tended {
     index: usize,
     settings: ConnSettings,
     until: Instant,
-    call: Arc<Call>,
+    call: Call,
     done: bool,
 }
 
@@ -86,7 +87,9 @@ impl Source for Tended {
 
     fn on_ready(&mut self, ready: Readiness, now: Instant) {
         let link = &self.links[self.index];
-        link.on_ready(&self.call, ready, now, &self.settings);
+        let mut wakes = Wakes::new();
+        link.on_ready(ready, now, &self.settings, &mut wakes);
+        wake_all(&mut wakes, self.call.id());
         if !link.is_driven_by(&self.call) || !link.wants_care() {
             self.finish();
         }
@@ -135,7 +138,7 @@ fn run() {
                     links,
                     index: job.index,
                     settings: job.settings,
-                    call: Arc::clone(&call),
+                    call: call.clone(),
                     done: false,
                 });
             }

@@ -7,12 +7,14 @@
 //! shared connections, late replies, per-node deadlines, the early return, restart
 //! quarantine and the per-node metrics. Primitives never see a socket or a connection.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::metrics::Registry;
 use crate::mux;
+use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Link, Node, Slot};
 use crate::resp::Reply;
 use crate::timing::Clock;
@@ -166,10 +168,13 @@ impl Cluster {
         let call = Call::new(self.links.len()).map_err(internal)?;
         let start = self.now();
         self.probe_idle(start);
-        let mut waits = self.submit(&call, req, limits, start);
-        waits.push(Wait::wake(&call));
+        let wakes = RefCell::new(Wakes::new());
+        let mut waits = self.submit(&call, req, limits, start, &wakes);
+        waits.push(Wait::wake(&call, &wakes));
         let q = self.quorum;
         let r = mux::drive(&mut waits, &|| self.clock.now(), |waits| {
+            // The replies read for other calls since the last look: one wake-up each.
+            link::wake_all(&mut wakes.borrow_mut(), call.id());
             let (ok, waiting) = call.look(|slots, handed| {
                 for i in handed {
                     waits[i].driving = true;
@@ -187,6 +192,7 @@ impl Cluster {
                     Until::All => false,
                 }
         });
+        link::wake_all(&mut wakes.borrow_mut(), call.id());
         let (slots, handed) = call.close();
         for (i, link) in self.links.iter().enumerate() {
             if (waits[i].driving || handed.contains(&i)) && link.leave(&call) {
@@ -223,15 +229,16 @@ impl Cluster {
     /// Writes the request to every node; one wait per node.
     fn submit<'a>(
         &'a self,
-        call: &'a Arc<Call>,
+        call: &'a Call,
         req: &Request<'_>,
         limits: Limits,
         start: Instant,
+        wakes: &'a RefCell<Wakes>,
     ) -> Vec<Wait<'a>> {
         let fallback: Option<Arc<[u8]>> = req.fallback.map(Arc::from);
         let mut waits = Vec::with_capacity(self.links.len() + 1);
         for (i, link) in self.links.iter().enumerate() {
-            let mut w = Wait::node(self, call, link);
+            let mut w = Wait::node(self, call, link, wakes);
             let cmd = match req.cmd {
                 Cmd::Same(b) => Some(b),
                 Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),

@@ -1,16 +1,20 @@
 //! A round's participants in `poll(2)`: one per node, and the call's waker.
 
+use std::cell::RefCell;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
 use super::Cluster;
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Source};
+use crate::node::link::Wakes;
 use crate::node::{Call, Link, Slot};
 
 /// One participant in a round's `poll(2)`: a node, or the call's waker.
 pub(super) struct Wait<'a> {
     cluster: Option<&'a Cluster>,
+    /// The wake-ups this round's reads owe other calls, sent once per `poll(2)` round.
+    wakes: &'a RefCell<Wakes>,
     call: &'a Call,
     link: Option<&'a Link>,
     /// This call polls the link (see node/link.rs).
@@ -22,9 +26,15 @@ pub(super) struct Wait<'a> {
 }
 
 impl<'a> Wait<'a> {
-    pub(super) fn node(cluster: &'a Cluster, call: &'a Call, link: &'a Link) -> Wait<'a> {
+    pub(super) fn node(
+        cluster: &'a Cluster,
+        call: &'a Call,
+        link: &'a Link,
+        wakes: &'a RefCell<Wakes>,
+    ) -> Wait<'a> {
         Wait {
             cluster: Some(cluster),
+            wakes,
             call,
             link: Some(link),
             driving: false,
@@ -33,9 +43,10 @@ impl<'a> Wait<'a> {
         }
     }
 
-    pub(super) fn wake(call: &'a Call) -> Wait<'a> {
+    pub(super) fn wake(call: &'a Call, wakes: &'a RefCell<Wakes>) -> Wait<'a> {
         Wait {
             cluster: None,
+            wakes,
             call,
             link: None,
             driving: false,
@@ -67,7 +78,7 @@ impl Source for Wait<'_> {
     fn on_ready(&mut self, ready: Readiness, now: Instant) {
         match (self.link, self.cluster) {
             (Some(link), Some(c)) => {
-                link.on_ready(self.call, ready, now, c.settings());
+                link.on_ready(ready, now, c.settings(), &mut self.wakes.borrow_mut());
                 if !link.is_driven_by(self.call) {
                     self.driving = false;
                 }
