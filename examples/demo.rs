@@ -111,7 +111,7 @@ fn main() -> ExitCode {
     // that restarted less than the maximum TTL ago out of the quorum) is off for them; for
     // your own nodes (--nodes) it stays on, as by default.
     let config = if cluster.is_some() {
-        support::fresh(urls.clone())
+        support::config(urls.clone())
     } else {
         Config::new(urls.clone())
     };

@@ -33,7 +33,7 @@ fn main() {
     let nodes = support::Cluster::start(3);
     let store_server = support::RedisServer::start();
     let mut store = store_server.client();
-    let mgr = Redlock::new(support::fresh(nodes.urls())).expect("manager");
+    let mgr = Redlock::new(support::config(nodes.urls())).expect("manager");
 
     let slow = mgr
         .lock_fenced("account:7", Duration::from_millis(300))

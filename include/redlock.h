@@ -75,6 +75,26 @@ typedef enum redlock_node_outcome {
   REDLOCK_NODE_QUARANTINED = 8,
 } redlock_node_outcome;
 
+// Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
+// numbers.
+typedef enum redlock_quarantine_reason {
+  // Not in quarantine (or not heard from yet, or the arguments were invalid).
+  REDLOCK_QUARANTINE_NONE = 0,
+  // No marker while other nodes have one, or the marker vanished: it restarted empty or its
+  // keyspace was flushed. Counted from when the loss was first seen.
+  REDLOCK_QUARANTINE_NO_MARKER = 1,
+  // The marker holds an earlier `run_id`: restarted from disk, possibly without its latest
+  // writes. Counted from its start.
+  REDLOCK_QUARANTINE_STALE_MARKER = 2,
+  // The manager saw its `run_id` change. Counted from its start.
+  REDLOCK_QUARANTINE_RESTART_SEEN = 3,
+  // No node has a marker yet and this one has been up for less than the maximum TTL.
+  REDLOCK_QUARANTINE_YOUNG = 4,
+  // No node has a marker yet and not every node has answered: a brand-new cluster is
+  // trusted once all have (or after the maximum TTL).
+  REDLOCK_QUARANTINE_UNDECIDED = 5,
+} redlock_quarantine_reason;
+
 // Options of one acquisition: an opaque builder with one setter per option, passed to
 // `redlock_acquire`. `redlock_acquire` only reads them, so one options object may serve
 // any number of calls, from several threads at once, as long as no setter runs meanwhile.
@@ -123,7 +143,7 @@ typedef struct redlock_lease redlock_lease;
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 // `redlock_manager_quorum`, `redlock_acquire`, `redlock_lock`, `redlock_try_lock`,
 // `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
-// `redlock_manager_metrics`.
+// `redlock_manager_node_quarantine_reason`, `redlock_manager_metrics`.
 typedef struct redlock_manager redlock_manager;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
@@ -356,7 +376,7 @@ enum redlock_status redlock_config_set_timeouts(struct redlock_config *cfg,
                                                 size_t err_len);
 
 // Sets the largest TTL a lock may have (a larger one is INVALID_ARGUMENT at lock time); it is
-// also how long a restarted node stays in quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
+// also how long a node that may have lost keys stays in restart quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
 // 60000 (60 s). Hold locks longer with auto-renewal.
 //
 // Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
@@ -368,12 +388,13 @@ enum redlock_status redlock_config_set_max_ttl(struct redlock_config *cfg,
                                                char *err,
                                                size_t err_len);
 
-// Turns restart quarantine on (the default) or off. On: a node whose uptime (read with
-// `INFO server` on every connection) is below the maximum TTL may have restarted without the
-// keys it held, so its grants do not count toward a quorum until its uptime passes the
-// maximum TTL; unlocks and renewals still go to it. Turn it off only for nodes that persist
-// every write (`appendfsync always`) or that were just started empty; with it off, a warning
-// is logged once for each node that does not persist every write.
+// Turns restart quarantine on (the default) or off. On: a node that may have lost the keys
+// it held (it restarted, or its keyspace was flushed; told by its marker `redlock-marker`,
+// which holds its `run_id`) does not count toward a quorum until the maximum TTL has passed;
+// unlocks and renewals still go to it. A brand-new cluster (no node has a marker, every node
+// is younger than the maximum TTL) counts at once. Turn it off only for nodes that persist
+// every write (`appendfsync always`); with it off, a warning is logged once for each node
+// that does not, and no marker is read or written.
 //
 // Statuses: OK, NULL_ARGUMENT.
 //
@@ -581,8 +602,9 @@ size_t redlock_manager_node_count(const struct redlock_manager *mgr);
 size_t redlock_manager_quorum(const struct redlock_manager *mgr);
 
 // What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
-// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
-// not). Either out-pointer may be NULL; both are written only on success.
+// receives whether it is in restart quarantine, and `*remaining_ms` how much longer at most
+// (0 when not; see `redlock_manager_node_quarantine_reason` for why). Either out-pointer may
+// be NULL; both are written only on success.
 //
 // Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
 //
@@ -595,6 +617,14 @@ enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr
                                                uint32_t *remaining_ms,
                                                char *err,
                                                size_t err_len);
+
+// Why node `index` (from 0, in configuration order) is in restart quarantine, or
+// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL manager or an index out of range).
+//
+// # Safety
+// `mgr` must be NULL or a live manager.
+enum redlock_quarantine_reason redlock_manager_node_quarantine_reason(const struct redlock_manager *mgr,
+                                                                      size_t index);
 
 // Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
 // `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),

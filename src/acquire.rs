@@ -89,12 +89,21 @@ pub(crate) fn acquire(
     };
     let m = &sh.cluster.metrics;
     let mut retries = 0;
+    let mut at_once = 0;
     let r = loop {
         m.attempts.fetch_add(1, Ordering::Relaxed);
+        let epoch = sh.cluster.trust_epoch();
         let e = match attempt() {
             Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => e,
             other => break other,
         };
+        // Nodes became trusted during this attempt (a brand-new cluster is trusted once every
+        // node has answered, which a first attempt waits for): try again at once, without
+        // counting it as a retry. Bounded, so that nodes flapping in and out cannot loop.
+        if sh.cluster.trust_epoch() != epoch && at_once < MAX_AT_ONCE {
+            at_once += 1;
+            continue;
+        }
         let go_on = match opts.wait {
             Wait::No => false,
             Wait::Retries => retries < sh.cfg.retry_count,
@@ -123,6 +132,9 @@ pub(crate) fn acquire(
     }
     Ok(lease)
 }
+
+/// The most attempts made at once, without a pause, after nodes became trusted.
+const MAX_AT_ONCE: u32 = 2;
 
 /// Sleeps a random pause of up to the retry delay ("full jitter", so that contending clients
 /// spread out), never past `deadline`.

@@ -26,6 +26,11 @@ pub const KEY_PREFIX: &[u8] = b"redlock:";
 /// key can equal a counter key: the prefixes differ at their eighth byte (`:` against `-`).
 pub const FENCE_PREFIX: &[u8] = b"redlock-fence:";
 
+/// The key of restart quarantine's marker on every node: it holds the node's `run_id` as of
+/// the time the node was last trusted, and has no TTL. It is outside both the lock namespace
+/// (`redlock:`) and the fencing counters (`redlock-fence:`), so no resource name can alias it.
+pub const MARKER_KEY: &[u8] = b"redlock-marker";
+
 /// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
 ///
 /// Its `Display` form never shows the password.
@@ -292,14 +297,17 @@ impl Config {
         self
     }
 
-    /// Restart quarantine (on by default): a node whose uptime is below the maximum TTL may
-    /// have restarted without the keys it held, so its grants do not count toward a quorum
-    /// (unlocks and renewals still go to it) until its uptime passes the maximum TTL. The
-    /// uptime is read with `INFO server` on every (re)connection, rounded toward a longer
-    /// quarantine, and timed from then on with the client's monotonic clock.
+    /// Restart quarantine (on by default): a node that may have lost the keys it held does
+    /// not count toward a quorum until the maximum TTL has passed (unlocks and renewals still
+    /// go to it). Whether it may have is told by its marker, the key
+    /// [`MARKER_KEY`](crate::MARKER_KEY), which holds the node's `run_id` as of the time it was
+    /// last trusted: a stale or missing marker means a restart or a flushed keyspace. A
+    /// brand-new cluster (no node has a marker, every node younger than the maximum TTL) is
+    /// trusted at once. See the README's "Restart quarantine" for the whole rule and why it is
+    /// safe.
     ///
     /// Turn it off only for nodes that persist every write (`appendonly yes`,
-    /// `appendfsync always`), or that you have just started empty; with it off, a warning is
+    /// `appendfsync always`); with it off, no marker is read or written, and a warning is
     /// logged once for each node that does not persist every write.
     pub fn restart_quarantine(mut self, on: bool) -> Config {
         self.restart_quarantine = on;

@@ -54,12 +54,64 @@ pub enum NodeOutcome {
     ServerError(String),
     /// The node sent something that is not the expected RESP reply.
     Protocol(String),
-    /// The node restarted less than the maximum TTL ago and may have lost keys it held, so
-    /// its grant does not count (restart quarantine). `remaining` is how much longer.
+    /// The node may have lost keys it held (a restart, a flushed keyspace), so its grant does
+    /// not count (restart quarantine). `remaining` is how much longer, `reason` why.
+    #[non_exhaustive]
     Quarantined {
-        /// How long until the node counts again.
+        /// How long until the node counts again at the latest (an undecided node may count
+        /// sooner: as soon as every node has answered).
         remaining: std::time::Duration,
+        /// Why the node is not trusted.
+        reason: QuarantineReason,
     },
+}
+
+/// Why a node is in restart quarantine: it may have lost keys it held, so its grants do not
+/// count until the maximum TTL has passed since the loss (see the README's "Restart
+/// quarantine").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuarantineReason {
+    /// The node has no marker while other nodes do (or it had one and lost it): it restarted
+    /// empty, or its keyspace was flushed. Counted from when the loss was first seen.
+    NoMarker,
+    /// The node's marker holds an earlier `run_id`: it restarted from disk (AOF or RDB),
+    /// possibly without its latest writes. Counted from its start.
+    StaleMarker,
+    /// This manager saw the node's `run_id` change on a reconnect. Counted from its start.
+    RestartSeen,
+    /// No node has a marker yet (a cluster meeting this library for the first time), and this
+    /// node has been up for less than the maximum TTL. Counted from its start.
+    Young,
+    /// No node has a marker yet, and not every node has answered: a brand-new cluster is
+    /// trusted as soon as all of them have.
+    Undecided,
+}
+
+impl QuarantineReason {
+    /// A short explanation, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            QuarantineReason::NoMarker => "no marker: it restarted empty or its data was flushed",
+            QuarantineReason::StaleMarker => {
+                "stale marker: it restarted from disk, possibly without its latest writes"
+            }
+            QuarantineReason::RestartSeen => "restart seen: its run_id changed",
+            QuarantineReason::Young => {
+                "up for less than the maximum TTL, and no node has a marker yet"
+            }
+            QuarantineReason::Undecided => {
+                "no node has a marker yet and not every node has answered; a brand-new \
+                 cluster is trusted once all have, or after the maximum TTL"
+            }
+        }
+    }
+}
+
+impl fmt::Display for QuarantineReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
 }
 
 impl NodeOutcome {
@@ -87,10 +139,9 @@ impl NodeOutcome {
             NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
             NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
-            NodeOutcome::Quarantined { remaining } => write!(
+            NodeOutcome::Quarantined { remaining, reason } => write!(
                 f,
-                "in restart quarantine for another {:.1} s (restarted less than the maximum \
-                 TTL ago)",
+                "in restart quarantine for another {:.1} s ({reason})",
                 remaining.as_secs_f64()
             ),
         }

@@ -11,12 +11,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{FENCE_PREFIX, KEY_PREFIX};
+use crate::config::{FENCE_PREFIX, KEY_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, Op};
 use crate::lease::{Granted, Lease, Shared, confirmed};
 use crate::quorum::{Cmd, Limits, Request, Round};
 use crate::resp::{self, Reply};
-use crate::scripts::{FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
+use crate::scripts::{ACQUIRE_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
 use crate::token;
 
 /// The lock key of a resource: `redlock:` followed by its bytes.
@@ -34,6 +34,16 @@ pub(crate) fn granted(reply: &Reply) -> NodeOutcome {
     match reply {
         Reply::Ok => NodeOutcome::Success,
         Reply::Nil => NodeOutcome::Rejected,
+        Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
+        other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
+    }
+}
+
+/// What a reply to the marker-checking acquisition script means.
+fn granted_checked(reply: &Reply) -> NodeOutcome {
+    match reply {
+        Reply::Int(1) => NodeOutcome::Success,
+        Reply::Int(0) => NodeOutcome::Rejected,
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
     }
@@ -124,43 +134,45 @@ pub(crate) fn attempt(
 }
 
 impl Attempt<'_> {
-    /// `SET NX PX` (or the fenced acquisition script, which also reads the counter) on every
-    /// node at once.
+    /// `SET NX PX` on every node at once: inside the script that first checks the node's
+    /// restart-quarantine marker (unless quarantine is off), or the fenced acquisition script,
+    /// which also reads the counter.
     fn first_round(&self, fenced: bool) -> Result<Round, Error> {
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(self.ttl.as_millis() as u64, &mut digits);
-        let (cmd, fallback) = if fenced {
-            let (sha, eval) = FENCED_ACQUIRE_SCRIPT.calls(
-                &[&self.key, &self.fence_key],
-                &[self.token.as_bytes(), ttl_ms],
-            );
-            (sha, Some(eval))
-        } else {
-            let mut set = Vec::with_capacity(64 + self.key.len());
-            resp::pack(
-                &[
-                    b"SET",
-                    &self.key,
-                    self.token.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    ttl_ms,
-                ],
-                &mut set,
-            );
-            (set, None)
+        let checked = self.sh.cfg.restart_quarantine;
+        let args: [&[u8]; 2] = [self.token.as_bytes(), ttl_ms];
+        let (cmd, fallback) = match (fenced, checked) {
+            (true, true) => {
+                let keys: [&[u8]; 3] = [&self.key, &self.fence_key, MARKER_KEY];
+                let (sha, eval) = FENCED_ACQUIRE_SCRIPT.calls(&keys, &args);
+                (sha, Some(eval))
+            }
+            (true, false) => {
+                let keys: [&[u8]; 2] = [&self.key, &self.fence_key];
+                let (sha, eval) = FENCED_ACQUIRE_SCRIPT.calls(&keys, &args);
+                (sha, Some(eval))
+            }
+            (false, true) => {
+                let (sha, eval) = ACQUIRE_SCRIPT.calls(&[&self.key, MARKER_KEY], &args);
+                (sha, Some(eval))
+            }
+            (false, false) => {
+                let mut set = Vec::with_capacity(64 + self.key.len());
+                let cmd: [&[u8]; 6] = [b"SET", &self.key, args[0], b"NX", b"PX", ttl_ms];
+                resp::pack(&cmd, &mut set);
+                (set, None)
+            }
         };
         let req = Request {
             cmd: Cmd::Same(&cmd),
             fallback: fallback.as_deref(),
             grants: true,
         };
-        let judge = |_: usize, r: &Reply| {
-            if fenced {
-                granted_fenced(r)
-            } else {
-                granted(r)
-            }
+        let judge = |_: usize, r: &Reply| match (fenced, checked) {
+            (true, _) => granted_fenced(r),
+            (false, true) => granted_checked(r),
+            (false, false) => granted(r),
         };
         let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));
         self.sh.cluster.round(&req, &judge, limits)
@@ -246,6 +258,12 @@ mod tests {
             text: "WRONGTYPE x".into(),
         };
         assert!(matches!(granted(&wrongtype), NodeOutcome::ServerError(_)));
+        assert!(granted_checked(&Reply::Int(1)).is_success());
+        assert_eq!(granted_checked(&Reply::Int(0)), NodeOutcome::Rejected);
+        assert!(matches!(
+            granted_checked(&Reply::Ok),
+            NodeOutcome::Protocol(_)
+        ));
         assert!(granted_fenced(&Reply::Int(0)).is_success());
         assert!(granted_fenced(&Reply::Int(41)).is_success());
         assert_eq!(granted_fenced(&Reply::Int(-1)), NodeOutcome::Rejected);

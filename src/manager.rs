@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::{self, LockOptions, Wait};
 use crate::config::{self, Config};
-use crate::error::Error;
+use crate::error::{Error, QuarantineReason};
 use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
@@ -32,8 +32,12 @@ pub struct NodeState {
     pub uptime: Option<Duration>,
     /// Restarts seen: reconnections that found a new `run_id`.
     pub restarts_seen: u64,
-    /// `Some(remaining)` while the node is in restart quarantine.
+    /// `Some(remaining)` while the node is in restart quarantine (zero while undecided).
     pub quarantined_for: Option<Duration>,
+    /// Why it is in restart quarantine, while it is.
+    pub quarantine_reason: Option<QuarantineReason>,
+    /// Its grants count now. False before its first handshake has been read.
+    pub trusted: bool,
 }
 
 /// A lock manager over N independent Redis masters.
@@ -96,7 +100,7 @@ impl Redlock {
             backoff_min: config.reconnect_backoff_min,
             backoff_max: config.reconnect_backoff_max,
         };
-        let cluster = Cluster::new(nodes, settings, clock);
+        let cluster = Cluster::new(nodes, settings, clock, config.restart_quarantine);
         Ok(Redlock {
             shared: Arc::new(Shared::new(cluster, config)),
         })
@@ -143,7 +147,9 @@ impl Redlock {
                         .as_ref()
                         .map(|i| i.uptime + now.saturating_duration_since(i.seen_at)),
                     restarts_seen: n.restarts(),
-                    quarantined_for: n.quarantine(now),
+                    quarantined_for: n.quarantine(now).map(|q| q.0),
+                    quarantine_reason: n.quarantine(now).map(|q| q.1),
+                    trusted: n.trusted(),
                 }
             })
             .collect()

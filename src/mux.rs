@@ -363,28 +363,27 @@ mod tests {
                 self.1 = true;
             }
         }
+        // Woken from another thread in the middle of a wait.
         let start = SystemClock.now();
         let w2 = std::sync::Arc::clone(&w);
         let t = thread::spawn(move || {
             thread::sleep(Duration::from_millis(20));
             w2.wake();
-            w2.wake(); // two wake-ups, one drain
         });
-        let mut s = [Woken(
-            std::sync::Arc::clone(&w),
-            false,
-            start + Duration::from_secs(10),
-        )];
+        let far = start + Duration::from_secs(10);
+        let mut s = [Woken(std::sync::Arc::clone(&w), false, far)];
         drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
         t.join().unwrap();
         assert!(start.elapsed() < Duration::from_secs(5));
-        // Drained: a fresh wait is not woken by the old wake-ups.
-        let mut s = [Woken(
-            w,
-            false,
-            SystemClock.now() + Duration::from_millis(30),
-        )];
+        // Two wake-ups pending: one wait returns at once and drains both, so the next wait
+        // runs to its deadline.
+        w.wake();
+        w.wake();
+        let mut s = [Woken(std::sync::Arc::clone(&w), false, far)];
+        drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
         let before = SystemClock.now();
+        let soon = before + Duration::from_millis(30);
+        let mut s = [Woken(w, false, soon)];
         drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
         assert!(before.elapsed() >= Duration::from_millis(30));
     }

@@ -33,9 +33,26 @@ else out[i] = 0 end \
 end \
 return out";
 
+/// A plain acquisition under restart quarantine: `SET KEYS[1] ARGV[1] NX PX ARGV[2]` only if
+/// the node's marker `KEYS[2]` exists. Returns 1 when set, 0 when the key is held, and the
+/// error `NOMARKER` when the marker is missing.
+///
+/// The marker is written only while the node is trusted, and only a lost keyspace removes it
+/// (a restart without it, `FLUSHALL`, a failover to a replica that lacked it). Checking it in
+/// the same script as the grant means a node never grants after losing the keys it held: not
+/// for a manager that trusted it before the loss, and not in the instant between a check and
+/// a grant.
+pub const ACQUIRE: &str = "if redis.call('exists', KEYS[2]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end \
+return 0";
+
 /// The first step of a fenced acquisition: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`; if it was
-/// set, returns the resource's fencing counter `KEYS[2]` (0 when absent), else -1.
-pub const FENCED_ACQUIRE: &str = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+/// set, returns the resource's fencing counter `KEYS[2]` (0 when absent), else -1. With a third
+/// key, the node's marker, it first checks the marker as [`ACQUIRE`] does.
+pub const FENCED_ACQUIRE: &str = "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
 return tonumber(redis.call('get', KEYS[2]) or '0') end \
 return -1";
 
@@ -73,7 +90,7 @@ end \
 return out";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 5] = [RELEASE, EXTEND, RENEW, FENCED_ACQUIRE, FENCE_WRITE];
+pub(crate) const ALL: [&str; 6] = [ACQUIRE, RELEASE, EXTEND, RENEW, FENCED_ACQUIRE, FENCE_WRITE];
 
 /// A script and its SHA1 name, computed once.
 pub(crate) struct Script {
@@ -111,6 +128,8 @@ impl Script {
     }
 }
 
+/// [`ACQUIRE`], for calls.
+pub(crate) static ACQUIRE_SCRIPT: Script = Script::new(ACQUIRE);
 /// [`RELEASE`], for calls.
 pub(crate) static RELEASE_SCRIPT: Script = Script::new(RELEASE);
 /// [`EXTEND`], for calls.

@@ -99,9 +99,7 @@ fn c_test_program_is_clean_under_valgrind() {
 #[test]
 fn c_example_runs() {
     let cluster = Cluster::start(3);
-    let out = run(Command::new(build("static").join("example"))
-        .arg("--fresh-nodes")
-        .args(cluster.urls()));
+    let out = run(Command::new(build("static").join("example")).args(cluster.urls()));
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -159,7 +157,6 @@ fn installed_library_builds_with_pkg_config() {
     let cluster = Cluster::start(3);
     let run = Command::new(&exe)
         .env("LD_LIBRARY_PATH", prefix.join("lib"))
-        .arg("--fresh-nodes")
         .args(cluster.urls())
         .output()
         .unwrap();

@@ -36,7 +36,8 @@ enum Schedule {
     None,
     KillDelayedRestart,
     KillRestartNowUnprotected,
-    KillRestartNowQuarantined,
+    KillRestart,
+    KillMajorityRestart,
     KillWithAof,
     PauseMinority,
     PauseMajority,
@@ -46,11 +47,12 @@ enum Schedule {
 
 use Schedule::*;
 
-const ALL: [Schedule; 9] = [
+const ALL: [Schedule; 10] = [
     None,
     KillDelayedRestart,
     KillRestartNowUnprotected,
-    KillRestartNowQuarantined,
+    KillRestart,
+    KillMajorityRestart,
     KillWithAof,
     PauseMinority,
     PauseMajority,
@@ -64,7 +66,8 @@ impl Schedule {
             None => "none",
             KillDelayedRestart => "kill-delayed-restart",
             KillRestartNowUnprotected => "kill-restart-now-no-quarantine",
-            KillRestartNowQuarantined => "kill-restart-now-quarantine",
+            KillRestart => "kill-restart",
+            KillMajorityRestart => "kill-majority-restart",
             KillWithAof => "kill-restart-now-aof-always",
             PauseMinority => "pause-minority",
             PauseMajority => "pause-majority",
@@ -81,9 +84,14 @@ impl Schedule {
             KillRestartNowUnprotected => {
                 "the known unsafe case: violations possible (no persistence, no quarantine)"
             }
-            KillRestartNowQuarantined => {
-                "no violations (restarted nodes quarantined); fencing tokens may go back once \
-                 a majority has lost its counters"
+            KillRestart => {
+                "no violations (default configuration: restarted nodes quarantined, also by \
+                 workers started after the restart); fencing tokens may go back once a majority \
+                 has lost its counters"
+            }
+            KillMajorityRestart => {
+                "no violations (default configuration); unavailable until the maximum TTL \
+                 has passed after each restart"
             }
             KillWithAof => "no violations (appendfsync always)",
             PauseMinority => "no violations; the live majority decides",
@@ -105,7 +113,10 @@ impl Schedule {
     /// majority keeps its data; restart quarantine covers lock keys (they expire within the
     /// maximum TTL), not the counters, which never expire.
     fn keeps_data(self) -> bool {
-        !matches!(self, KillRestartNowUnprotected | KillRestartNowQuarantined)
+        !matches!(
+            self,
+            KillRestartNowUnprotected | KillRestart | KillMajorityRestart
+        )
     }
 
     /// Restart quarantine, except where the point is to run without it: the unprotected case,
@@ -118,9 +129,17 @@ impl Schedule {
     /// one hold to show the unsafe case (and that quarantine prevents it).
     fn hold_ms(self) -> (u64, u64) {
         match self {
-            KillRestartNowUnprotected | KillRestartNowQuarantined | KillWithAof => (300, 800),
+            KillRestartNowUnprotected | KillRestart | KillMajorityRestart | KillWithAof => {
+                (300, 800)
+            }
             _ => (20, 200),
         }
+    }
+
+    /// Worker processes live for a random 0.5–1.5 s and are replaced by new ones, so that
+    /// managers that never saw a node before meet it right after its restart.
+    fn recreate_workers(self) -> bool {
+        matches!(self, KillRestart | KillMajorityRestart)
     }
 
     fn aof(self) -> bool {
@@ -193,6 +212,8 @@ struct Verdict {
     /// Fenced store writes rejected although the writer was still valid (should be 0).
     valid_writes_rejected: usize,
     secs: f64,
+    /// Worker processes started, replacements included.
+    processes: usize,
 }
 
 fn check(records: &[Record], secs: f64) -> Verdict {
@@ -333,6 +354,7 @@ fn worker(args: &[String]) -> ExitCode {
     let quarantine = get("--quarantine") == "1";
     let hold_min: u64 = get("--hold-min").parse().unwrap();
     let hold_max: u64 = get("--hold-max").parse().unwrap();
+    let lifetime: u64 = get("--lifetime-ms").parse().unwrap();
     let mgr = Redlock::new(
         redlock::Config::new(nodes)
             .max_ttl(MAX_TTL)
@@ -352,7 +374,10 @@ fn worker(args: &[String]) -> ExitCode {
         .open(&out)
         .expect("record file");
     let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
-    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut end = Instant::now() + Duration::from_secs_f64(secs);
+    if lifetime > 0 {
+        end = end.min(Instant::now() + Duration::from_millis(lifetime));
+    }
     while Instant::now() < end {
         match mgr.lock_fenced_until("shared", TTL, Instant::now() + Duration::from_millis(300)) {
             Ok(lease) => {
@@ -449,44 +474,61 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
             run.proxies.push(p);
         }
     }
-    // Nodes just started count only once their uptime passes the maximum TTL (rounded up
-    // by a second): age them first, as a real cluster would be.
-    thread::sleep(MAX_TTL + Duration::from_millis(1100));
-
-    let me = std::env::current_exe().unwrap();
-    let mut children: Vec<Child> = (0..workers)
-        .map(|id| {
-            Command::new(&me)
-                .args([
-                    "worker",
-                    "--id",
-                    &id.to_string(),
-                    "--secs",
-                    &secs.to_string(),
-                ])
-                .args(["--nodes", &urls.join(","), "--store", &run.store.url()])
-                .args(["--quarantine", if s.quarantine() { "1" } else { "0" }])
-                .args(["--hold-min", &s.hold_ms().0.to_string()])
-                .args(["--hold-max", &s.hold_ms().1.to_string()])
-                .arg("--out")
-                .arg(run.dir.join(format!("worker{id}.log")))
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("spawn worker")
-        })
-        .collect();
-
+    // No aging: the nodes were just started, a brand-new cluster, which the workers' managers
+    // trust at once (restart quarantine on, as by default, except where noted).
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(secs);
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15 ^ s as u64;
-    let mut next = || {
+    let mut next = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         rng
     };
+    let spawn = |id: usize, lifetime: u64| {
+        let left = end.saturating_duration_since(Instant::now()).as_secs_f64();
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "worker",
+                "--id",
+                &id.to_string(),
+                "--secs",
+                &left.to_string(),
+            ])
+            .args(["--nodes", &urls.join(","), "--store", &run.store.url()])
+            .args(["--quarantine", if s.quarantine() { "1" } else { "0" }])
+            .args(["--hold-min", &s.hold_ms().0.to_string()])
+            .args(["--hold-max", &s.hold_ms().1.to_string()])
+            .args(["--lifetime-ms", &lifetime.to_string()])
+            .arg("--out")
+            .arg(run.dir.join(format!("worker{id}.log")))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn worker")
+    };
+    let lifetime = |r: u64| {
+        if s.recreate_workers() {
+            500 + r % 1000
+        } else {
+            0
+        }
+    };
+    let mut children: Vec<Child> = (0..workers).map(|id| spawn(id, lifetime(next()))).collect();
+    let mut spawned = workers;
+
     // Faults, until the workers' time is up.
     while Instant::now() + Duration::from_millis(300) < end {
+        if s.recreate_workers() {
+            // Replace the workers whose lifetime is over with new processes (new managers).
+            for (id, c) in children.iter_mut().enumerate() {
+                if matches!(c.try_wait(), Ok(Some(_)))
+                    && Instant::now() + Duration::from_millis(300) < end
+                {
+                    *c = spawn(id, lifetime(next()));
+                    spawned += 1;
+                }
+            }
+        }
         match s {
             None | Latency => thread::sleep(Duration::from_millis(100)),
             KillDelayedRestart => {
@@ -496,10 +538,18 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
                 thread::sleep(MAX_TTL + Duration::from_millis(1200));
                 run.servers[i].restart();
             }
-            KillRestartNowUnprotected | KillRestartNowQuarantined | KillWithAof => {
+            KillRestartNowUnprotected | KillRestart | KillWithAof => {
                 thread::sleep(Duration::from_millis(150 + next() % 200));
                 let i = next() as usize % NODES;
                 run.servers[i].restart(); // kill -9, then at once back
+            }
+            KillMajorityRestart => {
+                // Long enough apart that the quarantine ends in between, now and then.
+                thread::sleep(Duration::from_millis(1500 + next() % 1000));
+                let first = next() as usize % NODES;
+                for k in 0..3 {
+                    run.servers[(first + k) % NODES].restart();
+                }
             }
             PauseMinority | PauseMajority => {
                 thread::sleep(Duration::from_millis(500));
@@ -561,7 +611,10 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
     }
     let _ = fs::remove_dir_all(&run.dir);
     drop(run);
-    check(&records, elapsed)
+    Verdict {
+        processes: spawned,
+        ..check(&records, elapsed)
+    }
 }
 
 /// The worker whose log says it holds the lock with random token `token`.
@@ -635,8 +688,8 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
-         fenced locks, critical sections of 20–200 ms (300–800 ms in the kill-restart-now \
-         schedules)",
+         fenced locks, critical sections of 20–200 ms (300–800 ms in the kill-restart \
+         schedules, whose workers are replaced by new processes every 0.5–1.5 s)",
         NODES,
         TTL.as_millis(),
         MAX_TTL.as_millis()
@@ -676,6 +729,9 @@ fn main() -> ExitCode {
                 "{}: no worker was paused inside its lease",
                 s.name()
             ));
+        }
+        if s.recreate_workers() && v.processes <= workers {
+            failed.push(format!("{}: no worker process was replaced", s.name()));
         }
         if v.grants == 0 && s != PauseMajority {
             failed.push(format!("{}: no grant at all", s.name()));

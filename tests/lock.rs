@@ -23,7 +23,7 @@ fn key(resource: &[u8]) -> Vec<u8> {
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
-        support::fresh(urls)
+        support::config(urls)
             .retry_delay(Duration::from_millis(20))
             // Generous: CI machines are small and busy. Early return at quorum means a
             // timeout only costs time when a node's answer is really needed.
@@ -170,18 +170,17 @@ fn separate_managers_exclude_each_other() {
 fn one_of_five_killed_locking_still_works_and_the_node_comes_back() {
     let mut cluster = Cluster::start(5);
     let mgr = Redlock::new(
-        support::fresh(cluster.urls())
+        support::config(cluster.urls())
             .node_timeout(Duration::from_millis(500))
-            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50)),
+            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
+            .max_ttl(Duration::from_secs(2)),
     )
     .unwrap();
-    mgr.try_lock("r", Duration::from_secs(5))
-        .unwrap()
-        .unlock()
-        .unwrap();
+    let ttl = Duration::from_secs(1);
+    mgr.try_lock("r", ttl).unwrap().unlock().unwrap();
     cluster.servers[2].kill();
     for _ in 0..20 {
-        let lease = mgr.try_lock("r", Duration::from_secs(5)).unwrap();
+        let lease = mgr.try_lock("r", ttl).unwrap();
         // The step returns at the quorum of 3; the fourth live node may still be pending.
         assert!(lease.acquisition().successes >= 3);
         assert!(matches!(
@@ -191,18 +190,28 @@ fn one_of_five_killed_locking_still_works_and_the_node_comes_back() {
         lease.unlock().unwrap();
     }
     cluster.servers[2].restart();
-    // After its backoff the node is reconnected and grants again.
+    // After its backoff the node is reconnected; it restarted empty, so it is in restart
+    // quarantine (the maximum TTL, 2 s here) and then grants again.
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut quarantined = false;
     loop {
-        let lease = mgr.try_lock("r", Duration::from_secs(5)).unwrap();
-        let back = lease.acquisition().nodes[2].outcome == NodeOutcome::Success;
+        let lease = mgr.try_lock("r", ttl).unwrap();
+        let outcome = lease.acquisition().nodes[2].outcome.clone();
         lease.unlock().unwrap();
-        if back {
+        if outcome == NodeOutcome::Success {
             break;
+        }
+        if let NodeOutcome::Quarantined { reason, .. } = outcome {
+            assert_eq!(reason, redlock::QuarantineReason::RestartSeen);
+            quarantined = true;
         }
         assert!(Instant::now() < deadline, "node 2 never came back");
         thread::sleep(Duration::from_millis(20));
     }
+    assert!(
+        quarantined,
+        "the restarted node counted without a quarantine"
+    );
 }
 
 #[test]
@@ -210,7 +219,7 @@ fn two_of_five_paused_locking_decided_by_the_live_three() {
     let cluster = Cluster::start(5);
     // A long per-node timeout: if a step waited for the paused nodes, each would take 3 s.
     let mgr = Redlock::new(
-        support::fresh(cluster.urls())
+        support::config(cluster.urls())
             .node_timeout(Duration::from_secs(3))
             .stale_limit(Duration::from_secs(30)),
     )
@@ -268,7 +277,7 @@ fn two_of_five_paused_locking_decided_by_the_live_three() {
     assert!(eventually(SETTLE, || cluster
         .servers
         .iter()
-        .all(|s| s.dbsize() == 0)));
+        .all(|s| s.lock_keys() == 0)));
 }
 
 #[test]
@@ -278,7 +287,7 @@ fn three_of_five_down_fails_fast_with_unavailable() {
         cluster.servers[i].kill();
     }
     let mgr = Redlock::new(
-        support::fresh(cluster.urls())
+        support::config(cluster.urls())
             .retry_count(2)
             .retry_delay(Duration::from_millis(10))
             .node_timeout(Duration::from_secs(2)),
@@ -315,10 +324,13 @@ fn three_of_five_down_fails_fast_with_unavailable() {
 #[test]
 fn a_listener_that_never_answers_is_outvoted_and_then_times_out() {
     let cluster = Cluster::start(2);
+    // The cluster has been in use (its nodes hold their markers): the two live nodes are
+    // trusted without waiting for the silent one, which a brand-new cluster would.
+    cluster.mark();
     let silent = SilentListener::start();
     let mut urls = cluster.urls();
     urls.insert(1, silent.url());
-    let mgr = Redlock::new(support::fresh(urls).node_timeout(Duration::from_millis(100))).unwrap();
+    let mgr = Redlock::new(support::config(urls).node_timeout(Duration::from_millis(100))).unwrap();
     let lease = mgr.try_lock("s", Duration::from_secs(5)).unwrap();
     assert_eq!(lease.acquisition().successes, 2);
     assert!(matches!(
@@ -368,7 +380,7 @@ fn a_key_of_the_wrong_type_on_one_node() {
     // The release script's GET fails with WRONGTYPE there; a lock held through a 4/5 quorum
     // reports it per node.
     let lease = mgr.try_lock("typed", Duration::from_secs(5)).unwrap();
-    let mgr1 = Redlock::new(support::fresh(vec![cluster.servers[0].url()])).unwrap();
+    let mgr1 = Redlock::new(support::config(vec![cluster.servers[0].url()])).unwrap();
     match mgr1.try_lock("typed", Duration::from_secs(5)) {
         Err(Error::NotAcquired(r)) => assert_eq!(r.nodes[0].outcome, NodeOutcome::Rejected),
         other => panic!("{other:?}"),
@@ -379,7 +391,7 @@ fn a_key_of_the_wrong_type_on_one_node() {
 #[test]
 fn wrong_type_key_makes_scripts_report_server_errors() {
     let server = RedisServer::start();
-    let mgr = Redlock::new(support::fresh(vec![server.url()])).unwrap();
+    let mgr = Redlock::new(support::config(vec![server.url()])).unwrap();
     let lease = mgr.try_lock("w", Duration::from_secs(5)).unwrap();
     // Someone replaces our key by a list behind our back.
     let mut c = server.client();
@@ -431,6 +443,9 @@ fn a_wrong_password_on_one_node_is_reported_without_the_password() {
     let a = RedisServer::start();
     let b = RedisServer::start_with(&["--requirepass", "right-pw"]);
     let c = RedisServer::start();
+    // In use before (see the silent-listener test): trusted without b's answer.
+    a.mark();
+    c.mark();
     let urls = vec![
         a.url(),
         format!("redis://:wrong-pw@127.0.0.1:{}", b.port),
@@ -451,7 +466,7 @@ fn a_wrong_password_on_one_node_is_reported_without_the_password() {
         format!("redis://:wrong-pw@127.0.0.1:{}", b.port),
         format!("redis://user:wrong-too@127.0.0.1:{}", c.port),
     ];
-    let mgr = Redlock::new(support::fresh(urls).retry_count(0)).unwrap();
+    let mgr = Redlock::new(support::config(urls).retry_count(0)).unwrap();
     let err = mgr.lock("pw", Duration::from_secs(5)).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Unavailable(_)), "{msg}");
@@ -615,7 +630,7 @@ fn a_lease_outlives_its_manager() {
 #[test]
 fn construction_rejects_bad_configurations() {
     let s = RedisServer::start();
-    let same_node_twice = support::fresh(vec![
+    let same_node_twice = support::config(vec![
         format!("127.0.0.1:{}", s.port),
         format!("localhost:{}", s.port),
     ]);
@@ -624,15 +639,15 @@ fn construction_rejects_bad_configurations() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        Redlock::new(support::fresh(Vec::<String>::new())),
+        Redlock::new(support::config(Vec::<String>::new())),
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        Redlock::new(support::fresh(["redis://127.0.0.1:notaport"])),
+        Redlock::new(support::config(["redis://127.0.0.1:notaport"])),
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        Redlock::new(support::fresh(vec![s.url()]).drift_factor(1.5)),
+        Redlock::new(support::config(vec![s.url()]).drift_factor(1.5)),
         Err(Error::InvalidInput(_))
     ));
 }
@@ -645,7 +660,7 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
     let slow = DelayProxy::start(cluster.servers[4].port, Duration::from_millis(200));
     let mut urls = cluster.urls();
     urls[4] = slow.url();
-    let mgr = Redlock::new(support::fresh(urls).node_timeout(Duration::from_secs(2))).unwrap();
+    let mgr = Redlock::new(support::config(urls).node_timeout(Duration::from_secs(2))).unwrap();
     // Warm the connections (the first step also connects through the proxy).
     mgr.try_lock("warm", Duration::from_secs(10))
         .unwrap()
@@ -684,7 +699,7 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
         }
     }
     let slow_mgr = Redlock::new(
-        support::fresh(
+        support::config(
             mgr.node_addrs()
                 .iter()
                 .map(|a| format!("redis://{a}"))
@@ -719,8 +734,8 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
     // Node 4 received each release after its SET (same connection), so once its backlog
     // drains it holds nothing. Its backlog is 200 ms behind the proxy: give it a second.
     thread::sleep(Duration::from_secs(1));
-    assert_eq!(cluster.servers[4].dbsize(), 0);
+    assert_eq!(cluster.servers[4].lock_keys(), 0);
     for s in &cluster.servers[..2] {
-        assert_eq!(s.dbsize(), 2, "only the planted keys remain");
+        assert_eq!(s.lock_keys(), 2, "only the planted keys remain");
     }
 }

@@ -1,12 +1,18 @@
-//! Restart quarantine against real redis-server processes: a node that restarted less than the
-//! maximum TTL ago does not count toward a quorum until its uptime passes it.
+//! Restart quarantine against real redis-server processes: a node counts only while it cannot
+//! have lost a lock key someone relies on, which its marker (`redlock-marker`, holding its
+//! `run_id`) tells. A brand-new cluster is trusted at once; a node that restarted, or lost its
+//! keyspace, waits out the maximum TTL.
+//!
+//! Every wait here is bounded below by what safety requires and bounded above generously, so
+//! that a loaded machine cannot make a test fail.
 
 mod support;
 
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redlock::{Config, Error, NodeOutcome, Redlock};
+use redlock::{Config, Error, Lease, NodeOutcome, QuarantineReason, Redlock};
 use support::{Cluster, RedisServer, eventually};
 
 /// Captures the library's log lines, so tests can check its warnings.
@@ -40,7 +46,8 @@ fn logs_mentioning(what: &str) -> Vec<String> {
         .collect()
 }
 
-fn quarantined(urls: Vec<String>, max_ttl: Duration) -> Redlock {
+/// The default configuration, with a short maximum TTL (and so a short quarantine).
+fn manager(urls: Vec<String>, max_ttl: Duration) -> Redlock {
     logs_mentioning(""); // installs the logger
     Redlock::new(
         Config::new(urls)
@@ -52,130 +59,355 @@ fn quarantined(urls: Vec<String>, max_ttl: Duration) -> Redlock {
     .unwrap()
 }
 
+/// Node `i`'s outcome in one acquisition (the lease is released).
+fn outcome_of(mgr: &Redlock, i: usize, ttl: Duration) -> Result<NodeOutcome, Error> {
+    let lease = mgr.try_lock("probe", ttl)?;
+    let o = lease.acquisition().nodes[i].outcome.clone();
+    lease.unlock()?;
+    Ok(o)
+}
+
+/// Tries until node `i`'s outcome is not what a lost connection gives (unreachable, backoff,
+/// pending): the manager has reconnected and read the node's handshake.
+fn seen_outcome(mgr: &Redlock, i: usize, ttl: Duration) -> NodeOutcome {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(o) = outcome_of(mgr, i, ttl)
+            && !matches!(
+                o,
+                NodeOutcome::Unreachable(_) | NodeOutcome::Backoff(_) | NodeOutcome::Pending
+            )
+        {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "node {i} never answered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn reason(o: &NodeOutcome) -> Option<QuarantineReason> {
+    match o {
+        NodeOutcome::Quarantined { reason, .. } => Some(*reason),
+        _ => None,
+    }
+}
+
+/// Waits until node `i` counts again; returns how long that took from `since`.
+fn counts_again(mgr: &Redlock, i: usize, ttl: Duration, since: Instant) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(NodeOutcome::Success) = outcome_of(mgr, i, ttl) {
+            return since.elapsed();
+        }
+        assert!(Instant::now() < deadline, "node {i} never left quarantine");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn a_restarted_node_counts_again_only_after_the_maximum_ttl() {
-    let max_ttl = Duration::from_secs(3);
-    let mut cluster = Cluster::start(3);
-    let mgr = quarantined(cluster.urls(), max_ttl);
-    // Just started: nobody counts until the nodes have been up for the maximum TTL.
-    let start = Instant::now();
-    let lease = mgr
-        .lock_timeout("q", Duration::from_secs(2), Duration::from_secs(10))
-        .unwrap();
+fn a_brand_new_cluster_is_trusted_at_once_and_marked() {
+    let cluster = Cluster::start(5);
+    // The default configuration: quarantine on, a 60 s maximum TTL.
+    let mgr = Redlock::new(Config::new(cluster.urls())).unwrap();
+    let lease = mgr.try_lock("first", Duration::from_secs(10)).unwrap();
     assert!(
-        start.elapsed() >= Duration::from_secs(2),
+        lease.acquisition().successes >= 3,
         "{:?}",
-        start.elapsed()
+        lease.acquisition()
     );
     lease.unlock().unwrap();
-    // Steps decided early may not have read node 0's handshake yet: make sure its identity
-    // (run_id) is known, so that the restart shows as a new run_id.
-    assert!(eventually(Duration::from_secs(5), || {
-        if let Ok(l) = mgr.try_lock("warm", Duration::from_secs(1)) {
-            let _ = l.unlock();
-        }
-        mgr.node_states()[0].run_id.is_some()
-    }));
+    // Every node holds its own run_id as its marker, and is trusted.
+    for s in &cluster.servers {
+        let run_id = s.run_id();
+        assert!(eventually(Duration::from_secs(2), || s.marker().as_deref()
+            == Some(run_id.as_str())));
+    }
+    assert!(mgr.node_states().iter().all(|s| s.trusted));
+    // A manager that knows nothing trusts them from their markers, in its first attempt.
+    let other = Redlock::new(Config::new(cluster.urls())).unwrap();
+    other
+        .try_lock("second", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    assert_eq!(other.metrics().acquire_attempts, 1);
+}
+
+/// Not a test of its own: the child process of the minority-restart test, a manager in a
+/// process that never saw the nodes before. It prints node 0's outcome in one acquisition.
+#[test]
+fn child_new_manager() {
+    let (Ok(nodes), Ok(max_ttl)) = (
+        std::env::var("REDLOCK_CHILD_NODES"),
+        std::env::var("REDLOCK_CHILD_MAX_TTL_MS"),
+    ) else {
+        return;
+    };
+    let max_ttl = Duration::from_millis(max_ttl.parse().unwrap());
+    let mgr = manager(nodes.split(',').map(str::to_string).collect(), max_ttl);
+    let o = seen_outcome(&mgr, 0, Duration::from_secs(1));
+    println!(
+        "NODE0 {:?} {:?}",
+        reason(&o),
+        mgr.node_states()[0].quarantined_for
+    );
+}
+
+#[test]
+fn a_minority_restart_is_quarantined_for_running_and_new_managers() {
+    let max_ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(1);
+    let mut cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls(), max_ttl);
+    assert_eq!(seen_outcome(&mgr, 0, ttl), NodeOutcome::Success);
+    let old_run_id = cluster.servers[0].run_id();
 
     cluster.servers[0].restart(); // no persistence: back empty
     let restarted = Instant::now();
-    let port = cluster.servers[0].port;
-    // The next acquisitions reconnect, read the new run_id and uptime, and do not count
-    // node 0's grant (the first may be decided by nodes 1 and 2 before node 0 answers).
-    let mut quarantined_lease = None;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while quarantined_lease.is_none() {
-        assert!(Instant::now() < deadline, "node 0's restart was never seen");
-        let lease = mgr.try_lock("q", Duration::from_secs(2)).unwrap();
-        match lease.acquisition().nodes[0].outcome {
-            NodeOutcome::Quarantined { .. } => quarantined_lease = Some(lease),
-            // Before the reconnect reads the new identity, the old connection may still be
-            // found dead (unreachable, then backoff), or the step decided without node 0.
-            NodeOutcome::Success => panic!("node 0 counted right after its restart"),
-            _ => lease.unlock().unwrap(),
-        }
-    }
-    let lease = quarantined_lease.unwrap();
-    let state = &mgr.node_states()[0];
-    assert_eq!(state.restarts_seen, 1);
-    let left = state.quarantined_for.expect("node 0 is quarantined");
-    assert!(
-        left > Duration::from_secs(2) && left <= Duration::from_secs(4),
-        "{left:?}"
-    );
-    assert!(mgr.node_states()[1].quarantined_for.is_none());
-    assert!(!logs_mentioning(&format!("{port}) restarted")).is_empty());
-    // Its grant was taken back at once: the lock is held on nodes 1 and 2 only.
-    assert!(eventually(Duration::from_secs(2), || cluster.servers[0]
-        .get(lease.key())
-        .is_none()));
-    assert_eq!(
-        cluster.servers[1].get(lease.key()).as_deref(),
-        Some(lease.token().as_bytes())
-    );
+    // The running manager sees the new run_id on reconnect.
+    let o = seen_outcome(&mgr, 0, ttl);
+    assert_eq!(reason(&o), Some(QuarantineReason::RestartSeen), "{o:?}");
+    assert_eq!(mgr.node_states()[0].restarts_seen, 1);
+    assert_ne!(cluster.servers[0].run_id(), old_run_id);
+    // Its grant never counted: the lock was held on nodes 1 and 2.
+    let lease = mgr.try_lock("held", ttl).unwrap();
+    assert!(!lease.acquisition().nodes[0].outcome.is_success());
+    assert_eq!(cluster.servers[0].get(lease.key()), None);
     lease.unlock().unwrap();
 
-    // It counts again once its uptime passes the maximum TTL (rounded up by a second).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let lease = mgr.try_lock("q", Duration::from_secs(2)).unwrap();
-        let counted = lease.acquisition().nodes[0].outcome == NodeOutcome::Success;
-        lease.unlock().unwrap();
-        if counted {
-            break;
+    // A manager in a new process, which never saw the old run_id: node 0 has no marker while
+    // the others do, so it lost its keyspace: quarantined too.
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_new_manager",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("REDLOCK_CHILD_NODES", cluster.urls().join(","))
+        .env("REDLOCK_CHILD_MAX_TTL_MS", max_ttl.as_millis().to_string())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.contains("NODE0")).unwrap_or("");
+    assert!(line.contains("Some(NoMarker)"), "{stdout}");
+
+    // The running manager counts it again only once its uptime has passed the maximum TTL.
+    let out = counts_again(&mgr, 0, ttl, restarted);
+    assert!(out >= max_ttl, "left quarantine after {out:?}");
+    // And its marker holds its new run_id now.
+    let run_id = cluster.servers[0].run_id();
+    assert!(eventually(Duration::from_secs(2), || cluster.servers[0]
+        .marker()
+        .as_deref()
+        == Some(run_id.as_str())));
+    assert!(!logs_mentioning(&format!("{}) restarted", cluster.servers[0].port)).is_empty());
+}
+
+#[test]
+fn a_majority_restart_is_unavailable_and_says_why() {
+    let max_ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(1);
+    let mut cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls(), max_ttl);
+    mgr.try_lock("m", ttl).unwrap().unlock().unwrap();
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    let restarted = Instant::now();
+    let fresh = manager(cluster.urls(), max_ttl);
+    for (who, m, why) in [
+        ("running", &mgr, "restart seen"),
+        ("new", &fresh, "no marker"),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let msg = loop {
+            match m.try_lock("m", ttl) {
+                Err(e @ Error::Unavailable(_)) => {
+                    let msg = e.to_string();
+                    if msg.contains(why) {
+                        break msg;
+                    }
+                }
+                Err(_) => {}
+                Ok(l) => panic!(
+                    "{who}: granted with a restarted majority: {:?}",
+                    l.acquisition()
+                ),
+            }
+            assert!(Instant::now() < deadline, "{who}: never told why");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        for i in [0, 1] {
+            let node = format!("node {i} (127.0.0.1:{})", cluster.servers[i].port);
+            assert!(
+                msg.contains(&format!("{node}: in restart quarantine")),
+                "{who}: {msg}"
+            );
         }
-        assert!(Instant::now() < deadline, "node 0 never left quarantine");
-        std::thread::sleep(Duration::from_millis(50));
     }
-    let out = restarted.elapsed();
-    assert!(
-        out >= max_ttl && out < max_ttl + Duration::from_secs(3),
-        "left quarantine after {out:?}"
-    );
-    assert!(mgr.node_states()[0].quarantined_for.is_none());
+    // Available again once the maximum TTL has passed.
+    let lease = mgr.lock_timeout("m", ttl, Duration::from_secs(15)).unwrap();
+    assert!(restarted.elapsed() >= max_ttl);
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn flushall_takes_a_node_out_for_managers_that_knew_it_and_new_ones() {
+    let max_ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(1);
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls(), max_ttl);
+    assert_eq!(seen_outcome(&mgr, 1, ttl), NodeOutcome::Success);
+    redis::cmd("FLUSHALL")
+        .exec(&mut cluster.servers[1].client())
+        .unwrap();
+    let flushed = Instant::now();
+    // No restart, same connection: the grant script finds the marker gone.
+    let o = seen_outcome(&mgr, 1, ttl);
+    assert_eq!(reason(&o), Some(QuarantineReason::NoMarker), "{o:?}");
+    let left = mgr.node_states()[1].quarantined_for.unwrap();
+    assert!(left > max_ttl / 2 && left <= max_ttl, "{left:?}");
+    // A new manager tells the same from the markers on the other nodes.
+    let fresh = manager(cluster.urls(), max_ttl);
+    let o = seen_outcome(&fresh, 1, ttl);
+    assert_eq!(reason(&o), Some(QuarantineReason::NoMarker), "{o:?}");
+    // Both count it again after the maximum TTL, not before.
+    for m in [&mgr, &fresh] {
+        let out = counts_again(m, 1, ttl, flushed);
+        assert!(out >= max_ttl, "{out:?}");
+    }
+}
+
+#[test]
+fn an_aof_restart_is_quarantined_whatever_the_fsync_policy() {
+    let max_ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(1);
+    for fsync in ["everysec", "always"] {
+        let mut aof = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", fsync]);
+        let others = Cluster::start(2);
+        let mut urls = vec![aof.url()];
+        urls.extend(others.urls());
+        let mgr = manager(urls.clone(), max_ttl);
+        assert_eq!(seen_outcome(&mgr, 0, ttl), NodeOutcome::Success);
+        let old = aof.run_id();
+        aof.restart(); // same directory: it reloads its AOF, marker included
+        assert_eq!(aof.marker().as_deref(), Some(old.as_str()));
+        // A new manager finds a stale marker (the earlier run_id); the running one saw the
+        // restart itself.
+        let fresh = manager(urls, max_ttl);
+        let o = seen_outcome(&fresh, 0, ttl);
+        assert_eq!(
+            reason(&o),
+            Some(QuarantineReason::StaleMarker),
+            "{fsync}: {o:?}"
+        );
+        let o = seen_outcome(&mgr, 0, ttl);
+        assert_eq!(
+            reason(&o),
+            Some(QuarantineReason::RestartSeen),
+            "{fsync}: {o:?}"
+        );
+    }
+}
+
+#[test]
+fn a_cluster_meeting_the_library_for_the_first_time_trusts_its_old_nodes() {
+    let max_ttl = Duration::from_secs(2);
+    let ttl = Duration::from_secs(1);
+    let mut cluster = Cluster::start(3);
+    // Up longer than the maximum TTL, no markers: a long-running cluster, new to this
+    // library. Node 2 restarted a moment ago.
+    std::thread::sleep(max_ttl + Duration::from_millis(1200));
+    cluster.servers[2].restart();
+    let restarted = Instant::now();
+    let mgr = manager(cluster.urls(), max_ttl);
+    let lease = mgr.try_lock("old", ttl).unwrap();
+    let nodes = &lease.acquisition().nodes;
+    assert_eq!(nodes[0].outcome, NodeOutcome::Success);
+    assert_eq!(nodes[1].outcome, NodeOutcome::Success);
+    assert_eq!(reason(&nodes[2].outcome), Some(QuarantineReason::Young));
+    lease.unlock().unwrap();
+    let out = counts_again(&mgr, 2, ttl, restarted);
+    assert!(out >= max_ttl, "{out:?}");
+}
+
+#[test]
+fn a_fresh_cluster_with_a_node_down_waits_for_it_or_the_maximum_ttl() {
+    let max_ttl = Duration::from_secs(2);
+    let ttl = Duration::from_secs(1);
+    let mut cluster = Cluster::start(3);
+    cluster.servers[2].kill();
+    let mgr = manager(cluster.urls(), max_ttl);
+    let first = Instant::now();
+    // No marker anywhere, and not every node answered: not a brand-new cluster yet.
+    match mgr.try_lock("down", ttl) {
+        Err(Error::Unavailable(r)) => {
+            let msg = r.to_string();
+            assert!(msg.contains("not every node has answered"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The live nodes count once a maximum TTL has passed since they were first seen.
+    let lease = mgr
+        .lock_timeout("down", ttl, Duration::from_secs(15))
+        .unwrap();
+    assert!(first.elapsed() >= max_ttl - Duration::from_millis(50));
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn a_quarantined_node_counts_as_soon_as_another_process_has_marked_it() {
+    // The benign race: a second process arrives while the first is still writing a fresh
+    // cluster's markers. It sees marked nodes and an unmarked one, so it quarantines that one
+    // for the maximum TTL (60 s here), but re-reads its marker with backoff.
+    let cluster = Cluster::start(3);
+    cluster.servers[0].mark();
+    cluster.servers[1].mark();
+    let mgr = Redlock::new(Config::new(cluster.urls())).unwrap();
+    let o = seen_outcome(&mgr, 2, Duration::from_secs(1));
+    assert_eq!(reason(&o), Some(QuarantineReason::NoMarker), "{o:?}");
+    // The first process finishes: node 2's marker is written.
+    cluster.servers[2].mark();
+    let marked = Instant::now();
+    let took = counts_again(&mgr, 2, Duration::from_secs(1), marked);
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
 #[test]
 fn quarantine_plus_a_dead_minority_is_unavailable_and_names_the_node() {
     let mut cluster = Cluster::start(3);
-    // Up long enough for a 1 s maximum TTL.
-    std::thread::sleep(Duration::from_millis(2100));
-    let mgr = Redlock::new(
-        Config::new(cluster.urls())
-            .max_ttl(Duration::from_secs(30))
-            .retry_count(0)
-            .node_timeout(Duration::from_millis(300)),
-    )
-    .unwrap();
-    // With a 30 s maximum TTL, 2 s of uptime is not enough: everything is quarantined.
-    match mgr.try_lock("u", Duration::from_secs(1)) {
-        Err(Error::Unavailable(r)) => assert!(r.to_string().contains("restart quarantine")),
-        other => panic!("{other:?}"),
-    }
-    let mgr = quarantined(cluster.urls(), Duration::from_secs(1));
-    mgr.try_lock("u", Duration::from_millis(900))
-        .unwrap()
-        .unlock()
-        .unwrap();
+    let mgr = manager(cluster.urls(), Duration::from_secs(30));
+    let lease: Lease = mgr.try_lock("u", Duration::from_secs(1)).unwrap();
+    lease.unlock().unwrap();
     cluster.servers[0].restart();
     cluster.servers[2].kill();
-    let err = mgr.lock("u", Duration::from_millis(900)).unwrap_err();
-    let msg = err.to_string();
-    assert!(matches!(err, Error::Unavailable(_)), "{msg}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let msg = loop {
+        let err = mgr.try_lock("u", Duration::from_secs(1)).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Unavailable(_)), "{msg}");
+        // Never unsafe: the lock was not granted on the strength of the restarted node.
+        let r = err.report().unwrap();
+        assert!(r.successes < r.quorum);
+        if msg.contains("restart quarantine") {
+            break msg;
+        }
+        assert!(Instant::now() < deadline, "{msg}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let node0 = format!("node 0 (127.0.0.1:{})", cluster.servers[0].port);
     assert!(
-        msg.contains(&format!("{node0}: in restart quarantine")),
+        msg.contains(&format!("{node0}: in restart quarantine for another")),
         "{msg}"
     );
-    // Never unsafe: the lock was not granted on the strength of the restarted node.
-    let r = err.report().unwrap();
-    assert!(r.successes < r.quorum);
+    assert!(msg.contains("restart seen"), "{msg}");
 }
 
 #[test]
 fn a_ttl_beyond_the_maximum_is_invalid_input() {
     let cluster = Cluster::start(1);
-    let mgr = quarantined(cluster.urls(), Duration::from_secs(5));
+    let mgr = manager(cluster.urls(), Duration::from_secs(5));
     match mgr.try_lock("x", Duration::from_millis(5001)) {
         Err(Error::InvalidInput(m)) => assert!(m.contains("maximum TTL"), "{m}"),
         other => panic!("{other:?}"),
@@ -191,12 +423,13 @@ fn with_quarantine_off_nodes_that_do_not_persist_every_write_get_one_warning() {
     let plain = RedisServer::start();
     let safe = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     logs_mentioning("");
-    let mgr = Redlock::new(support::fresh(vec![plain.url(), safe.url()])).unwrap();
+    let off = Config::new(vec![plain.url(), safe.url()]).restart_quarantine(false);
+    let mgr = Redlock::new(off).unwrap();
     for _ in 0..3 {
         let l = mgr.lock("w", Duration::from_secs(1)).unwrap();
         l.unlock().unwrap();
     }
-    // A second connection set reconnects: still one warning per node.
+    // Concurrent callers: still one warning per node.
     let m2 = mgr.clone();
     let t = std::thread::spawn(move || m2.try_lock("w2", Duration::from_secs(1)));
     let _ = mgr.try_lock("w3", Duration::from_secs(1));
@@ -205,10 +438,12 @@ fn with_quarantine_off_nodes_that_do_not_persist_every_write_get_one_warning() {
     assert_eq!(about_plain.len(), 1, "{about_plain:?}");
     assert!(about_plain[0].contains("appendonly no"), "{about_plain:?}");
     assert!(logs_mentioning(&format!("127.0.0.1:{}) does not persist", safe.port)).is_empty());
-    // With quarantine on, nothing is said (the node is protected anyway).
+    // Nobody is quarantined, and no marker is written.
     assert!(
         mgr.node_states()
             .iter()
-            .all(|s| s.quarantined_for.is_none())
+            .all(|s| s.quarantined_for.is_none() && s.trusted)
     );
+    assert_eq!(plain.marker(), None);
+    assert_eq!(safe.marker(), None);
 }

@@ -20,7 +20,7 @@ fn key(resource: &[u8]) -> Vec<u8> {
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
-        support::fresh(urls)
+        support::config(urls)
             .node_timeout(Duration::from_millis(200))
             .retry_delay(Duration::from_millis(20)),
     )
@@ -75,7 +75,7 @@ fn a_one_second_lock_held_for_ten_seconds_is_never_lost_nor_taken() {
 fn killing_a_majority_reports_the_loss_before_the_validity_ends() {
     let mut cluster = Cluster::start(5);
     let mgr = Redlock::new(
-        support::fresh(cluster.urls())
+        support::config(cluster.urls())
             .node_timeout(Duration::from_millis(100))
             .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(20)),
     )
@@ -158,14 +158,14 @@ fn a_thousand_cycles_with_renewals_in_flight_at_unlock_leave_no_key() {
     assert!(eventually(Duration::from_secs(1), || cluster
         .servers
         .iter()
-        .all(|s| s.dbsize() == 0)));
+        .all(|s| s.lock_keys() == 0)));
 }
 
 #[test]
 fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
     let mut cluster = Cluster::start(3);
     let mgr = Redlock::new(
-        support::fresh(cluster.urls())
+        support::config(cluster.urls())
             .node_timeout(Duration::from_millis(200))
             .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50)),
     )

@@ -83,6 +83,58 @@ fn fenced_acquire_returns_the_counter_only_when_it_sets_the_key() {
 }
 
 #[test]
+fn acquire_grants_only_while_the_node_has_its_marker() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let run = |c: &mut redis::Connection, script: &str, keys: &[&str], token: &str| {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        cmd.arg(token).arg(5000).query::<i64>(c)
+    };
+    let marker = std::str::from_utf8(redlock::MARKER_KEY).unwrap();
+    // No marker: refused with NOMARKER, and nothing is set.
+    let e = run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "a").unwrap_err();
+    assert_eq!(e.code(), Some("NOMARKER"), "{e}");
+    assert_eq!(s.get(b"lock"), None);
+    let e = run(
+        &mut c,
+        redlock::scripts::FENCED_ACQUIRE,
+        &["lock", "fence", marker],
+        "a",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), Some("NOMARKER"), "{e}");
+    assert_eq!(s.get(b"lock"), None);
+    // With a marker: SET NX PX.
+    s.mark();
+    assert_eq!(
+        run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "a").unwrap(),
+        1
+    );
+    assert_eq!(
+        run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "b").unwrap(),
+        0
+    );
+    assert_eq!(s.get(b"lock").as_deref(), Some(&b"a"[..]));
+    assert!(s.pttl(b"lock") > 4000);
+    redis::cmd("DEL").arg("lock").exec(&mut c).unwrap();
+    let r = run(
+        &mut c,
+        redlock::scripts::FENCED_ACQUIRE,
+        &["lock", "fence", marker],
+        "a",
+    );
+    assert_eq!(r.unwrap(), 0, "granted, no counter yet");
+    // A flushed keyspace takes the marker with it: refused again.
+    redis::cmd("FLUSHALL").exec(&mut c).unwrap();
+    let e = run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "a").unwrap_err();
+    assert_eq!(e.code(), Some("NOMARKER"), "{e}");
+}
+
+#[test]
 fn fence_write_raises_the_counter_only_for_the_holder_and_never_lowers_it() {
     let s = RedisServer::start();
     let mut c = s.client();

@@ -3,9 +3,9 @@
  *   make -C bindings/c                  # builds the library (release) and this program
  *   bindings/c/build/example redis://127.0.0.1:7001 redis://127.0.0.1:7002 redis://127.0.0.1:7003
  *
- * With --fresh-nodes first, restart quarantine is turned off: only for nodes that were just
- * started empty (as the tests do) or that persist every write (appendfsync always). Otherwise
- * a node up for less than the maximum TTL (60 s by default) does not count toward a quorum.
+ * Restart quarantine is on, as by default: nodes that were just started are a brand-new
+ * cluster and count at once; a node that restarted or lost its data later does not count until
+ * the maximum TTL (60 s by default) has passed.
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,17 +15,12 @@
 int main(int argc, char **argv) {
   char err[512];
   if (argc < 2) {
-    fprintf(stderr, "usage: %s [--fresh-nodes] redis://host:port [redis://host:port ...]\n", argv[0]);
+    fprintf(stderr, "usage: %s redis://host:port [redis://host:port ...]\n", argv[0]);
     return 2;
   }
 
   redlock_config *cfg = redlock_config_new();
-  int first = 1;
-  if (argc > 1 && strcmp(argv[1], "--fresh-nodes") == 0) {
-    redlock_config_set_restart_quarantine(cfg, false, NULL, 0);
-    first = 2;
-  }
-  for (int i = first; i < argc; i++) {
+  for (int i = 1; i < argc; i++) {
     if (redlock_config_add_node(cfg, argv[i], err, sizeof err) != REDLOCK_STATUS_OK) {
       fprintf(stderr, "bad node %s: %s\n", argv[i], err);
       redlock_config_free(cfg);

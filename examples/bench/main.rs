@@ -245,7 +245,7 @@ fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &s
         .collect();
     let ours = (driver == Driver::Ours).then(|| {
         Redlock::new(
-            support::fresh(urls.clone())
+            support::config(urls.clone())
                 .retry_delay(RETRY_DELAY)
                 // Long enough that a 5 ms node is never timed out by a slow machine.
                 .node_timeout(Duration::from_millis(200)),
@@ -410,7 +410,7 @@ fn rss_kib(field: &str) -> u64 {
 }
 
 fn long_run(servers: &[u16], cycles: u64) {
-    let mgr = Redlock::new(support::fresh([format!(
+    let mgr = Redlock::new(support::config([format!(
         "redis://127.0.0.1:{}",
         servers[0]
     )]))

@@ -178,7 +178,7 @@ pub unsafe extern "C" fn redlock_config_set_timeouts(
 }
 
 /// Sets the largest TTL a lock may have (a larger one is INVALID_ARGUMENT at lock time); it is
-/// also how long a restarted node stays in quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
+/// also how long a node that may have lost keys stays in restart quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
 /// 60000 (60 s). Hold locks longer with auto-renewal.
 ///
 /// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
@@ -203,12 +203,13 @@ pub unsafe extern "C" fn redlock_config_set_max_ttl(
     }
 }
 
-/// Turns restart quarantine on (the default) or off. On: a node whose uptime (read with
-/// `INFO server` on every connection) is below the maximum TTL may have restarted without the
-/// keys it held, so its grants do not count toward a quorum until its uptime passes the
-/// maximum TTL; unlocks and renewals still go to it. Turn it off only for nodes that persist
-/// every write (`appendfsync always`) or that were just started empty; with it off, a warning
-/// is logged once for each node that does not persist every write.
+/// Turns restart quarantine on (the default) or off. On: a node that may have lost the keys
+/// it held (it restarted, or its keyspace was flushed; told by its marker `redlock-marker`,
+/// which holds its `run_id`) does not count toward a quorum until the maximum TTL has passed;
+/// unlocks and renewals still go to it. A brand-new cluster (no node has a marker, every node
+/// is younger than the maximum TTL) counts at once. Turn it off only for nodes that persist
+/// every write (`appendfsync always`); with it off, a warning is logged once for each node
+/// that does not, and no marker is read or written.
 ///
 /// Statuses: OK, NULL_ARGUMENT.
 ///

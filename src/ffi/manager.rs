@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 
 use super::{FfiError, guard, guard_or, redlock_config, redlock_status, write_str};
-use crate::Redlock;
+use crate::{QuarantineReason, Redlock};
 
 /// A lock manager over N independent Redis masters.
 ///
@@ -15,7 +15,7 @@ use crate::Redlock;
 /// Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 /// `redlock_manager_quorum`, `redlock_acquire`, `redlock_lock`, `redlock_try_lock`,
 /// `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
-/// `redlock_manager_metrics`.
+/// `redlock_manager_node_quarantine_reason`, `redlock_manager_metrics`.
 pub struct redlock_manager {
     pub(crate) inner: Redlock,
 }
@@ -105,8 +105,9 @@ pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> 
 }
 
 /// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
-/// receives whether it is in restart quarantine, and `*remaining_ms` how much longer (0 when
-/// not). Either out-pointer may be NULL; both are written only on success.
+/// receives whether it is in restart quarantine, and `*remaining_ms` how much longer at most
+/// (0 when not; see `redlock_manager_node_quarantine_reason` for why). Either out-pointer may
+/// be NULL; both are written only on success.
 ///
 /// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
 ///
@@ -150,6 +151,54 @@ pub unsafe extern "C" fn redlock_manager_node_state(
     };
     // SAFETY: `err` per the contract.
     unsafe { guard(err, err_len, f) }
+}
+
+/// Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
+/// numbers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redlock_quarantine_reason {
+    /// Not in quarantine (or not heard from yet, or the arguments were invalid).
+    REDLOCK_QUARANTINE_NONE = 0,
+    /// No marker while other nodes have one, or the marker vanished: it restarted empty or its
+    /// keyspace was flushed. Counted from when the loss was first seen.
+    REDLOCK_QUARANTINE_NO_MARKER = 1,
+    /// The marker holds an earlier `run_id`: restarted from disk, possibly without its latest
+    /// writes. Counted from its start.
+    REDLOCK_QUARANTINE_STALE_MARKER = 2,
+    /// The manager saw its `run_id` change. Counted from its start.
+    REDLOCK_QUARANTINE_RESTART_SEEN = 3,
+    /// No node has a marker yet and this one has been up for less than the maximum TTL.
+    REDLOCK_QUARANTINE_YOUNG = 4,
+    /// No node has a marker yet and not every node has answered: a brand-new cluster is
+    /// trusted once all have (or after the maximum TTL).
+    REDLOCK_QUARANTINE_UNDECIDED = 5,
+}
+
+/// Why node `index` (from 0, in configuration order) is in restart quarantine, or
+/// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL manager or an index out of range).
+///
+/// # Safety
+/// `mgr` must be NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_node_quarantine_reason(
+    mgr: *const redlock_manager,
+    index: usize,
+) -> redlock_quarantine_reason {
+    use redlock_quarantine_reason::*;
+    guard_or(REDLOCK_QUARANTINE_NONE, || {
+        // SAFETY: NULL or a live manager per the contract.
+        let reason = unsafe { manager_ref(mgr) }
+            .and_then(|m| m.node_states().get(index).and_then(|s| s.quarantine_reason));
+        match reason {
+            None => REDLOCK_QUARANTINE_NONE,
+            Some(QuarantineReason::NoMarker) => REDLOCK_QUARANTINE_NO_MARKER,
+            Some(QuarantineReason::StaleMarker) => REDLOCK_QUARANTINE_STALE_MARKER,
+            Some(QuarantineReason::RestartSeen) => REDLOCK_QUARANTINE_RESTART_SEEN,
+            Some(QuarantineReason::Young) => REDLOCK_QUARANTINE_YOUNG,
+            Some(QuarantineReason::Undecided) => REDLOCK_QUARANTINE_UNDECIDED,
+        }
+    })
 }
 
 /// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like

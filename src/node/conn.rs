@@ -169,6 +169,16 @@ impl Conn {
         Ok(())
     }
 
+    /// Queues a command ahead of those held behind the handshake (written right after the
+    /// handshake itself); on a ready connection, the same as [`send`](Self::send).
+    pub(crate) fn send_first(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.phase == Phase::Ready {
+            return self.send(bytes);
+        }
+        self.held.splice(0..0, bytes.iter().copied());
+        Ok(())
+    }
+
     /// Takes the bytes waiting to be written, with the socket to write them to, unless the
     /// connection is still connecting, nothing waits, or another writer is at it.
     pub(crate) fn take_output(&mut self) -> Option<(Arc<Socket>, Vec<u8>)> {

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::config::NodeAddr;
+use crate::config::{MARKER_KEY, NodeAddr};
+use crate::error::QuarantineReason;
 use crate::resp::{self, Reply};
 
 /// Settings that apply to every connection of a manager.
@@ -19,15 +20,73 @@ pub(crate) struct ConnSettings {
     pub backoff_max: Duration,
 }
 
-/// What a handshake command is for, and so what an error reply to it means.
+/// What a handshake or health command is for, and so what its reply means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hs {
     /// `AUTH`, `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
     Required,
     /// `INFO server`: the node's identity and age; an error only disables restart detection.
     Info,
+    /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
+    Marker,
     /// `CONFIG GET appendonly|appendfsync`: an error only means the setting is unknown.
     Config,
+    /// After the handshake: a re-read of the marker of a quarantined node (another process
+    /// may have ended its quarantine).
+    MarkerProbe,
+    /// After the handshake: our write of the marker.
+    MarkerWrite,
+}
+
+/// What the link must do after a handshake or health reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    None,
+    /// Write the marker with this `run_id` (before anything held behind the handshake).
+    WriteMarker(String),
+}
+
+/// Whether a node's grants count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Not heard from yet (no handshake read): asked, but its grants do not count.
+    Unknown,
+    /// Its grants count.
+    Trusted,
+    /// It has no marker, and no node has shown one yet: trusted or quarantined once every
+    /// node has answered (see quorum/trust.rs).
+    Undecided { since: Instant },
+    /// Its grants do not count until `until`.
+    Quarantined {
+        until: Instant,
+        reason: QuarantineReason,
+    },
+}
+
+/// What the marker held when last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Marker {
+    /// Not read (or unreadable).
+    Unread,
+    Missing,
+    /// Some `run_id`: the current one or an earlier one.
+    Holds(String),
+}
+
+/// The trust state of one node.
+struct Trust {
+    standing: Standing,
+    /// The marker as of the last handshake or probe.
+    marker: Marker,
+    /// The marker is known to hold the current `run_id` (read back, or our write confirmed).
+    marker_present: bool,
+    /// The `run_id` changed at the last handshake.
+    restarted: bool,
+    /// When this manager first saw the current `run_id`.
+    first_seen: Option<Instant>,
+    /// When a quarantined node's marker is read again next, and the wait after that.
+    next_probe: Option<Instant>,
+    probe_wait: Duration,
 }
 
 /// A node's identity as of its last handshake.
@@ -39,6 +98,14 @@ pub(crate) struct Identity {
     pub uptime: Duration,
     /// When the reply was read (client monotonic clock): the uptime was at least `uptime` then.
     pub seen_at: Instant,
+}
+
+/// The first and the longest wait between two reads of a quarantined node's marker.
+const PROBE_MIN: Duration = Duration::from_millis(10);
+const PROBE_MAX: Duration = Duration::from_secs(1);
+
+fn quarantined(until: Instant, reason: QuarantineReason) -> Standing {
+    Standing::Quarantined { until, reason }
 }
 
 /// Restart quarantine's settings.
@@ -62,6 +129,7 @@ pub(crate) struct Node {
     failures: AtomicU32,
     health: Mutex<Health>,
     identity: Mutex<Option<Identity>>,
+    trust: Mutex<Trust>,
     /// Restarts seen (a changed run_id on reconnect).
     restarts: AtomicU64,
     info_warned: AtomicBool,
@@ -120,7 +188,10 @@ impl Node {
         }
         resp::pack(&[b"INFO", b"server"], &mut handshake);
         kinds.push(Hs::Info);
-        if !policy.enabled {
+        if policy.enabled {
+            resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
+            kinds.push(Hs::Marker);
+        } else {
             for setting in [&b"appendonly"[..], b"appendfsync"] {
                 resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);
                 kinds.push(Hs::Config);
@@ -137,6 +208,19 @@ impl Node {
             failures: AtomicU32::new(0),
             health: Mutex::new(Health::default()),
             identity: Mutex::new(None),
+            trust: Mutex::new(Trust {
+                standing: if policy.enabled {
+                    Standing::Unknown
+                } else {
+                    Standing::Trusted
+                },
+                marker: Marker::Unread,
+                marker_present: false,
+                restarted: false,
+                first_seen: None,
+                next_probe: None,
+                probe_wait: PROBE_MIN,
+            }),
             restarts: AtomicU64::new(0),
             info_warned: AtomicBool::new(false),
             persistence: Mutex::new(Persistence::default()),
@@ -174,45 +258,276 @@ impl Node {
         self.restarts.load(Ordering::Relaxed)
     }
 
-    /// How much longer this node stays in restart quarantine, if it is in it at `now`.
-    ///
-    /// Redis computes `uptime_in_seconds` as the difference of two whole wall-clock seconds
-    /// (now and its start, each truncated), so it can read up to a second more than the
-    /// node's real age (started at 10.9 s, asked at 11.1 s: uptime 1, age 0.2 s). The reply
-    /// was read at `seen_at`, after it was produced, so the node started no later than
-    /// `seen_at − uptime + 1 s`, and it leaves quarantine a maximum TTL after that:
-    /// `seen_at − uptime + max_ttl + 1 s`. Every uncertainty rounds toward a longer
-    /// quarantine. (A node whose wall clock jumps defeats any uptime-based rule.)
-    pub(crate) fn quarantine(&self, now: Instant) -> Option<Duration> {
-        if !self.policy.enabled {
-            return None;
-        }
-        let id = self.identity()?;
-        let span = (self.policy.max_ttl + Duration::from_secs(1)).checked_sub(id.uptime)?;
-        let until = id.seen_at + span;
-        (until > now).then(|| until - now)
+    fn lock_trust(&self) -> std::sync::MutexGuard<'_, Trust> {
+        self.trust.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Handles the reply to one handshake command; `Err` with the server's text when the
-    /// node cannot be used as configured.
+    /// Whether the node's grants count now.
+    pub(crate) fn standing(&self) -> Standing {
+        self.lock_trust().standing
+    }
+
+    /// True when the node's grants count.
+    pub(crate) fn trusted(&self) -> bool {
+        self.standing() == Standing::Trusted
+    }
+
+    /// How much longer this node stays in restart quarantine, and why, if it is in it at
+    /// `now` (an undecided node: zero remaining). `None` when trusted or not heard from yet.
+    pub(crate) fn quarantine(&self, now: Instant) -> Option<(Duration, QuarantineReason)> {
+        match self.standing() {
+            Standing::Quarantined { until, reason } => {
+                Some((until.saturating_duration_since(now), reason))
+            }
+            Standing::Undecided { since } => Some((
+                (since + self.policy.max_ttl).saturating_duration_since(now),
+                QuarantineReason::Undecided,
+            )),
+            Standing::Trusted | Standing::Unknown => None,
+        }
+    }
+
+    /// The latest instant the node can have started, from the last `INFO`: Redis computes
+    /// `uptime_in_seconds` as the difference of two whole wall-clock seconds (now and its
+    /// start, each truncated), so it can read up to a second more than the node's real age
+    /// (started at 10.9 s, asked at 11.1 s: uptime 1, age 0.2 s). The reply was read at
+    /// `seen_at`, after it was produced, so the node started no later than
+    /// `seen_at − uptime + 1 s`. Every uncertainty rounds toward a longer quarantine. (A node
+    /// whose wall clock jumps defeats any uptime-based rule.)
+    fn started_by(&self) -> Option<Instant> {
+        let id = self.identity()?;
+        let back = id
+            .uptime
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or_default();
+        Some(id.seen_at.checked_sub(back).unwrap_or(id.seen_at))
+    }
+
+    /// True when the node has been up for less than the maximum TTL at `now` (or its age is
+    /// unknown).
+    pub(crate) fn young(&self, now: Instant) -> bool {
+        self.started_by()
+            .is_none_or(|s| s + self.policy.max_ttl > now)
+    }
+
+    /// True once a handshake of this node has been read.
+    pub(crate) fn heard_from(&self) -> bool {
+        self.standing() != Standing::Unknown
+    }
+
+    /// True when this node's marker (current or stale) has been seen: the cluster has met
+    /// this library before.
+    pub(crate) fn marker_seen(&self) -> bool {
+        let t = self.lock_trust();
+        t.marker_present || matches!(t.marker, Marker::Holds(_))
+    }
+
+    /// Handles the reply to one handshake or health command; `Err` with the server's text when
+    /// the node cannot be used as configured.
     pub(crate) fn on_handshake_reply(
         &self,
         kind: Hs,
         reply: &Reply,
         now: Instant,
-    ) -> Result<(), String> {
+    ) -> Result<Action, String> {
         match (kind, reply) {
-            (Hs::Required, Reply::Error { text, .. }) => Err(text.clone()),
-            (Hs::Required, _) => Ok(()),
-            (Hs::Info, r) => {
-                self.observe_info(r, now);
-                Ok(())
+            (Hs::Required, Reply::Error { text, .. }) => return Err(text.clone()),
+            (Hs::Required, _) => {}
+            (Hs::Info, r) => self.observe_info(r, now),
+            (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
+            (Hs::MarkerProbe, r) => self.observe_probe(r),
+            (Hs::MarkerWrite, Reply::Ok) => self.lock_trust().marker_present = true,
+            (Hs::MarkerWrite, other) => log::warn!(
+                "node {} ({}): cannot write the quarantine marker: {}",
+                self.index,
+                self.addr,
+                other.describe()
+            ),
+            (Hs::Config, r) => self.observe_config(r),
+        }
+        Ok(Action::None)
+    }
+
+    /// Decides, from the handshake's `GET` of the marker, whether the node is trusted:
+    /// the marker holds its `run_id`: trusted; an earlier `run_id`, or a restart this manager
+    /// saw: quarantined from its start; none, where it had one: quarantined from now; none
+    /// otherwise: undecided (the cluster-wide rule in quorum/trust.rs decides).
+    fn observe_marker(&self, reply: &Reply, now: Instant) -> Action {
+        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+            // No INFO: restarts cannot be told. observe_info warned; trust it as before.
+            self.lock_trust().standing = Standing::Trusted;
+            return Action::None;
+        };
+        let marker = match reply {
+            Reply::Bulk(v) => Marker::Holds(String::from_utf8_lossy(v).into_owned()),
+            Reply::Nil => Marker::Missing,
+            other => {
+                log::warn!(
+                    "node {} ({}): cannot read the quarantine marker ({}); grants from it will \
+                     fail until the marker key is readable",
+                    self.index,
+                    self.addr,
+                    other.describe()
+                );
+                Marker::Unread
             }
-            (Hs::Config, r) => {
-                self.observe_config(r);
-                Ok(())
+        };
+        let started = self.started_by().unwrap_or(now);
+        let max_ttl = self.policy.max_ttl;
+        let mut t = self.lock_trust();
+        let was = t.standing;
+        let (standing, action) = match &marker {
+            Marker::Holds(m) if *m == run_id => {
+                t.marker_present = true;
+                (Standing::Trusted, Action::None)
+            }
+            _ if t.restarted => (
+                quarantined(started + max_ttl, QuarantineReason::RestartSeen),
+                Action::None,
+            ),
+            Marker::Holds(_) => (
+                quarantined(started + max_ttl, QuarantineReason::StaleMarker),
+                Action::None,
+            ),
+            // Reconnected to the same process, which had our marker: its keyspace was lost.
+            Marker::Missing if was == Standing::Trusted && t.marker_present => {
+                t.marker_present = false;
+                (
+                    quarantined(now + max_ttl, QuarantineReason::NoMarker),
+                    Action::None,
+                )
+            }
+            // Trusted, but our write of the marker never landed (the connection broke first):
+            // no grant of this node counted without it, so writing it now is safe.
+            Marker::Missing if was == Standing::Trusted => {
+                (Standing::Trusted, Action::WriteMarker(run_id.clone()))
+            }
+            // Still quarantined or undecided from before this reconnect.
+            Marker::Missing | Marker::Unread
+                if matches!(
+                    was,
+                    Standing::Quarantined { .. } | Standing::Undecided { .. }
+                ) =>
+            {
+                (was, Action::None)
+            }
+            Marker::Missing => (Standing::Undecided { since: now }, Action::None),
+            Marker::Unread => (Standing::Trusted, Action::None),
+        };
+        if let Standing::Quarantined { reason, .. } = standing
+            && was != standing
+        {
+            log::warn!(
+                "node {} ({}) in restart quarantine: {reason}",
+                self.index,
+                self.addr
+            );
+        }
+        t.standing = standing;
+        t.marker = marker;
+        action
+    }
+
+    /// A re-read marker: the node is trusted once it holds its `run_id` (another process
+    /// ended its quarantine and wrote it).
+    fn observe_probe(&self, reply: &Reply) {
+        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+            return;
+        };
+        let mut t = self.lock_trust();
+        if let Reply::Bulk(v) = reply
+            && v == run_id.as_bytes()
+        {
+            t.marker_present = true;
+            t.marker = Marker::Holds(run_id);
+            if t.standing != Standing::Trusted {
+                log::info!(
+                    "node {} ({}): marker written by another process; trusted",
+                    self.index,
+                    self.addr
+                );
+                t.standing = Standing::Trusted;
             }
         }
+    }
+
+    /// A grant script answered `NOMARKER`: a trusted node whose marker was known to be there
+    /// has lost its keyspace (a `FLUSHALL`, say) and is quarantined from now.
+    pub(crate) fn marker_lost(&self, now: Instant) {
+        let mut t = self.lock_trust();
+        if t.standing == Standing::Trusted && t.marker_present {
+            t.marker_present = false;
+            t.marker = Marker::Missing;
+            t.standing = quarantined(now + self.policy.max_ttl, QuarantineReason::NoMarker);
+            log::warn!(
+                "node {} ({}) lost its quarantine marker (its keyspace was flushed?): in restart \
+                 quarantine for the maximum TTL",
+                self.index,
+                self.addr
+            );
+        }
+    }
+
+    /// The cluster-wide rule decided: trusted. Returns the `run_id` to write as the marker.
+    pub(crate) fn make_trusted(&self) -> Option<String> {
+        let mut t = self.lock_trust();
+        t.standing = Standing::Trusted;
+        t.next_probe = None;
+        t.probe_wait = PROBE_MIN;
+        drop(t);
+        self.identity().map(|i| i.run_id)
+    }
+
+    /// The cluster-wide rule decided: quarantined until `until`.
+    pub(crate) fn make_quarantined(&self, until: Instant, reason: QuarantineReason) {
+        self.lock_trust().standing = quarantined(until, reason);
+    }
+
+    /// When this manager first saw the node's current `run_id`.
+    pub(crate) fn first_seen(&self) -> Option<Instant> {
+        self.lock_trust().first_seen
+    }
+
+    /// The instant a node that started at the latest possible moment leaves quarantine.
+    pub(crate) fn young_until(&self, now: Instant) -> Instant {
+        self.started_by().unwrap_or(now) + self.policy.max_ttl
+    }
+
+    /// The maximum TTL quarantine lasts.
+    pub(crate) fn max_ttl(&self) -> Duration {
+        self.policy.max_ttl
+    }
+
+    /// True when a quarantined node's marker should be read again now (with backoff: a
+    /// benign race, such as another process still writing a fresh cluster's markers, then
+    /// costs a fraction of a second rather than the maximum TTL).
+    pub(crate) fn probe_due(&self, now: Instant) -> bool {
+        let mut t = self.lock_trust();
+        if !matches!(t.standing, Standing::Quarantined { .. }) {
+            return false;
+        }
+        match t.next_probe {
+            Some(at) if at > now => false,
+            _ => {
+                t.next_probe = Some(now + t.probe_wait);
+                t.probe_wait = (t.probe_wait * 2).min(PROBE_MAX);
+                true
+            }
+        }
+    }
+
+    /// The command that re-reads the marker.
+    pub(crate) fn marker_probe_cmd() -> Vec<u8> {
+        let mut c = Vec::new();
+        resp::pack(&[b"GET", MARKER_KEY], &mut c);
+        c
+    }
+
+    /// The command that writes the marker.
+    pub(crate) fn marker_write_cmd(run_id: &str) -> Vec<u8> {
+        let mut c = Vec::new();
+        resp::pack(&[b"SET", MARKER_KEY, run_id.as_bytes()], &mut c);
+        c
     }
 
     /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
@@ -244,16 +559,24 @@ impl Node {
             return;
         };
         let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = id.as_ref()
-            && old.run_id != run_id
-        {
-            self.restarts.fetch_add(1, Ordering::Relaxed);
-            log::warn!(
-                "node {} ({}) restarted (new run_id; up for {uptime} s)",
-                self.index,
-                self.addr
-            );
+        let mut t = self.lock_trust();
+        t.restarted = false;
+        match id.as_ref() {
+            Some(old) if old.run_id != run_id => {
+                self.restarts.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "node {} ({}) restarted (new run_id; up for {uptime} s)",
+                    self.index,
+                    self.addr
+                );
+                t.restarted = true;
+                t.first_seen = Some(now);
+                t.marker_present = false;
+            }
+            Some(_) => {}
+            None => t.first_seen = Some(now),
         }
+        drop(t);
         *id = Some(Identity {
             run_id,
             uptime: Duration::from_secs(uptime),
@@ -385,21 +708,105 @@ mod tests {
         assert!(n.backoff(t0).is_none());
     }
 
+    fn info(id: &str, up: u64) -> Reply {
+        Reply::Bulk(format!("# Server\r\nrun_id:{id}\r\nuptime_in_seconds:{up}\r\n").into())
+    }
+
+    fn marker(m: Option<&str>) -> Reply {
+        m.map_or(Reply::Nil, |m| Reply::Bulk(m.as_bytes().to_vec()))
+    }
+
+    /// A handshake: INFO with this run_id and uptime, then the marker.
+    fn handshake(n: &Node, id: &str, up: u64, m: Option<&str>, now: Instant) -> Action {
+        n.on_handshake_reply(Hs::Info, &info(id, up), now).unwrap();
+        n.on_handshake_reply(Hs::Marker, &marker(m), now).unwrap()
+    }
+
+    fn node() -> Node {
+        Node::new(
+            0,
+            NodeAddr::parse("127.0.0.1:1").unwrap(),
+            None,
+            &[],
+            QuarantinePolicy {
+                enabled: true,
+                max_ttl: Duration::from_secs(60),
+            },
+        )
+    }
+
     #[test]
-    fn info_sets_the_identity_and_a_new_run_id_counts_a_restart() {
-        let n = Node::bare(0);
+    fn the_marker_decides_trust_and_a_new_run_id_counts_a_restart() {
         let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
-        let info = |id: &str, up: u64| {
-            Reply::Bulk(format!("# Server\r\nrun_id:{id}\r\nuptime_in_seconds:{up}\r\n").into())
-        };
-        n.on_handshake_reply(Hs::Info, &info("a", 5), t0).unwrap();
+        let n = node();
+        assert_eq!(n.standing(), Standing::Unknown);
+        // Its marker holds its run_id: trusted.
+        assert_eq!(handshake(&n, "a", 5, Some("a"), t0), Action::None);
         assert_eq!(n.identity().unwrap().run_id, "a");
+        assert!(n.trusted() && n.marker_seen());
         assert_eq!(n.restarts(), 0);
-        // Up 5 s with a 60 s maximum TTL: quarantined for 60 + 1 − 5 = 56 s.
-        assert_eq!(n.quarantine(t0), Some(Duration::from_secs(56)));
-        n.on_handshake_reply(Hs::Info, &info("b", 100), t0).unwrap();
+        // Reconnected, same process, marker gone: its keyspace was lost; quarantined from now.
+        handshake(&n, "a", 50, None, t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(60), QuarantineReason::NoMarker))
+        );
+        // A restart seen by this manager: quarantined from its start, up to 1 s rounded up:
+        // up 5 s with a 60 s maximum TTL, 60 + 1 − 5 = 56 s left.
+        handshake(&n, "b", 5, Some("a"), t0);
         assert_eq!(n.restarts(), 1);
-        assert_eq!(n.quarantine(t0), None);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(56), QuarantineReason::RestartSeen))
+        );
+        // Someone else ended the quarantine and wrote the marker: a probe sees it.
+        n.on_handshake_reply(Hs::MarkerProbe, &marker(Some("b")), t0)
+            .unwrap();
+        assert!(n.trusted());
+    }
+
+    #[test]
+    fn a_new_manager_tells_stale_missing_and_lost_markers() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        // An earlier run_id in the marker: restarted from disk.
+        let n = node();
+        handshake(&n, "b", 5, Some("a"), t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(56), QuarantineReason::StaleMarker))
+        );
+        // No marker at all: the cluster-wide rule decides.
+        let n = node();
+        handshake(&n, "c", 5, None, t0);
+        assert!(matches!(n.standing(), Standing::Undecided { .. }));
+        assert!(!n.marker_seen() && n.young(t0));
+        // A grant answered NOMARKER on a trusted node whose marker was there: lost.
+        let n = node();
+        handshake(&n, "d", 500, Some("d"), t0);
+        assert!(!n.young(t0));
+        n.marker_lost(t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(60), QuarantineReason::NoMarker))
+        );
+        // Trusted by the rule but our marker write never landed: no grant counted without
+        // it, so the next handshake writes it again instead of quarantining.
+        let n = node();
+        handshake(&n, "e", 5, None, t0);
+        assert_eq!(n.make_trusted().as_deref(), Some("e"));
+        assert_eq!(
+            handshake(&n, "e", 6, None, t0),
+            Action::WriteMarker("e".into())
+        );
+        assert!(n.trusted());
+        n.marker_lost(t0); // NOMARKER before the write landed: still trusted
+        assert!(n.trusted());
+    }
+
+    #[test]
+    fn handshake_errors() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
         let err = Reply::Error {
             code: "WRONGPASS".into(),
             text: "WRONGPASS invalid".into(),

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::conn::{self, Conn};
-use super::health::{ConnSettings, Hs, Node};
+use super::health::{Action, ConnSettings, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
 use crate::resp::{ReadError, Reply};
@@ -195,6 +195,8 @@ impl Call {
 enum Purpose {
     /// A handshake command of a new connection.
     Handshake(Hs),
+    /// A health command after the handshake (a marker read or write): for the node itself.
+    Health(Hs),
     /// A command: the call waiting for it (none if nobody waits), and the `EVAL` form to send
     /// if the node answers `NOSCRIPT` to an `EVALSHA`.
     Command {
@@ -433,6 +435,48 @@ impl Link {
         }
     }
 
+    /// Writes a health command (a marker probe or write) on the current connection, its reply
+    /// for the node itself. Nothing is sent without a connection: the next handshake reads
+    /// the marker anyway.
+    pub(crate) fn send_health(&self, cmd: &[u8], kind: Hs, now: Instant, settings: &ConnSettings) {
+        {
+            let mut st = self.lock();
+            self.push_health(&mut st, cmd, kind, false, now);
+        }
+        let mut wakes = Wakes::new();
+        self.flush(now, settings, &mut wakes);
+        wake_all(&mut wakes, 0);
+    }
+
+    /// Queues a health command; `first`: ahead of commands held behind the handshake (the
+    /// connection is still starting, so nothing but the handshake was written yet).
+    fn push_health(&self, st: &mut State, cmd: &[u8], kind: Hs, first: bool, now: Instant) {
+        let Some(conn) = st.conn.as_mut() else { return };
+        let sent = if first {
+            conn.send_first(cmd)
+        } else {
+            conn.send(cmd)
+        };
+        if sent.is_err() {
+            return; // the next read sees the broken connection
+        }
+        let entry = Entry {
+            purpose: Purpose::Health(kind),
+            sent_at: now,
+        };
+        if first {
+            // Right after the handshake's entries, before the held commands' ones.
+            let at = st
+                .pending
+                .iter()
+                .position(|e| !matches!(e.purpose, Purpose::Handshake(_)))
+                .unwrap_or(st.pending.len());
+            st.pending.insert(at, entry);
+        } else {
+            st.pending.push_back(entry);
+        }
+    }
+
     /// Reads, without waiting, whatever has arrived for the entries nobody is reading; a
     /// connection found closed (or sending what nobody asked for) is dropped.
     fn settle(&self, st: &mut State, now: Instant, settings: &ConnSettings, wakes: &mut Wakes) {
@@ -577,6 +621,9 @@ impl Link {
         loop {
             let conn = st.conn.as_mut()?;
             if st.pending.is_empty() {
+                // Nothing is owed: do not read until the socket says EAGAIN (a system call per
+                // readable connection for nothing). Anything that did arrive unasked is found
+                // by the idle probe, or by the next read while something is owed.
                 return None;
             }
             return Some(match conn.next_reply() {
@@ -609,12 +656,23 @@ impl Link {
             return self.fail_all(st, what, now, s, w);
         };
         match entry.purpose {
+            Purpose::Health(kind) => {
+                let _ = self.node.on_handshake_reply(kind, &reply, now);
+            }
             Purpose::Handshake(kind) => {
-                if let Err(text) = self.node.on_handshake_reply(kind, &reply, now) {
-                    // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
-                    // configured. The commands held behind the handshake were never sent.
-                    let what = NodeOutcome::ServerError(format!("handshake failed: {text}"));
-                    return self.fail_all(st, what, now, s, w);
+                match self.node.on_handshake_reply(kind, &reply, now) {
+                    Err(text) => {
+                        // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
+                        // configured. The commands held behind the handshake were never sent.
+                        let what = NodeOutcome::ServerError(format!("handshake failed: {text}"));
+                        return self.fail_all(st, what, now, s, w);
+                    }
+                    Ok(Action::WriteMarker(run_id)) => {
+                        // Ahead of what is held behind the handshake: those grants need it.
+                        let cmd = Node::marker_write_cmd(&run_id);
+                        self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
+                    }
+                    Ok(Action::None) => {}
                 }
                 let more = matches!(
                     st.pending.front(),
@@ -651,6 +709,11 @@ impl Link {
                     return;
                 }
                 self.node.record_success();
+                if reply.is_error_code("NOMARKER") {
+                    // A grant script found the quarantine marker gone: seen here, whether or
+                    // not its caller still waits, so that the loss counts from now.
+                    self.node.marker_lost(now);
+                }
                 if let Some(c) = call {
                     let latency = now.saturating_duration_since(entry.sent_at);
                     if c.fill(self.node.index, Slot::Reply { reply, latency }) {

@@ -9,19 +9,21 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::metrics::Registry;
 use crate::mux;
 use crate::node::link::{self, Wakes};
-use crate::node::{Call, ConnSettings, Link, Node, Slot};
+use crate::node::{Call, ConnSettings, Link, Node, Slot, Standing};
 use crate::resp::Reply;
 use crate::timing::Clock;
 
 mod care;
 #[cfg(test)]
 mod tests;
+mod trust;
 mod wait;
 
 use wait::Wait;
@@ -46,9 +48,10 @@ pub(crate) struct Request<'a> {
     pub cmd: Cmd<'a>,
     /// The `EVAL` form of an `EVALSHA` command, sent to a node that answers `NOSCRIPT`.
     pub fallback: Option<&'a [u8]>,
-    /// The request grants something (a lock): a node in restart quarantine is not asked, and
-    /// a success from a node found quarantined during the round does not count (see
-    /// [`Round::untrusted`]).
+    /// The request grants something (a lock): a node in restart quarantine is not asked, a
+    /// success counts only from a trusted node (see [`Round::untrusted`]), a `NOMARKER` reply
+    /// means the node lost its keyspace, and while the cluster-wide trust rule is still open
+    /// the round waits for every node (see trust.rs).
     pub grants: bool,
 }
 
@@ -114,12 +117,21 @@ pub(crate) struct Cluster {
     settings: ConnSettings,
     clock: Arc<dyn Clock>,
     quorum: usize,
+    /// Restart quarantine is on.
+    policy_enabled: bool,
+    /// See [`Cluster::trust_epoch`].
+    trust_epoch: AtomicU64,
     /// The manager's counters: rounds update the per-node ones.
     pub(crate) metrics: Registry,
 }
 
 impl Cluster {
-    pub(crate) fn new(nodes: Vec<Node>, settings: ConnSettings, clock: Arc<dyn Clock>) -> Cluster {
+    pub(crate) fn new(
+        nodes: Vec<Node>,
+        settings: ConnSettings,
+        clock: Arc<dyn Clock>,
+        quarantine: bool,
+    ) -> Cluster {
         let now = clock.now();
         let n = nodes.len();
         Cluster {
@@ -127,6 +139,8 @@ impl Cluster {
             settings,
             clock,
             quorum: quorum(n),
+            policy_enabled: quarantine,
+            trust_epoch: AtomicU64::new(0),
             metrics: Registry::new(n),
         }
     }
@@ -167,6 +181,9 @@ impl Cluster {
         let internal = |e: std::io::Error| Error::Internal(format!("poll(2) failed: {e}"));
         let call = Call::new(self.links.len()).map_err(internal)?;
         let start = self.now();
+        if req.grants {
+            self.decide_trust(start);
+        }
         self.probe_idle(start);
         let wakes = RefCell::new(Wakes::new());
         let mut waits = self.submit(&call, req, limits, start, &wakes);
@@ -186,8 +203,13 @@ impl Cluster {
                 }
                 self.count(slots, req.grants, judge)
             });
+            let until = if req.grants && self.trust_open() {
+                Until::All
+            } else {
+                limits.until
+            };
             waiting == 0
-                || match limits.until {
+                || match until {
                     Until::Quorum => ok >= q || ok + waiting < q,
                     Until::All => false,
                 }
@@ -200,6 +222,11 @@ impl Cluster {
             }
         }
         r.map_err(internal)?;
+        if req.grants {
+            // What this round's handshakes revealed may decide undecided nodes: decide before
+            // reading the outcomes, so that they say why a node did not count.
+            self.decide_trust(self.now());
+        }
         Ok(self.finish(start, slots, req.grants, judge))
     }
 
@@ -243,13 +270,16 @@ impl Cluster {
                 Cmd::Same(b) => Some(b),
                 Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
             };
-            let quarantined = if req.grants {
-                link.node.quarantine(start)
-            } else {
-                None
+            let quarantined = match link.node.standing() {
+                Standing::Quarantined { until, reason } if req.grants => {
+                    Some((until.saturating_duration_since(start), reason))
+                }
+                _ => None,
             };
             let sent = match (quarantined, cmd) {
-                (Some(remaining), _) => Err(NodeOutcome::Quarantined { remaining }),
+                (Some((remaining, reason)), _) => {
+                    Err(NodeOutcome::Quarantined { remaining, reason })
+                }
                 (None, None) => Err(NodeOutcome::Rejected),
                 (None, Some(cmd)) => link
                     .submit(
@@ -290,7 +320,7 @@ impl Cluster {
                 Slot::Waiting => waiting += 1,
                 Slot::Reply { reply, .. }
                     if judge(i, reply).is_success()
-                        && (!grants || self.links[i].node.quarantine(self.now()).is_none()) =>
+                        && (!grants || self.links[i].node.trusted()) =>
                 {
                     ok += 1;
                 }
@@ -315,14 +345,11 @@ impl Cluster {
                 Slot::Waiting => (NodeOutcome::Pending, None, None),
                 Slot::Failed(o) => (o, None, None),
                 Slot::Reply { reply, latency } => {
-                    let mut o = judge(i, &reply);
-                    if grants
-                        && o.is_success()
-                        && let Some(remaining) = self.links[i].node.quarantine(now)
-                    {
-                        o = NodeOutcome::Quarantined { remaining };
-                        round.untrusted[i] = true;
-                    }
+                    let o = if grants {
+                        self.trusted_outcome(i, &reply, judge, now, &mut round.untrusted[i])
+                    } else {
+                        judge(i, &reply)
+                    };
                     (o, Some(reply), Some(latency))
                 }
             };
@@ -331,6 +358,32 @@ impl Cluster {
             round.replies.push(reply);
         }
         round
+    }
+
+    /// What a reply to a grant request means, with restart quarantine: `NOMARKER` is a node
+    /// that lost its keyspace (or was never marked); a success from a node that is not trusted
+    /// does not count, and is flagged in `untrusted` to be undone.
+    fn trusted_outcome(
+        &self,
+        i: usize,
+        reply: &Reply,
+        judge: Judge<'_>,
+        now: Instant,
+        untrusted: &mut bool,
+    ) -> NodeOutcome {
+        let node = &self.links[i].node;
+        // NOMARKER: the link told the node already (node/link.rs).
+        if !reply.is_error_code("NOMARKER") {
+            let o = judge(i, reply);
+            if !o.is_success() || node.trusted() {
+                return o;
+            }
+            *untrusted = true;
+        }
+        let (remaining, reason) = node
+            .quarantine(now)
+            .unwrap_or((Duration::ZERO, crate::error::QuarantineReason::Undecided));
+        NodeOutcome::Quarantined { remaining, reason }
     }
 
     /// Writes `cmd` to the nodes `to` selects, without waiting for the replies (they are read

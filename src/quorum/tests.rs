@@ -45,6 +45,8 @@ fn pairs_with(n: usize, settings: ConnSettings) -> (Cluster, Vec<UnixStream>) {
         settings,
         clock,
         quorum: quorum(n),
+        policy_enabled: false,
+        trust_epoch: AtomicU64::new(0),
         metrics: Registry::new(n),
     };
     (cluster, peers)
@@ -522,6 +524,8 @@ fn a_command_held_behind_a_handshake_is_written_even_after_the_caller_left() {
         settings: settings(),
         clock,
         quorum: 2,
+        policy_enabled: false,
+        trust_epoch: AtomicU64::new(0),
         metrics: Registry::new(3),
     };
     let r = cluster

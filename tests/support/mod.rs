@@ -204,6 +204,46 @@ impl RedisServer {
             .query(&mut self.client())
             .expect("DBSIZE")
     }
+
+    /// How many keys the node holds besides restart quarantine's marker.
+    pub fn lock_keys(&self) -> i64 {
+        let marker: i64 = redis::cmd("EXISTS")
+            .arg(redlock::MARKER_KEY)
+            .query(&mut self.client())
+            .expect("EXISTS");
+        self.dbsize() - marker
+    }
+
+    /// The server's `run_id`.
+    pub fn run_id(&self) -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut self.client())
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .expect("run_id in INFO")
+            .trim()
+            .to_string()
+    }
+
+    /// Writes restart quarantine's marker as a manager that trusts this node would: the node
+    /// looks as if the cluster had been in use.
+    pub fn mark(&self) {
+        redis::cmd("SET")
+            .arg(redlock::MARKER_KEY)
+            .arg(self.run_id())
+            .exec(&mut self.client())
+            .expect("SET marker");
+    }
+
+    /// The marker's value, if any.
+    pub fn marker(&self) -> Option<String> {
+        redis::cmd("GET")
+            .arg(redlock::MARKER_KEY)
+            .query(&mut self.client())
+            .expect("GET marker")
+    }
 }
 
 impl Drop for RedisServer {
@@ -276,6 +316,13 @@ impl Cluster {
         let handles: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
         Cluster {
             servers: handles.into_iter().map(|h| h.join().unwrap()).collect(),
+        }
+    }
+
+    /// [`RedisServer::mark`] on every node.
+    pub fn mark(&self) {
+        for s in &self.servers {
+            s.mark();
         }
     }
 
@@ -361,15 +408,14 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A configuration for nodes a test (or demo) has just started: they hold no keys, so restart
-/// quarantine (which keeps a node out until its uptime passes the maximum TTL, a minute by
-/// default) would only keep them out for nothing.
-pub fn fresh<I, S>(nodes: I) -> redlock::Config
+/// The default configuration for these nodes: restart quarantine on, as for every user (a
+/// cluster the tests have just started is brand-new, so it is trusted at once).
+pub fn config<I, S>(nodes: I) -> redlock::Config
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
 {
-    redlock::Config::new(nodes).restart_quarantine(false)
+    redlock::Config::new(nodes)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine, so timestamps

@@ -51,8 +51,7 @@ fn demo() -> Result<(), String> {
     let cluster = LocalNodes::start(3)?;
     let nodes = cluster.urls().join(",");
     println!("nodes: {nodes}\n");
-    // The nodes were just started empty: restart quarantine would keep them out a minute.
-    let common = ["--nodes", &nodes, "--no-quarantine"];
+    let common = ["--nodes", &nodes];
     let redlock = |args: &[&str]| {
         let mut c = Command::new(&me);
         c.args(args).args(common);

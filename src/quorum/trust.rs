@@ -1,0 +1,146 @@
+//! Restart quarantine's cluster-wide rule: which nodes' grants count.
+//!
+//! A node is trusted only when it cannot have lost a lock key that some holder still relies
+//! on. What the client can check is a marker: the key `redlock-marker`, which holds the node's
+//! `run_id` as of the time it was written, and which is written only while the node is
+//! trusted. Each node's handshake reads its `run_id` and its marker (node/health.rs):
+//!
+//! * the marker holds the current `run_id`: trusted (its keyspace survived since then);
+//! * the marker holds an earlier `run_id`, or this manager saw the `run_id` change: it
+//!   restarted, possibly without its latest writes; quarantined until a maximum TTL after its
+//!   start;
+//! * no marker, where this manager had seen one: its keyspace was lost without a restart
+//!   (`FLUSHALL`); quarantined until a maximum TTL after the loss was seen;
+//! * no marker otherwise: undecided, and this rule decides, once it can:
+//!   - some node has a marker (current or stale): the cluster has met this library before, so
+//!     the node lost its keyspace: quarantined until a maximum TTL after it was first seen;
+//!   - no node has one, and every configured node has answered: if every node is younger than
+//!     the maximum TTL, a brand-new cluster: all trusted at once; otherwise a long-running
+//!     cluster meeting this library for the first time: the old nodes are trusted, the young
+//!     ones wait until a maximum TTL after their start;
+//!   - otherwise it waits for the others (grant rounds wait for every node meanwhile), but no
+//!     longer than a maximum TTL after it first saw the node: a node held that long is safe
+//!     whatever it lost, so a fresh cluster with a node down works after that, as before.
+//!
+//! A node that leaves quarantine, or is trusted by this rule, gets its marker written (with
+//! the `run_id` of the handshake that decided, so a restart in between leaves a stale marker,
+//! never a false one). Quarantined nodes have their marker re-read with backoff, so that a
+//! benign race (a second process arriving while the first writes a fresh cluster's markers)
+//! costs a fraction of a second, not the maximum TTL. Grant scripts check that the marker
+//! exists atomically with the grant, so a trusted node that loses its keyspace stops granting
+//! at once, for every manager.
+//!
+//! The one case this cannot tell apart: every node losing its data at the same moment looks
+//! like a brand-new cluster.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::Cluster;
+use crate::error::QuarantineReason;
+use crate::node::health::Hs;
+use crate::node::{Node, Standing};
+
+impl Cluster {
+    /// True while the cluster-wide rule may still trust undecided nodes: no node has shown a
+    /// marker, and some node is undecided or not heard from. Grant rounds then wait for every
+    /// node, so that the rule can decide right after them.
+    pub(super) fn trust_open(&self) -> bool {
+        self.policy_enabled
+            && !self.nodes().any(Node::marker_seen)
+            && self
+                .nodes()
+                .any(|n| matches!(n.standing(), Standing::Unknown | Standing::Undecided { .. }))
+    }
+
+    /// Applies the rule at `now`: ends quarantines that are over, decides undecided nodes when
+    /// it can, writes the markers of newly trusted nodes and re-reads those of quarantined
+    /// ones. Bumps the trust epoch when a node became trusted.
+    pub(super) fn decide_trust(&self, now: Instant) {
+        if !self.policy_enabled {
+            return;
+        }
+        let mut trusted: Vec<usize> = Vec::new();
+        for (i, n) in self.nodes().enumerate() {
+            if let Standing::Quarantined { until, .. } = n.standing()
+                && until <= now
+            {
+                trusted.push(i);
+            }
+        }
+        self.decide_undecided(now, &mut trusted);
+        for &i in &trusted {
+            let link = &self.links[i];
+            if let Some(run_id) = link.node.make_trusted() {
+                log::info!(
+                    "node {} ({}) trusted; writing its marker",
+                    link.node.index,
+                    link.node.addr
+                );
+                let cmd = Node::marker_write_cmd(&run_id);
+                link.send_health(&cmd, Hs::MarkerWrite, now, &self.settings);
+            }
+        }
+        if !trusted.is_empty() {
+            self.trust_epoch.fetch_add(1, Ordering::Release);
+        }
+        for link in self.links.iter() {
+            if link.node.probe_due(now) {
+                let cmd = Node::marker_probe_cmd();
+                link.send_health(&cmd, Hs::MarkerProbe, now, &self.settings);
+            }
+        }
+    }
+
+    fn decide_undecided(&self, now: Instant, trusted: &mut Vec<usize>) {
+        let undecided: Vec<(usize, Instant)> = self
+            .nodes()
+            .enumerate()
+            .filter_map(|(i, n)| match n.standing() {
+                Standing::Undecided { since } => Some((i, since)),
+                _ => None,
+            })
+            .collect();
+        if undecided.is_empty() {
+            return;
+        }
+        if self.nodes().any(Node::marker_seen) {
+            // The cluster has met this library before: these nodes lost their keyspace.
+            for (i, since) in undecided {
+                let n = &self.links[i].node;
+                let seen = n.first_seen().unwrap_or(since).min(since);
+                n.make_quarantined(seen + n.max_ttl(), QuarantineReason::NoMarker);
+            }
+            return;
+        }
+        if !self.nodes().all(Node::heard_from) {
+            // Every configured node must answer before a cluster counts as brand-new. Until
+            // then an undecided node is held like one that lost its data when first seen: it
+            // is trusted once a maximum TTL has passed since, whatever the others say.
+            for (i, since) in undecided {
+                if since + self.links[i].node.max_ttl() <= now {
+                    trusted.push(i);
+                }
+            }
+            return;
+        }
+        let brand_new = self.nodes().all(|n| n.young(now));
+        for (i, _) in undecided {
+            let n = &self.links[i].node;
+            if brand_new || !n.young(now) {
+                trusted.push(i);
+            } else {
+                n.make_quarantined(n.young_until(now), QuarantineReason::Young);
+            }
+        }
+        if brand_new {
+            log::info!("a brand-new cluster (no node has a marker, all are young): trusted");
+        }
+    }
+
+    /// Bumped whenever a node becomes trusted: an acquisition that failed while it happened
+    /// may retry at once.
+    pub(crate) fn trust_epoch(&self) -> u64 {
+        self.trust_epoch.load(Ordering::Acquire)
+    }
+}
