@@ -16,7 +16,7 @@ import (
 func TestAcquireOptionsCached(t *testing.T) {
 	t.Parallel()
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestFixedOptsIndex(t *testing.T) {
 // Wait duration beyond maxWaitOpts costs), against finding them in the cache. No network.
 func BenchmarkAcquireOpts(b *testing.B) {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := New(nodes, WithRestartQuarantine(false))
+	m, err := New(nodes)
 	if err != nil {
 		b.Fatal(err)
 	}

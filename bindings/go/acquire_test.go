@@ -333,7 +333,7 @@ func TestAcquireBadOptions(t *testing.T) {
 // succeeds, is not acquired, or finds the manager closed. Run under -race.
 func TestAcquireConcurrentSharedOptions(t *testing.T) {
 	t.Parallel()
-	m, err := redlock.New(sharedNodes, testTimeouts, freshNodes, redlock.WithRetry(1, 5*time.Millisecond))
+	m, err := redlock.New(sharedNodes, testTimeouts, redlock.WithRetry(1, 5*time.Millisecond))
 	wantNoErr(t, "New", err)
 	defer m.Close()
 	res := uniq(t)

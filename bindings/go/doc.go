@@ -49,16 +49,19 @@
 //
 // # Restart quarantine
 //
-// A Redis node that does not persist every write comes back empty after a crash, and could
-// then grant a lock another client still holds. So by default a Manager reads each node's
-// uptime on every connection, and a node up for less than the manager's maximum TTL (60 s,
-// DefaultMaxTTL, unless set with WithMaxTTL; lock TTLs may not exceed it) does not count
-// toward a quorum until then: its outcome is NodeQuarantined, and with too many such nodes
-// acquisitions fail with ErrUnavailable ("… in restart quarantine for another 53.8 s …").
-// Manager.NodeStates tells which nodes are quarantined and for how long. In particular, nodes
-// that were just started do not count for about a minute. WithRestartQuarantine(false) turns
-// it off: only for nodes that persist every write (appendfsync always) or that were just
-// started empty, as in tests.
+// A Redis node that does not persist every write comes back empty after a crash (and a
+// FLUSHALL empties a running one): it could then grant a lock another client still holds. So,
+// by default, such a node does not count toward a quorum for the manager's maximum TTL (60 s,
+// DefaultMaxTTL, unless set with WithMaxTTL; lock TTLs may not exceed it), by when every lock
+// key it lost has expired. The manager tells which nodes lost something from a marker each
+// node holds (the key "redlock-marker", with the node's run_id, written only while the node
+// is trusted): a brand-new cluster, where no node has a marker yet, is trusted at once, so
+// the first lock on freshly started servers succeeds. A node that restarted or lost its
+// keyspace is quarantined: its outcome is NodeQuarantined, and with too many such nodes
+// acquisitions fail with ErrUnavailable ("… in restart quarantine for another 57.3 s (no
+// marker: it restarted empty or its data was flushed) …"). Manager.NodeStates tells which
+// nodes are quarantined, for how long and why (QuarantineReason). WithRestartQuarantine(false)
+// turns it off: only for nodes that persist every write (appendfsync always).
 //
 // # Metrics
 //

@@ -22,8 +22,8 @@ const (
 	// StatusNotHeld: Unlock or Extend could not confirm ownership on a quorum: the lock
 	// expired, was already unlocked, or was taken over.
 	StatusNotHeld Status = C.REDLOCK_STATUS_NOT_HELD
-	// StatusUnavailable: too many nodes failed (timeouts, refused connections, errors) for a
-	// quorum to be possible.
+	// StatusUnavailable: too many nodes failed (timeouts, refused connections, errors) or are
+	// in restart quarantine for a quorum to be possible.
 	StatusUnavailable Status = C.REDLOCK_STATUS_UNAVAILABLE
 	// StatusInvalidArgument: bad input (a malformed URL, a TTL out of range, an empty
 	// resource, …). Nothing was sent to any node.

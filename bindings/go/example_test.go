@@ -14,18 +14,15 @@ import (
 // the test suite's TestMain sets to the servers it starts; in a program they would come from
 // its configuration, e.g. "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379".
 //
-// Those servers were started moments before, empty, so the examples turn restart quarantine
-// off (WithRestartQuarantine(false)): with it on, as it is by default, nodes up for less than
-// the maximum TTL (a minute by default) do not count toward a quorum. Leave it on for real
-// nodes that do not persist every write.
+// Restart quarantine is on, as it is by default: those servers were started moments before,
+// empty, and a brand-new cluster is trusted at once.
 
 // Acquire, extend and release a lock, and match errors with errors.Is.
 func Example() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(3, 200*time.Millisecond),
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // only because these nodes were just started empty
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println("New:", err)
 		return
@@ -102,8 +99,7 @@ func ExampleManager_Lock_invalidTTL() {
 // TryLock makes a single attempt: it fails at once while someone else holds the lock.
 func ExampleManager_TryLock() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -130,8 +126,7 @@ func ExampleManager_LockWait() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(0, 20*time.Millisecond), // LockWait uses the delay, not the count
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -168,8 +163,7 @@ func ExampleManager_Acquire() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes,
 		redlock.WithRetry(3, 20*time.Millisecond), // Wait uses the delay, not the count
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -209,8 +203,7 @@ func ExampleManager_Acquire() {
 // Validity tells how long the lock may still be relied on; Extend pushes it back.
 func ExampleLock_Extend() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -240,8 +233,7 @@ func ExampleLock_Extend() {
 // NodeOutcomes reports what each node did during the acquisition.
 func ExampleLock_NodeOutcomes() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -267,49 +259,52 @@ func ExampleLock_NodeOutcomes() {
 	// quorum reached: true
 }
 
-// Restart quarantine (on by default): a node that restarted less than the maximum TTL ago may
-// have lost the keys it held, so it does not count toward a quorum until then. Here the nodes
-// are younger than the 10-minute maximum TTL, so none counts: the acquisition is unavailable,
-// and NodeStates says for how long.
+// Restart quarantine (on by default) keeps a node that may have lost the keys it held (it
+// restarted, or its keyspace was flushed) out of the quorum for the maximum TTL, and
+// NodeStates tells which nodes are out, for how long and why. These nodes have kept their
+// keyspace since a manager first trusted them (their markers are current), so every one
+// counts. Before its first acquisition a manager has heard from no node, and reports none
+// quarantined.
 func ExampleManager_NodeStates() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes,
-		redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithMaxTTL(10*time.Minute)) // quarantine is on by default
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer m.Close()
 
-	_, err = m.TryLock("example:quarantine", 5*time.Second)
-	fmt.Println("unavailable:", errors.Is(err, redlock.ErrUnavailable),
-		"| because of the quarantine:", strings.Contains(err.Error(), "in restart quarantine"))
+	l, err := m.TryLock("example:quarantine", 5*time.Second)
+	if err != nil {
+		fmt.Println(err) // with too many nodes quarantined: "unavailable: … in restart quarantine …"
+		return
+	}
+	defer l.Free()
+	defer l.Unlock()
 
 	states, err := m.NodeStates()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	quarantined := 0
 	for _, s := range states {
-		if s.Quarantined && s.Remaining > 9*time.Minute {
-			quarantined++
+		if s.Quarantined {
+			fmt.Printf("node %d: quarantined for another %v (%v)\n", s.Index, s.Remaining, s.Reason)
+		} else {
+			fmt.Printf("node %d: counts (quarantine reason: %v)\n", s.Index, s.Reason)
 		}
 	}
-	// A node that had not answered when the attempt was decided may not be known yet.
-	fmt.Println("a quorum of nodes quarantined for 9+ minutes:", quarantined >= m.Quorum())
 	// Output:
-	// unavailable: true | because of the quarantine: true
-	// a quorum of nodes quarantined for 9+ minutes: true
+	// node 0: counts (quarantine reason: none)
+	// node 1: counts (quarantine reason: none)
+	// node 2: counts (quarantine reason: none)
 }
 
 // Metrics gives the manager's counters and histograms in the Prometheus text format, to serve
 // on a /metrics endpoint (for example from an http.HandlerFunc).
 func ExampleManager_Metrics() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -370,8 +365,7 @@ func ExampleError() {
 // Here a bound of two renewals makes it end on purpose.
 func ExampleLock_AutoRenew() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -406,8 +400,7 @@ func ExampleLock_AutoRenew() {
 // when it cannot, and LostReason says why. Here a hold bound of 400 ms ends it on purpose.
 func ExampleAutoRenew() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -445,8 +438,7 @@ func ExampleAutoRenew() {
 // holder that was paused past its validity cannot overwrite its successor's work.
 func ExampleFenced() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
-		redlock.WithRestartQuarantine(false)) // nodes just started empty
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -260,7 +260,7 @@ func takeFencedGrants(m *redlock.Manager, res, who string, goroutines, n int) ([
 // "grant WHO TOKEN T1 T2" line per grant, any "error …" lines, and "done".
 func childFenceGrants() int {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, testTimeouts, freshNodes, redlock.WithRetry(0, 5*time.Millisecond))
+	m, err := redlock.New(nodes, testTimeouts, redlock.WithRetry(0, 5*time.Millisecond))
 	if err != nil {
 		return childFail("New: %v", err)
 	}
@@ -391,7 +391,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 func childPauseHolder() int {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 100*time.Millisecond),
-		freshNodes, redlock.WithRetry(10, 20*time.Millisecond))
+		redlock.WithRetry(10, 20*time.Millisecond))
 	if err != nil {
 		return childFail("New: %v", err)
 	}

@@ -71,7 +71,7 @@ func TestFinalizersFree(t *testing.T) {
 	beforeM, beforeL := managersFreed.Load(), locksFreed.Load()
 	func() {
 		for i := 0; i < n; i++ {
-			m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+			m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestFinalizersFree(t *testing.T) {
 // The callback handles of auto-renewed locks are released by Free and by the finalizer.
 func TestRenewHandlesReleased(t *testing.T) {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestRenewHandlesReleased(t *testing.T) {
 // ErrNotHeld. Not parallel: the counters are package-wide.)
 func TestAutoRenewOptionFailureReleases(t *testing.T) {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestAutoRenewOptionFailureReleases(t *testing.T) {
 // ended (here by Unlock) is finalized like any other, and its handle released.
 func TestOnLostLockCollectable(t *testing.T) {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond), WithRestartQuarantine(false))
+	m, err := New(nodes, WithTimeouts(time.Second, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

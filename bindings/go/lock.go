@@ -36,8 +36,9 @@ const (
 	NodeServerError NodeOutcome = C.REDLOCK_NODE_SERVER_ERROR
 	// NodeProtocol: the node's answer was not valid RESP or not the expected reply.
 	NodeProtocol NodeOutcome = C.REDLOCK_NODE_PROTOCOL
-	// NodeQuarantined: not counted, because the node restarted less than the maximum TTL ago
-	// (restart quarantine, see WithRestartQuarantine); a grant it made was released.
+	// NodeQuarantined: not counted, because the node may have lost lock keys (it restarted,
+	// or its keyspace was flushed) less than the maximum TTL ago: restart quarantine, see
+	// WithRestartQuarantine; Manager.NodeStates says why. A grant it made was released.
 	NodeQuarantined NodeOutcome = C.REDLOCK_NODE_QUARANTINED
 )
 

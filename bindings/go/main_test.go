@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	redlock "github.com/redlock-quorum/redlock/bindings/go"
 )
 
 // sharedNodes are the URLs of the three servers started by TestMain, for tests that do not
@@ -74,7 +76,42 @@ func runTests(m *testing.M) int {
 		sharedNodes = append(sharedNodes, s.url())
 	}
 	os.Setenv("REDLOCK_NODES", strings.Join(sharedNodes, ","))
+	if err := firstLock(sharedNodes); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: the first lock on the shared servers:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// firstLock takes and releases a lock on a brand-new cluster with the default restart
+// quarantine, which trusts the nodes at once and writes their markers, and waits until every
+// node has its marker. TestMain does it on the shared servers before any test runs, so that
+// every manager the tests and examples make finds them marked, as on a cluster in use: no
+// test then depends on whether its manager or another test's was the first to contact them.
+// (The quarantine tests start clusters of their own to see a first contact.)
+func firstLock(nodes []string) error {
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	l, err := m.TryLock("TestMain:first-lock", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer l.Free()
+	if err := l.Unlock(); err != nil {
+		return err
+	}
+	for _, u := range nodes {
+		if !eventually(10*time.Second, func() bool {
+			v, err := respDo(addrOf(u), "EXISTS", markerKey)
+			return err == nil && v == int64(1)
+		}) {
+			return fmt.Errorf("%s has no %s after the first lock", u, markerKey)
+		}
+	}
+	return nil
 }
 
 // testRoot is the temporary directory under which every server gets a directory of its own.
@@ -82,10 +119,11 @@ var testRoot string
 
 // redisServer is one redis-server process.
 type redisServer struct {
-	port int
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{} // closed when the process has exited and been reaped
+	port  int
+	extra []string // arguments after the defaults (e.g. persistence), kept across restarts
+	cmd   *exec.Cmd
+	dir   string
+	done  chan struct{} // closed when the process has exited and been reaped
 }
 
 func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -116,9 +154,10 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startServer starts one redis-server on a free loopback port, with persistence off, and
+// startServer starts one redis-server on a free loopback port, with persistence off unless
+// extra says otherwise (its arguments come after the defaults, so they override them), and
 // waits (at most 10 s per attempt, 5 attempts) until it answers PING.
-func startServer() (*redisServer, error) {
+func startServer(extra ...string) (*redisServer, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -129,7 +168,7 @@ func startServer() (*redisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &redisServer{port: port, dir: dir}
+		s := &redisServer{port: port, extra: extra, dir: dir}
 		if err := s.launch(); err != nil {
 			lastErr = fmt.Errorf("attempt %d on port %d: %v", attempt+1, port, err)
 			continue
@@ -139,12 +178,12 @@ func startServer() (*redisServer, error) {
 	return nil, lastErr
 }
 
-// launch starts redis-server on s.port in s.dir, with persistence off, and waits (at most
-// 10 s) until it answers PING; on failure the process is killed and the error names the
-// end of its log.
+// launch starts redis-server on s.port in s.dir, with persistence off (unless s.extra turns it
+// on), and waits (at most 10 s) until it answers PING; on failure the process is killed and
+// the error names the end of its log.
 func (s *redisServer) launch() error {
 	logFile := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command("redis-server",
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -152,7 +191,8 @@ func (s *redisServer) launch() error {
 		"--dir", s.dir,
 		"--logfile", logFile,
 		"--daemonize", "no",
-	)
+	}
+	cmd := exec.Command("redis-server", append(args, s.extra...)...)
 	cmd.Dir = s.dir
 	if err := startProcess(cmd); err != nil {
 		return fmt.Errorf("redis-server: %w", err)
@@ -172,8 +212,9 @@ func (s *redisServer) launch() error {
 }
 
 // restart kills the server (SIGKILL: no shutdown, and with persistence off it comes back
-// empty) and starts it again on the same port, like a crashed node brought back. Not safe to
-// call concurrently with kill.
+// empty) and starts it again on the same port, in the same directory and with the same
+// arguments (a node with an AOF reloads it), like a crashed node brought back, with a new
+// run_id. Not safe to call concurrently with kill.
 func (s *redisServer) restart(t testing.TB) {
 	t.Helper()
 	s.kill()
@@ -213,10 +254,10 @@ func waitReady(s *redisServer, limit time.Duration) error {
 	}
 }
 
-func startServers(n int) ([]*redisServer, error) {
+func startServers(n int, extra ...string) ([]*redisServer, error) {
 	var servers []*redisServer
 	for i := 0; i < n; i++ {
-		s, err := startServer()
+		s, err := startServer(extra...)
 		if err != nil {
 			return servers, err
 		}
@@ -226,10 +267,10 @@ func startServers(n int) ([]*redisServer, error) {
 }
 
 // startCluster starts n servers of the test's own (for tests that kill nodes), killed when
-// the test ends.
-func startCluster(t *testing.T, n int) []*redisServer {
+// the test ends; extra are more redis-server arguments for each (see startServer).
+func startCluster(t *testing.T, n int, extra ...string) []*redisServer {
 	t.Helper()
-	servers, err := startServers(n)
+	servers, err := startServers(n, extra...)
 	t.Cleanup(func() {
 		for _, s := range servers {
 			s.kill()
@@ -383,6 +424,46 @@ func pttl(t testing.TB, node, resource string) int64 {
 		t.Fatalf("PTTL on %s: unexpected reply %#v", node, v)
 	}
 	return n
+}
+
+// markerKey is the key in which restart quarantine keeps a node's marker: the node's run_id as
+// of the time a manager that trusted the node wrote it.
+const markerKey = "redlock-marker"
+
+// runID returns the server's run_id (INFO server): a new one on every start.
+func (s *redisServer) runID(t testing.TB) string {
+	t.Helper()
+	v, err := respDo(s.addr(), "INFO", "server")
+	if err != nil {
+		t.Fatalf("INFO server on %s: %v", s.addr(), err)
+	}
+	info, _ := v.(string)
+	for _, line := range strings.Split(info, "\r\n") {
+		if id, ok := strings.CutPrefix(line, "run_id:"); ok && id != "" {
+			return id
+		}
+	}
+	t.Fatalf("INFO server on %s: no run_id in %q", s.addr(), info)
+	return ""
+}
+
+// marker returns the server's restart-quarantine marker, and whether it has one.
+func (s *redisServer) marker(t testing.TB) (string, bool) {
+	t.Helper()
+	v, err := respDo(s.addr(), "GET", markerKey)
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", markerKey, s.addr(), err)
+	}
+	m, ok := v.(string)
+	return m, ok
+}
+
+// flushAll empties the server's keyspace (FLUSHALL), marker included, without a restart.
+func (s *redisServer) flushAll(t testing.TB) {
+	t.Helper()
+	if v, err := respDo(s.addr(), "FLUSHALL"); err != nil || v != "OK" {
+		t.Fatalf("FLUSHALL on %s: %v, %v", s.addr(), v, err)
+	}
 }
 
 // eventually polls cond every 10 ms until it holds or limit passes; it reports whether it

@@ -23,8 +23,9 @@ const (
 	// (DefaultMaxTTL unless set with WithMaxTTL).
 	MaxTTL = math.MaxUint32 * time.Millisecond
 	// DefaultMaxTTL is a manager's maximum TTL unless WithMaxTTL sets another: the longest
-	// TTL its locks may have (hold locks longer with auto-renewal), and how long a restarted
-	// node stays in restart quarantine.
+	// TTL its locks may have (hold locks longer with auto-renewal), and how long a node that
+	// may have lost keys (it restarted, or its keyspace was flushed) stays in restart
+	// quarantine.
 	DefaultMaxTTL = 60 * time.Second
 	// MinTTL is the shortest TTL the library ever accepts: a TTL must exceed its drift
 	// allowance, TTL × drift factor + 2 ms, which makes 3 ms the minimum at the default factor
@@ -227,11 +228,15 @@ func WithTimeouts(connect, node time.Duration) Option {
 
 // WithMaxTTL sets the manager's maximum TTL (default DefaultMaxTTL, 60 s): Acquire, Lock,
 // TryLock, LockWait and Extend refuse a longer TTL with ErrInvalidArgument (hold locks longer
-// with auto-renewal), and a node that restarted less than this long ago is in restart
-// quarantine (see WithRestartQuarantine). It is rounded up to whole milliseconds and must be
-// in [3 ms, MaxTTL]; New returns ErrInvalidArgument otherwise.
+// with auto-renewal), and it is how long a node that may have lost keys (it restarted, or its
+// keyspace was flushed) stays in restart quarantine (see WithRestartQuarantine). It is rounded
+// up to whole milliseconds and must be in [3 ms, MaxTTL]; New returns ErrInvalidArgument
+// otherwise.
 //
-// Keep it short: it is how long a restarted node does not count toward a quorum.
+// Keep it short: it is how long such a node does not count toward a quorum. Every process that
+// shares the nodes must use the same maximum TTL, or a smaller one than the processes that end
+// quarantines (and write the nodes' markers): a marker written after a 5 s quarantine says
+// nothing about locks of 60 s.
 func WithMaxTTL(d time.Duration) Option {
 	return func(o *options) {
 		ms, ok := millis(d)
@@ -245,18 +250,27 @@ func WithMaxTTL(d time.Duration) Option {
 
 // WithRestartQuarantine turns restart quarantine on (the default) or off.
 //
-// On: the manager reads each node's uptime (INFO server) on every connection, and a node up
-// for less than the maximum TTL (WithMaxTTL) — one that may have restarted without the keys
-// it held — does not count toward a quorum until its uptime passes the maximum TTL (plus up
-// to a second, as uptimes are whole seconds). Its grants are released at once and its
-// outcome is NodeQuarantined; unlocks and renewals still go to it. With too many nodes in
-// quarantine an acquisition fails with ErrUnavailable, whose message says "in restart
-// quarantine". Manager.NodeStates tells which nodes are in it and for how long.
+// On: a node that may have lost the lock keys it held does not count toward a quorum for the
+// maximum TTL (WithMaxTTL), by when every key it lost has expired anyway. Each node holds a
+// marker, the key "redlock-marker" (no TTL), with its run_id, written only while the node is
+// trusted; every connection reads the node's run_id and marker, and every grant checks,
+// atomically, that the marker exists. A brand-new cluster (no node has a marker, every node
+// is younger than the maximum TTL and has answered) is trusted at once, so the first lock on
+// freshly started servers succeeds. A node that restarted (its marker holds an earlier
+// run_id, or the manager saw its run_id change) or lost its keyspace (no marker while the
+// others have one, or FLUSHALL) is quarantined for the maximum TTL: its outcome is
+// NodeQuarantined and its grants do not count; unlocks and renewals still go to it. With too
+// many nodes in quarantine an acquisition fails with ErrUnavailable, whose message names each
+// such node and why ("in restart quarantine for another 57.3 s (no marker: …)").
+// Manager.NodeStates tells which nodes are in it, for how long and why (QuarantineReason).
+// With ACLs, the user needs GET, SET and EXISTS on the key redlock-marker.
 //
-// Turn it off only for nodes that persist every write (appendonly yes, appendfsync always)
-// or that were just started empty, as in tests. (The Rust library then warns about nodes that
-// do not persist every write, but through its log, which the C ABI does not forward: nothing
-// is printed through this package.)
+// Off: no marker is read or written and every node counts. Turn it off only for nodes that
+// persist every write (appendonly yes, appendfsync always): a node restarted from such a file
+// lost nothing, but the client cannot verify that it ran that way all along, so with
+// quarantine on it is quarantined like any restarted node. (The Rust library then warns about
+// nodes that do not persist every write, but through its log, which the C ABI does not
+// forward: nothing is printed through this package.)
 func WithRestartQuarantine(on bool) Option {
 	return func(o *options) {
 		o.quarantineSet, o.quarantine = true, on
@@ -654,7 +668,8 @@ func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out
 // (redlock_acquire_opts) it needs, made once, until Close.
 //
 // Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed or in
-// restart quarantine for a quorum to be possible; the message names each node's outcome),
+// restart quarantine for a quorum to be possible; the message names each node's outcome, and
+// for a quarantined node why),
 // ErrInvalidArgument (bad TTL, resource or option), ErrInternal, ErrClosed; with AutoRenew,
 // the errors of starting renewal, in which case the lock has been unlocked and freed. The
 // returned Lock must eventually be unlocked (or left to expire) and freed (or left to the

@@ -6,26 +6,95 @@ import "C"
 
 import (
 	"runtime"
+	"strconv"
 	"time"
 	"unsafe"
 )
+
+// QuarantineReason is why a node is in restart quarantine (NodeState.Reason). The numbers are
+// those of the C ABI's redlock_quarantine_reason and never change.
+//
+// Each node holds a marker, the key "redlock-marker", with the node's run_id as of the time a
+// manager that trusted the node wrote it. A node whose marker is current has kept its
+// keyspace since then and counts; one that restarted or lost its keyspace does not count
+// until the maximum TTL (WithMaxTTL) has passed, by when every lock key it may have lost has
+// expired anyway.
+type QuarantineReason int32
+
+// The reasons for restart quarantine.
+const (
+	// QuarantineNone: not quarantined (or not heard from yet).
+	QuarantineNone QuarantineReason = C.REDLOCK_QUARANTINE_NONE
+	// QuarantineNoMarker: the node has no marker while other nodes have one, or its marker
+	// vanished: it restarted empty or its keyspace was flushed. Quarantined until the maximum
+	// TTL after the loss was first seen.
+	QuarantineNoMarker QuarantineReason = C.REDLOCK_QUARANTINE_NO_MARKER
+	// QuarantineStaleMarker: the node's marker holds an earlier run_id: it restarted from disk
+	// (AOF or RDB), possibly without its latest writes. Quarantined until the maximum TTL after
+	// its start.
+	QuarantineStaleMarker QuarantineReason = C.REDLOCK_QUARANTINE_STALE_MARKER
+	// QuarantineRestartSeen: this manager saw the node's run_id change (it restarted).
+	// Quarantined until the maximum TTL after its start.
+	QuarantineRestartSeen QuarantineReason = C.REDLOCK_QUARANTINE_RESTART_SEEN
+	// QuarantineYoung: no node has a marker yet (a running cluster meeting the library for the
+	// first time) and this node has been up for less than the maximum TTL. Quarantined until
+	// the maximum TTL after its start.
+	QuarantineYoung QuarantineReason = C.REDLOCK_QUARANTINE_YOUNG
+	// QuarantineUndecided: no node has a marker yet and not every node has answered. A
+	// brand-new cluster is trusted as soon as every node has answered, or at the latest the
+	// maximum TTL after the node was first seen.
+	QuarantineUndecided QuarantineReason = C.REDLOCK_QUARANTINE_UNDECIDED
+)
+
+// String returns a short name: "none", "no marker", "stale marker", "restart seen", "young",
+// "undecided", or "QuarantineReason(n)" for other numbers.
+func (r QuarantineReason) String() string {
+	switch r {
+	case QuarantineNone:
+		return "none"
+	case QuarantineNoMarker:
+		return "no marker"
+	case QuarantineStaleMarker:
+		return "stale marker"
+	case QuarantineRestartSeen:
+		return "restart seen"
+	case QuarantineYoung:
+		return "young"
+	case QuarantineUndecided:
+		return "undecided"
+	}
+	return "QuarantineReason(" + strconv.Itoa(int(r)) + ")"
+}
 
 // NodeState is what a Manager knows of one node (see Manager.NodeStates).
 type NodeState struct {
 	// Index is the node's position in the list given to New, from 0.
 	Index int
-	// Quarantined is whether the node is in restart quarantine: it was seen up for less than
-	// the maximum TTL, so its grants do not count toward a quorum. A node the manager has
-	// not connected to yet is not quarantined.
+	// Quarantined is whether the node is in restart quarantine: it may have lost lock keys
+	// (it restarted, or its keyspace was flushed), so its grants do not count toward a quorum
+	// (see QuarantineReason). A node the manager has not heard from yet is not quarantined.
 	Quarantined bool
-	// Remaining is how much longer the quarantine lasts (whole milliseconds); 0 when the node
-	// is not quarantined.
+	// Remaining is how much longer the quarantine lasts at most (whole milliseconds); 0 when
+	// the node is not quarantined.
 	Remaining time.Duration
+	// Reason is why the node is quarantined; QuarantineNone exactly when Quarantined is
+	// false.
+	Reason QuarantineReason
 }
 
+// nodeStateTries bounds the reads of one node's state in NodeStates (see there).
+const nodeStateTries = 3
+
 // NodeStates returns the state of every node, in the order given to New. The manager learns
-// a node's uptime when it connects to it (on the first acquisition, and after every
-// reconnection), so before that no node is quarantined.
+// a node's standing when it connects to it (on the first acquisition, and after every
+// reconnection; a node that loses its keyspace is also noticed by the next grant), so before
+// that no node is quarantined.
+//
+// Whether a node is quarantined and why are read with two library calls
+// (redlock_manager_node_state, redlock_manager_node_quarantine_reason); should the node's
+// standing change between them, they are read again, so that Reason is QuarantineNone exactly
+// when Quarantined is false. (Should it keep changing, the node is reported as one of the
+// reads saw it: not quarantined.)
 //
 // Errors: ErrClosed (after Close), ErrNullArgument (nil Manager).
 func (m *Manager) NodeStates() ([]NodeState, error) {
@@ -41,16 +110,23 @@ func (m *Manager) NodeStates() ([]NodeState, error) {
 	}
 	states := make([]NodeState, m.nodes)
 	for i := range states {
-		var quarantined C.bool
-		var remaining C.uint32_t
-		st := C.redlock_manager_node_state(m.ptr, C.size_t(i), &quarantined, &remaining, s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-		states[i] = NodeState{
-			Index:       i,
-			Quarantined: bool(quarantined),
-			Remaining:   time.Duration(remaining) * time.Millisecond,
+		states[i] = NodeState{Index: i}
+		for try := 0; try < nodeStateTries; try++ {
+			var quarantined C.bool
+			var remaining C.uint32_t
+			st := C.redlock_manager_node_state(m.ptr, C.size_t(i), &quarantined, &remaining, s.err, errBufLen)
+			if st != C.REDLOCK_STATUS_OK {
+				return nil, statusError(st, s.err)
+			}
+			reason := QuarantineReason(C.redlock_manager_node_quarantine_reason(m.ptr, C.size_t(i)))
+			if bool(quarantined) == (reason != QuarantineNone) {
+				if quarantined {
+					states[i].Quarantined = true
+					states[i].Remaining = time.Duration(remaining) * time.Millisecond
+					states[i].Reason = reason
+				}
+				break
+			}
 		}
 	}
 	runtime.KeepAlive(m)

@@ -19,13 +19,15 @@ Example::
             lk.fencing_token                                # int, larger than every earlier one
         with mgr.acquire("job:9", 5_000, wait_ms=2_000, auto_renew=True) as lk:
             lk.renewing                                     # True: renewed from the grant on
-        mgr.node_states()           # [NodeState(index, quarantined, remaining_ms)], per node
+        mgr.node_states()           # [NodeState(index, quarantined, remaining_ms, reason)]
         mgr.metrics()               # Prometheus text
 
-Restart quarantine is on by default: a node up for less than the manager's ``max_ttl_ms``
-(default 60 s) does not count toward a quorum, so a manager over nodes that just started
-raises :class:`Unavailable` until they are old enough (``restart_quarantine=False`` only for
-nodes that persist every write or were just started empty).
+Restart quarantine is on by default: a node that may have lost the keys it held (it
+restarted, or its keyspace was flushed, as its marker key ``redlock-marker`` tells) does not
+count toward a quorum for the manager's ``max_ttl_ms`` (default 60 s), and
+:attr:`NodeState.reason` says why (:class:`QuarantineReason`). A brand-new cluster counts at
+once: the first lock on freshly started nodes succeeds. ``restart_quarantine=False`` is only
+for nodes that persist every write (``appendfsync always``).
 
 The shared library is found through ``REDLOCK_LIB``, a copy inside this package, the
 repository's ``target/release`` then ``target/debug``, then the system's library search; it is
@@ -47,6 +49,7 @@ from ._errors import (
     NotHeld,
     NullArgument,
     Panic,
+    QuarantineReason,
     RedlockError,
     Status,
     Unavailable,
@@ -60,6 +63,7 @@ for _cls in (
     NodeState,
     Status,
     NodeOutcome,
+    QuarantineReason,
     RedlockError,
     NotAcquired,
     NotHeld,
@@ -84,6 +88,7 @@ __all__ = [
     "Resource",
     "Status",
     "NodeOutcome",
+    "QuarantineReason",
     "RedlockError",
     "NotAcquired",
     "NotHeld",

@@ -17,6 +17,7 @@ from ._errors import (
     HandleClosed,
     InvalidArgument,
     NodeOutcome,
+    QuarantineReason,
     RedlockError,
     error_for_status,
 )
@@ -358,6 +359,8 @@ class _Watch:
 
 # NodeOutcome members by value (an Enum call per node would cost more than the C calls).
 _OUTCOMES = {o.value: o for o in NodeOutcome}
+# QuarantineReason members by value.
+_REASONS = {r.value: r for r in QuarantineReason}
 
 
 class Lease:
@@ -817,16 +820,24 @@ class NodeState(NamedTuple):
     #: The node's position in the manager's node list, from 0.
     index: int
     #: True while the node is in restart quarantine: its grants do not count toward a quorum
-    #: (its uptime, read on the manager's last connection to it, was below the maximum TTL
-    #: plus 1 s, counting the time since). False for a node not connected to yet.
+    #: (it may have lost keys it held, or the manager has not decided yet; see ``reason``).
+    #: False for a trusted node and for a node not heard from yet.
     quarantined: bool
-    #: How much longer it stays in quarantine, in milliseconds (0 when not quarantined).
+    #: How much longer it stays in quarantine at most, in milliseconds (0 when not
+    #: quarantined). A quarantine whose time is up ends at the next acquisition.
     remaining_ms: int
+    #: Why it is quarantined (:class:`QuarantineReason`); ``QuarantineReason.NONE`` when not.
+    reason: QuarantineReason = QuarantineReason.NONE
 
 
 def _outcome(value: int) -> NodeOutcome:
     # A newer library may report an outcome this package does not know: kept as an int.
     return _OUTCOMES.get(value, value)  # type: ignore[return-value]
+
+
+def _reason(value: int) -> QuarantineReason:
+    # A newer library may report a reason this package does not know: kept as an int.
+    return _REASONS.get(value, value)  # type: ignore[return-value]
 
 
 class Redlock:
@@ -845,17 +856,20 @@ class Redlock:
             lock's TTL (TTL / 200, clamped to [10 ms, 50 ms]).
         max_ttl_ms: the largest TTL a lock (or :meth:`Lease.extend`) may ask for, 3..2**32-1
             (default 60000); a larger one raises :class:`InvalidArgument`. It is also how
-            long a restarted node stays in restart quarantine, so keep it near the TTLs you
-            use and hold locks longer with :meth:`Lease.auto_renew`.
-        restart_quarantine: ``True`` (the default): a node whose uptime (read with
-            ``INFO server`` on every connection) is below ``max_ttl_ms`` (plus 1 s of
-            rounding) may have restarted without the keys it held, so its grants do not count
-            toward a quorum until then (:attr:`NodeOutcome.QUARANTINED`, see
-            :meth:`node_states`); unlocks and renewals still go to it. A manager whose nodes
-            all started less than ``max_ttl_ms`` ago therefore raises :class:`Unavailable`
-            until they are old enough. Pass ``False`` only for nodes that persist every write
-            (``appendfsync always``) or that were just started empty (tests, demos); the
-            library then logs a warning once for each node that does not persist every write.
+            long a node that may have lost keys stays in restart quarantine, so keep it near
+            the TTLs you use and hold locks longer with :meth:`Lease.auto_renew`. Every
+            process sharing the nodes must use the same maximum TTL (or a smaller one than the
+            processes that write the nodes' markers).
+        restart_quarantine: ``True`` (the default): a node that may have lost the keys it
+            held (it restarted, or its keyspace was flushed; told by its marker key
+            ``redlock-marker``, which holds its ``run_id`` and is written only while it is
+            trusted) does not count toward a quorum until ``max_ttl_ms`` has passed
+            (:attr:`NodeOutcome.QUARANTINED`; :meth:`node_states` says why); unlocks and
+            renewals still go to it. A brand-new cluster (no node has a marker, every node
+            younger than ``max_ttl_ms``, every node answered) counts at once, so the first
+            lock on freshly started nodes succeeds. Pass ``False`` only for nodes that persist
+            every write (``appendfsync always``); no marker is then read or written, and the
+            library logs a warning once for each node that does not persist every write.
 
     ``None`` leaves an option at the library's default. Validation happens here: no nodes,
     a malformed URL, a node listed twice, a host that does not resolve or an option out of
@@ -1194,9 +1208,11 @@ class Redlock:
 
     def node_states(self) -> List[NodeState]:
         """What the manager knows of each node now, in configuration order: one
-        :class:`NodeState` ``(index, quarantined, remaining_ms)`` per node. A node is
-        ``quarantined`` while its uptime, as read on the manager's last connection to it, is
-        below ``max_ttl_ms`` + 1 s; a node not connected to yet is not. No I/O.
+        :class:`NodeState` ``(index, quarantined, remaining_ms, reason)`` per node. A node is
+        ``quarantined`` while it may have lost keys it held (``reason`` says why: see
+        :class:`QuarantineReason`) or while the manager has not decided yet
+        (``UNDECIDED``); a node not heard from yet is not. Each node's fields are read
+        together (a concurrent acquisition may change another node's meanwhile). No I/O.
 
         Raises:
             HandleClosed: the manager was closed.
@@ -1210,11 +1226,22 @@ class Redlock:
         m = h.acquire()
         try:
             state = _c.redlock_manager_node_state
+            why = _c.redlock_manager_node_quarantine_reason
             for i in range(self._node_count):
-                st = state(m, i, q_ref, r_ref, err, _ffi.ERR_LEN)
-                if st:
-                    _raise(st, err)
-                states.append(NodeState(i, bool(quarantined.value), int(remaining.value)))
+                # Two C calls: re-read when an acquisition on another thread changed the
+                # node's standing between them (bounded; the last reading wins).
+                for _ in range(4):
+                    before = why(m, i)
+                    st = state(m, i, q_ref, r_ref, err, _ffi.ERR_LEN)
+                    if st:
+                        _raise(st, err)
+                    reason = why(m, i)
+                    q = bool(quarantined.value)
+                    if reason == before and q == (reason != 0):
+                        break
+                if not q:
+                    reason = 0
+                states.append(NodeState(i, q, int(remaining.value), _reason(reason)))
         finally:
             h.release()
         return states

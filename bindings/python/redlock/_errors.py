@@ -8,6 +8,7 @@ from typing import Dict, Optional, Type
 __all__ = [
     "Status",
     "NodeOutcome",
+    "QuarantineReason",
     "RedlockError",
     "NotAcquired",
     "NotHeld",
@@ -54,9 +55,33 @@ class NodeOutcome(enum.IntEnum):
     SERVER_ERROR = 6
     #: The node's answer was not valid RESP or not the expected reply.
     PROTOCOL = 7
-    #: Not counted: the node restarted less than the manager's maximum TTL ago, so it may
-    #: have lost keys it held (restart quarantine; see :meth:`redlock.Redlock.node_states`).
+    #: Not counted: the node may have lost keys it held (it restarted, or its keyspace was
+    #: flushed) less than the manager's maximum TTL ago, or the manager has not decided yet
+    #: (restart quarantine; :meth:`redlock.Redlock.node_states` says why).
     QUARANTINED = 8
+
+
+class QuarantineReason(enum.IntEnum):
+    """``enum redlock_quarantine_reason``: why a node is in restart quarantine
+    (:attr:`redlock.NodeState.reason`; stable numbers)."""
+
+    #: Not in quarantine (or not heard from yet).
+    NONE = 0
+    #: No marker (``redlock-marker``) while other nodes have one, or its marker vanished: it
+    #: restarted empty or its keyspace was flushed. Counted from when the loss was first seen.
+    NO_MARKER = 1
+    #: Its marker holds an earlier ``run_id``: it restarted from disk (AOF or RDB), possibly
+    #: without its latest writes. Counted from its start.
+    STALE_MARKER = 2
+    #: This manager saw its ``run_id`` change on a reconnect. Counted from its start.
+    RESTART_SEEN = 3
+    #: No node has a marker yet (a cluster meeting this library for the first time) and this
+    #: node has been up for less than the maximum TTL, while others have been up longer.
+    #: Counted from its start.
+    YOUNG = 4
+    #: No node has a marker yet and not every node has answered: a brand-new cluster is
+    #: trusted once all of them have (or, at the latest, a maximum TTL after it was first seen).
+    UNDECIDED = 5
 
 
 class RedlockError(Exception):
@@ -103,8 +128,8 @@ class NotHeld(RedlockError):
 class Unavailable(RedlockError):
     """Too many nodes failed (timeouts, refused connections, errors) or were in restart
     quarantine for a quorum to be possible; the message names each node's outcome (a
-    quarantined node's says ``in restart quarantine for another … s``). Status
-    ``UNAVAILABLE`` (3)."""
+    quarantined node's says ``in restart quarantine for another … s`` and why, e.g. ``(no
+    marker: it restarted empty or its data was flushed)``). Status ``UNAVAILABLE`` (3)."""
 
     default_status = Status.UNAVAILABLE.value
 

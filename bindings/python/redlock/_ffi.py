@@ -93,6 +93,8 @@ AcquireOptsPtr = POINTER(AcquireOpts)
 status_t = c_int
 #: ``enum redlock_node_outcome``.
 node_outcome_t = c_int
+#: ``enum redlock_quarantine_reason``.
+quarantine_reason_t = c_int
 #: ``char *err`` and ``char *buf`` (a ``ctypes.create_string_buffer``).
 err_buf_t = POINTER(c_char)
 #: ``const uint8_t *resource`` (passed as ``bytes``; the length is passed separately).
@@ -208,6 +210,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         status_t,
         (ManagerPtr, c_size_t, POINTER(c_bool), POINTER(c_uint32), err_buf_t, c_size_t),
     ),
+    "redlock_manager_node_quarantine_reason": (quarantine_reason_t, (ManagerPtr, c_size_t)),
     "redlock_manager_metrics": (c_size_t, (ManagerPtr, err_buf_t, c_size_t)),
 }
 

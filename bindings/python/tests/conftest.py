@@ -64,16 +64,27 @@ def make_cluster() -> Iterator[Callable[[int], Cluster]]:
 
 
 def make_manager(urls: List[str], **kwargs) -> redlock.Redlock:
-    """A manager with the tests' generous timeouts (overridable), and restart quarantine off
-    unless asked for: the tests' nodes were just started and hold nothing, and with it on they
-    would not count toward a quorum for the maximum TTL (a minute by default). Only
-    test_quarantine.py turns it on."""
-    kwargs.setdefault("restart_quarantine", False)
+    """A manager with the tests' generous timeouts and a short retry delay (overridable); every
+    other option, restart quarantine included, at the library's default. Nodes just started
+    are a brand-new cluster, which counts at once."""
     kwargs.setdefault("node_timeout_ms", NODE_TIMEOUT_MS)
     kwargs.setdefault("connect_timeout_ms", CONNECT_TIMEOUT_MS)
     kwargs.setdefault("retry_count", 3)
     kwargs.setdefault("retry_delay_ms", 50)
     return redlock.Redlock(urls, **kwargs)
+
+
+def first_contact(c: Cluster) -> None:
+    """Puts a cluster in use as a first client would: a manager with the default
+    configuration takes and releases one lock (a brand-new cluster counts at once) and every
+    node gets its restart-quarantine marker. For tests that take nodes down before their own
+    first lock: a brand-new cluster is trusted only once every node has answered (or a
+    maximum TTL after the others were first seen), so a node down from the very start keeps a
+    fresh cluster waiting."""
+    with make_manager(c.urls) as m:
+        with m.lock(f"py-test:first-contact:{uuid.uuid4().hex}", ttl_ms=5_000):
+            pass
+    c.wait_marked()
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ from typing import Dict, List, Optional, Union
 
 HOST = "127.0.0.1"
 
+#: The key that holds a node's restart-quarantine marker (its ``run_id`` when written).
+MARKER_KEY = b"redlock-marker"
+
 _live: Dict[int, subprocess.Popen] = {}
 _live_lock = threading.Lock()
 
@@ -238,6 +241,32 @@ class RedisServer:
     def get(self, key: bytes) -> Optional[bytes]:
         return self.command("GET", key)
 
+    def info_field(self, name: str) -> str:
+        """One field of ``INFO server`` (``run_id``, ``uptime_in_seconds``, …)."""
+        info = self.command("INFO", "server")
+        assert isinstance(info, bytes), info
+        for line in info.decode().splitlines():
+            key, _, value = line.partition(":")
+            if key == name:
+                return value.strip()
+        raise AssertionError(f"INFO server has no {name!r}")
+
+    def run_id(self) -> bytes:
+        """The server process's ``run_id`` (a new one after every restart)."""
+        return self.info_field("run_id").encode()
+
+    def marker(self) -> Optional[bytes]:
+        """The restart-quarantine marker (``redlock-marker``), ``None`` when absent."""
+        return self.get(MARKER_KEY)
+
+    def marked(self) -> bool:
+        """Whether the node's marker holds its current ``run_id``."""
+        return self.marker() == self.run_id()
+
+    def flushall(self) -> None:
+        """``FLUSHALL``: the keyspace (marker included) is lost, the process goes on."""
+        assert self.command("FLUSHALL") == "OK"
+
     def pttl(self, key: bytes) -> int:
         return self.command("PTTL", key)
 
@@ -281,6 +310,19 @@ class Cluster:
     def present(self, key: bytes) -> int:
         """How many live nodes have ``key`` at all."""
         return sum(1 for s in self.servers if s.proc is not None and s.command("EXISTS", key) == 1)
+
+    def markers(self) -> List[Optional[bytes]]:
+        """Each live node's restart-quarantine marker (``None`` where absent or down)."""
+        return [s.marker() if s.proc is not None else None for s in self.servers]
+
+    def wait_marked(self, timeout: float = 10.0) -> None:
+        """Waits until every live node's marker holds its ``run_id`` (the library writes it
+        right after it trusts the node, without waiting for the reply)."""
+        wait_until(
+            lambda: all(s.marked() for s in self.servers if s.proc is not None),
+            timeout=timeout,
+            what="every node's marker to hold its run_id",
+        )
 
     def released(self, key: bytes, timeout: float = 5.0) -> None:
         """Asserts that ``key`` is released: at once on all but a minority of the nodes (the

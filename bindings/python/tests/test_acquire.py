@@ -372,7 +372,7 @@ def test_library_side_refusals_still_raise_invalid_argument(cluster, new_manager
 
 
 def test_closed_manager(cluster, resource):
-    m = redlock.Redlock(cluster.urls, restart_quarantine=False)
+    m = redlock.Redlock(cluster.urls)
     m.close()
     with pytest.raises(redlock.HandleClosed, match="manager is closed"):
         m.acquire(resource, 1_000)
@@ -420,7 +420,7 @@ def test_the_cache_is_bounded_and_acquisitions_beyond_it_still_work(
 
 
 def test_close_frees_the_cached_options(cluster, resource):
-    m = redlock.Redlock(cluster.urls, restart_quarantine=False)
+    m = redlock.Redlock(cluster.urls)
     m.try_lock(resource, 1_000).unlock()
     m.lock(resource, 1_000, fenced=True).unlock()
     assert len(m._opts) == 2
@@ -432,7 +432,7 @@ def test_close_while_an_acquisition_waits_frees_its_options_only_after_it(
     cluster, new_manager, resource
 ):
     holder = long_holder(cluster, new_manager, resource)
-    m = redlock.Redlock(cluster.urls, restart_quarantine=False, retry_delay_ms=20)
+    m = redlock.Redlock(cluster.urls, retry_delay_ms=20)
     t, box = _run(lambda: m.acquire(resource, 5_000, wait_ms=60_000, fenced=True))
     wait_until(lambda: retries(m) >= 1 or not t.is_alive(), timeout=30, what="a retry")
     assert t.is_alive(), box

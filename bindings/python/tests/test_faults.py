@@ -14,12 +14,15 @@ import pytest
 import redlock
 from redlock import NodeOutcome
 
-from conftest import PACKAGE_ROOT
+from conftest import PACKAGE_ROOT, first_contact
 from redis_nodes import key_of
 
 
 def test_one_node_killed(make_cluster, new_manager, resource):
     c = make_cluster(3)
+    # A node that fails in a cluster in use (one that never answered keeps a brand-new cluster
+    # undecided for a maximum TTL: test_quarantine.py).
+    first_contact(c)
     m = new_manager(c.urls)
     c.servers[1].kill()
     lk = m.lock(resource, ttl_ms=10_000)
@@ -65,6 +68,7 @@ def test_majority_down_is_unavailable_and_fast(make_cluster, new_manager, resour
 
 def test_paused_node_does_not_block_the_quorum(make_cluster, new_manager, resource):
     c = make_cluster(3)
+    first_contact(c)  # see test_one_node_killed
     m = new_manager(c.urls)
     c.servers[2].pause()
     try:
@@ -98,9 +102,7 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         urls = {cluster.urls!r}
         res = {resource!r}
 
-        mgr = redlock.Redlock(
-            urls, node_timeout_ms=500, connect_timeout_ms=1000, restart_quarantine=False
-        )
+        mgr = redlock.Redlock(urls, node_timeout_ms=500, connect_timeout_ms=1000)
         kept = mgr.lock(res + ":kept", ttl_ms=30_000)
         dropped = mgr.lock(res + ":dropped", ttl_ms=30_000)
         renewing = mgr.lock(res + ":renewing", ttl_ms=30_000)
@@ -117,9 +119,7 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         gc.collect()
 
         # A thread blocked in a lock call on a manager nobody else references, at exit.
-        m2 = redlock.Redlock(
-            urls, node_timeout_ms=500, retry_delay_ms=20, restart_quarantine=False
-        )
+        m2 = redlock.Redlock(urls, node_timeout_ms=500, retry_delay_ms=20)
         started = threading.Event()
         def blocked():
             started.set()
@@ -134,7 +134,7 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         # A cycle holding a manager and a lease, left to the collector at exit.
         class Holder: pass
         h = Holder(); h.self = h
-        h.mgr = redlock.Redlock(urls, node_timeout_ms=500, restart_quarantine=False)
+        h.mgr = redlock.Redlock(urls, node_timeout_ms=500)
         h.lease = h.mgr.try_lock(res + ":cycle", ttl_ms=30_000)
         del h
         print("done", flush=True)
@@ -162,7 +162,7 @@ def _record_free(handle, freed: list) -> None:
 
 
 def test_manager_freed_by_the_collector_in_process(cluster, resource):
-    m = redlock.Redlock(cluster.urls, node_timeout_ms=500, restart_quarantine=False)
+    m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
     lk = m.try_lock(resource, ttl_ms=10_000)
     manager_freed: list = []
     _record_free(m._handle, manager_freed)
@@ -181,7 +181,7 @@ def test_manager_freed_by_the_collector_in_process(cluster, resource):
 
 
 def test_closed_handles_are_not_freed_again_by_the_collector(cluster, resource):
-    m = redlock.Redlock(cluster.urls, node_timeout_ms=500, restart_quarantine=False)
+    m = redlock.Redlock(cluster.urls, node_timeout_ms=500)
     lk = m.try_lock(resource, ttl_ms=10_000)
     freed: list = []
     _record_free(m._handle, freed)

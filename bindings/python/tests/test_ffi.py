@@ -74,6 +74,7 @@ ACCEPTED = {
     "char *": (POINTER(c_char),),
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),
     "enum redlock_status": (c_int,),
+    "enum redlock_quarantine_reason": (c_int,),
     "enum redlock_node_outcome *": (POINTER(c_int),),
     "struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
     "const struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
@@ -136,7 +137,7 @@ def test_table_signature_matches_header(name):
 
 
 def test_enum_size_is_c_int():
-    # The statuses and outcomes are C enums with small values: int-sized.
+    # The statuses, outcomes and quarantine reasons are C enums with small values: int-sized.
     assert ctypes.sizeof(c_int) == 4
 
 
@@ -164,6 +165,28 @@ def test_node_outcome_enum_matches_header():
     in_header = _header_enum("REDLOCK_NODE_")
     assert len(in_header) >= 8
     assert {o.name: o.value for o in redlock.NodeOutcome} == in_header
+
+
+def test_quarantine_reason_enum_matches_header():
+    in_header = _header_enum("REDLOCK_QUARANTINE_")
+    assert len(in_header) >= 6
+    assert {r.name: r.value for r in redlock.QuarantineReason} == in_header
+
+
+def test_quarantine_reason_of_null_or_out_of_range_is_none():
+    cdll = _ffi.lib()
+    assert cdll.redlock_manager_node_quarantine_reason(None, 0) == 0
+    m = redlock.Redlock(["redis://127.0.0.1:1"])
+    try:
+        p = m._handle.acquire()
+        try:
+            assert cdll.redlock_manager_node_quarantine_reason(p, 0) == 0  # not heard from
+            assert cdll.redlock_manager_node_quarantine_reason(p, 1) == 0  # out of range
+            assert cdll.redlock_manager_node_quarantine_reason(p, 2**64 - 1) == 0
+        finally:
+            m._handle.release()
+    finally:
+        m.close()
 
 
 def test_every_error_status_has_one_exception_class():

@@ -37,13 +37,8 @@ def contend(urls: List[str], resource: str, rounds: int, marker: str, counter: s
     import redlock
 
     violations = 0
-    # restart_quarantine=False: the test's nodes were just started, empty.
     with redlock.Redlock(
-        urls,
-        retry_delay_ms=20,
-        node_timeout_ms=500,
-        connect_timeout_ms=1000,
-        restart_quarantine=False,
+        urls, retry_delay_ms=20, node_timeout_ms=500, connect_timeout_ms=1000
     ) as mgr:
         if start is not None:
             start.wait(30)  # raises BrokenBarrierError on timeout
@@ -97,11 +92,7 @@ def fenced_grants(urls: List[str], resource: str, n_threads: int, per_thread: in
     errors: list = []
     lock = threading.Lock()
     with redlock.Redlock(
-        urls,
-        retry_delay_ms=10,
-        node_timeout_ms=500,
-        connect_timeout_ms=1000,
-        restart_quarantine=False,
+        urls, retry_delay_ms=10, node_timeout_ms=500, connect_timeout_ms=1000
     ) as mgr:
 
         def work() -> None:
@@ -149,11 +140,7 @@ def paused_writer_main() -> None:
 
     args = json.loads(sys.argv[1])
     with redlock.Redlock(
-        args["urls"],
-        retry_delay_ms=10,
-        node_timeout_ms=500,
-        connect_timeout_ms=1000,
-        restart_quarantine=False,
+        args["urls"], retry_delay_ms=10, node_timeout_ms=500, connect_timeout_ms=1000
     ) as mgr:
         for i in range(args["rounds"]):
             lk = mgr.lock(args["resource"], ttl_ms=args["ttl_ms"], wait_ms=10_000, fenced=True)
