@@ -429,7 +429,9 @@ enum redlock_status redlock_extend(struct redlock_lease *lease,
 enum redlock_status redlock_unlock(struct redlock_lease *lease, char *err, size_t err_len);
 
 // The lease's fencing token (see `redlock_acquire_opts_set_fenced`); 0 for a lease taken
-// without one, and for NULL. Exact up to 2^53.
+// without one, and for NULL. Exact over the whole 64-bit range: a counter that reached
+// `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`, "fencing counter …
+// exhausted") rather than repeat a token.
 //
 // # Safety
 // `lease` must be NULL or a live lease.

@@ -405,8 +405,10 @@ impl Lease {
     }
 
     /// The fencing token of a fenced lease: strictly greater than that of every earlier fenced
-    /// grant of the resource. `None` for a plain lock. Exact up to 2^53 (the nodes' Lua numbers
-    /// are doubles).
+    /// grant of the resource. `None` for a plain lock. Exact over the whole `u64` range (the
+    /// scripts never hold a counter in a Lua number); a counter at `u64::MAX` refuses the next
+    /// fenced grant with [`Error::Internal`](crate::Error::Internal) ("… exhausted") rather than
+    /// repeat a token.
     pub fn fencing_token(&self) -> Option<u64> {
         self.inner.fencing_token
     }

@@ -49,10 +49,20 @@ fn granted_checked(reply: &Reply) -> NodeOutcome {
     }
 }
 
-/// What a reply to the fenced acquisition script means: the counter (>= 0) when granted.
+/// A fencing counter as the fenced acquisition script returns it: a canonical decimal string.
+fn counter(reply: &Reply) -> Option<u64> {
+    match reply {
+        Reply::Bulk(b) if b.len() == 1 || b.first() != Some(&b'0') => {
+            std::str::from_utf8(b).ok()?.parse().ok()
+        }
+        _ => None,
+    }
+}
+
+/// What a reply to the fenced acquisition script means: the counter when granted.
 fn granted_fenced(reply: &Reply) -> NodeOutcome {
     match reply {
-        Reply::Int(n) if *n >= 0 => NodeOutcome::Success,
+        r @ Reply::Bulk(_) if counter(r).is_some() => NodeOutcome::Success,
         Reply::Int(-1) => NodeOutcome::Rejected,
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
@@ -188,13 +198,17 @@ impl Attempt<'_> {
             .iter()
             .zip(&first.outcomes)
             .filter(|(_, o)| o.is_success())
-            .filter_map(|(r, _)| match r {
-                Some(Reply::Int(n)) => Some(*n),
-                _ => None,
-            })
+            .filter_map(|(r, _)| r.as_ref().and_then(counter))
             .max()
             .unwrap_or(0);
-        let t = (max as u64).saturating_add(1);
+        // Exact in 64 bits, and never a repeat: at the top of the range there is no next
+        // token, so the grant is refused (delete the counter keys to start over).
+        let Some(t) = max.checked_add(1) else {
+            return Err(Error::Internal(format!(
+                "the fencing counter {} is exhausted (at {max}): no larger token exists",
+                String::from_utf8_lossy(&self.fence_key)
+            )));
+        };
         let t_str = t.to_string();
         let (sha, eval) = FENCE_WRITE_SCRIPT.calls(
             &[&self.key, &self.fence_key],
@@ -264,8 +278,19 @@ mod tests {
             granted_checked(&Reply::Ok),
             NodeOutcome::Protocol(_)
         ));
-        assert!(granted_fenced(&Reply::Int(0)).is_success());
-        assert!(granted_fenced(&Reply::Int(41)).is_success());
+        let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        assert!(granted_fenced(&bulk("0")).is_success());
+        assert!(granted_fenced(&bulk("9007199254740993")).is_success());
+        assert_eq!(
+            counter(&bulk("9007199254740993")),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(counter(&bulk("18446744073709551615")), Some(u64::MAX));
+        // Not a canonical counter: too large, signed, padded, not a number.
+        for bad in ["18446744073709551616", "-1", "01", "x", ""] {
+            assert_eq!(counter(&bulk(bad)), None, "{bad}");
+            assert!(!granted_fenced(&bulk(bad)).is_success(), "{bad}");
+        }
         assert_eq!(granted_fenced(&Reply::Int(-1)), NodeOutcome::Rejected);
         assert!(matches!(
             granted_fenced(&Reply::Ok),

@@ -48,31 +48,70 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end \
 return 0";
 
 /// The first step of a fenced acquisition: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`; if it was
-/// set, returns the resource's fencing counter `KEYS[2]` (0 when absent), else -1. With a third
-/// key, the node's marker, it first checks the marker as [`ACQUIRE`] does.
+/// set, returns the resource's fencing counter `KEYS[2]` as a decimal string ("0" when absent),
+/// else -1. With a third key, the node's marker, it first checks the marker as [`ACQUIRE`]
+/// does. The counter travels as a string, never as a Lua number (a double, which would round
+/// it beyond 2^53).
 pub const FENCED_ACQUIRE: &str = "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
-return tonumber(redis.call('get', KEYS[2]) or '0') end \
+return redis.call('get', KEYS[2]) or '0' end \
 return -1";
 
+/// Lua for exact comparison of fencing counters, which travel and are stored as canonical
+/// decimal strings (no sign, no leading zero, at most `u64::MAX`). `canon(s)` tells whether `s`
+/// is one; `gt(a, b)` whether `a > b`, by length first, then as two halves of
+/// at most 10 digits each, which Lua's numbers (doubles) hold exactly. Never a string `<`
+/// (which compares by the server's locale) and never a whole counter as a number (which rounds
+/// beyond 2^53).
+macro_rules! counter_lua {
+    () => {
+        "local function gt(a, b) \
+if #a ~= #b then return #a > #b end \
+local n = #a \
+if n <= 15 then return tonumber(a) > tonumber(b) end \
+local ha, hb = tonumber(string.sub(a, 1, n - 10)), tonumber(string.sub(b, 1, n - 10)) \
+if ha ~= hb then return ha > hb end \
+return tonumber(string.sub(a, n - 9)) > tonumber(string.sub(b, n - 9)) end \
+local function canon(s) \
+return type(s) == 'string' and #s <= 20 and (s == '0' or string.find(s, '^[1-9]%d*$') ~= nil) \
+and not gt(s, '18446744073709551615') end "
+    };
+}
+
 /// The second step: if `KEYS[1]` still holds our token `ARGV[1]`, raises the counter `KEYS[2]`
-/// to `ARGV[2]` (never lowers it) and returns 1; else 0.
-pub const FENCE_WRITE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
-local c = tonumber(redis.call('get', KEYS[2]) or '0') or 0 \
-if tonumber(ARGV[2]) > c then redis.call('set', KEYS[2], ARGV[2]) end \
+/// to `ARGV[2]` (never lowers it) and returns 1; else 0. Counters are canonical decimal strings
+/// compared exactly over the whole 64-bit range, where Lua's doubles would round beyond 2^53;
+/// a counter key holding anything else is an error, and is left as it is.
+pub const FENCE_WRITE: &str = concat!(
+    counter_lua!(),
+    "if redis.call('get', KEYS[1]) == ARGV[1] then \
+local c = redis.call('get', KEYS[2]) or '0' \
+local t = ARGV[2] \
+if not canon(c) or not canon(t) then \
+return redis.error_reply('ERR the fencing counter is not a decimal number below 2^64') end \
+if gt(t, c) then redis.call('set', KEYS[2], t) end \
 return 1 end \
-return 0";
+return 0"
+);
 
 /// The storage side of fencing, for data kept in Redis: a write to the hash `KEYS[1]` that is
 /// accepted only with a fencing token `ARGV[1]` larger than every token it has seen. Sets the
 /// field `value` to `ARGV[2]` and `fence` to the token, and returns 1; returns 0 (and writes
-/// nothing) for a stale token. The same check in SQL:
-/// `UPDATE t SET value = $2, fence = $1 WHERE id = $3 AND fence < $1` (0 rows: rejected).
-pub const FENCED_STORE_WRITE: &str = "local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0') or 0 \
-if tonumber(ARGV[1]) > last then \
-redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2]) return 1 end \
-return 0";
+/// nothing) for a stale token. Tokens are decimal strings (no sign, no leading zero, below
+/// 2^64), compared exactly; any other token is an error, and writes nothing. The same check in
+/// SQL, with a `NUMERIC` or unsigned 64-bit column: `UPDATE t SET value = $2, fence = $1 WHERE
+/// id = $3 AND fence < $1` (0 rows: rejected).
+pub const FENCED_STORE_WRITE: &str = concat!(
+    counter_lua!(),
+    "local last = redis.call('hget', KEYS[1], 'fence') or '0' \
+local t = ARGV[1] \
+if not canon(t) then return redis.error_reply('ERR a fencing token is a decimal number below 2^64') end \
+if not canon(last) then return redis.error_reply('ERR the stored fence is not a decimal number below 2^64') end \
+if gt(t, last) then \
+redis.call('hset', KEYS[1], 'fence', t, 'value', ARGV[2]) return 1 end \
+return 0"
+);
 
 /// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
 /// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the

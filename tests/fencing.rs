@@ -286,3 +286,63 @@ fn plain_leases_have_no_token_and_fenced_ones_count_up() {
         Some(22)
     );
 }
+
+#[test]
+fn tokens_stay_exact_beyond_2_pow_53_and_the_counter_ends_with_an_error_not_a_repeat() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let set_counter = |v: &str| {
+        for s in &cluster.servers {
+            redis::cmd("SET")
+                .arg("redlock-fence:big")
+                .arg(v)
+                .exec(&mut s.client())
+                .unwrap();
+        }
+    };
+    // Lua numbers are doubles: 2^53 + 1 is the first integer they cannot hold.
+    set_counter("9007199254740993");
+    let mut last = 9_007_199_254_740_993;
+    for _ in 0..4 {
+        let l = mgr.try_lock_fenced("big", Duration::from_secs(5)).unwrap();
+        let t = l.fencing_token().unwrap();
+        assert_eq!(
+            t,
+            last + 1,
+            "each grant the next integer, none skipped or repeated"
+        );
+        last = t;
+        l.unlock().unwrap();
+    }
+    for s in &cluster.servers {
+        assert_eq!(
+            s.get(b"redlock-fence:big").as_deref(),
+            Some(last.to_string().as_bytes())
+        );
+    }
+    // One node behind the others: the largest counter wins, exactly.
+    redis::cmd("SET")
+        .arg("redlock-fence:big")
+        .arg("9007199254740992")
+        .exec(&mut cluster.servers[0].client())
+        .unwrap();
+    let l = mgr.try_lock_fenced("big", Duration::from_secs(5)).unwrap();
+    assert_eq!(l.fencing_token(), Some(last + 1));
+    l.unlock().unwrap();
+
+    // The last token below 2^64 is handed out once; after it the grant is refused.
+    set_counter(&(u64::MAX - 1).to_string());
+    let l = mgr.try_lock_fenced("big", Duration::from_secs(5)).unwrap();
+    assert_eq!(l.fencing_token(), Some(u64::MAX));
+    l.unlock().unwrap();
+    match mgr.try_lock_fenced("big", Duration::from_secs(5)) {
+        Err(Error::Internal(m)) => assert!(m.contains("exhausted"), "{m}"),
+        other => panic!("expected the counter to be exhausted, got {other:?}"),
+    }
+    // Nothing is left held: a plain lock of the resource is granted at once (the release
+    // of the refused grant runs first, on the same connections).
+    mgr.try_lock("big", Duration::from_secs(5))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}

@@ -63,7 +63,7 @@ fn extend_sets_the_ttl_only_for_our_token_and_never_creates_a_key() {
 fn fenced_acquire_returns_the_counter_only_when_it_sets_the_key() {
     let s = RedisServer::start();
     let mut c = s.client();
-    let run = |c: &mut redis::Connection, token: &str| -> i64 {
+    let run = |c: &mut redis::Connection, token: &str| -> redis::Value {
         redis::cmd("EVAL")
             .arg(redlock::scripts::FENCED_ACQUIRE)
             .arg(2)
@@ -74,12 +74,22 @@ fn fenced_acquire_returns_the_counter_only_when_it_sets_the_key() {
             .query(c)
             .unwrap()
     };
-    assert_eq!(run(&mut c, "a"), 0, "no counter yet");
-    assert_eq!(run(&mut c, "b"), -1, "held");
+    // The counter comes back as a string, never through a Lua number.
+    let counter = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+    assert_eq!(run(&mut c, "a"), counter("0"), "no counter yet");
+    assert_eq!(run(&mut c, "b"), redis::Value::Int(-1), "held");
     assert_eq!(s.get(b"lock").as_deref(), Some(&b"a"[..]));
     redis::cmd("DEL").arg("lock").exec(&mut c).unwrap();
     redis::cmd("SET").arg("fence").arg(41).exec(&mut c).unwrap();
-    assert_eq!(run(&mut c, "c"), 41);
+    assert_eq!(run(&mut c, "c"), counter("41"));
+    redis::cmd("DEL").arg("lock").exec(&mut c).unwrap();
+    // 2^53 + 1, which a double would round to 2^53.
+    redis::cmd("SET")
+        .arg("fence")
+        .arg("9007199254740993")
+        .exec(&mut c)
+        .unwrap();
+    assert_eq!(run(&mut c, "d"), counter("9007199254740993"));
 }
 
 #[test]
@@ -138,7 +148,7 @@ fn acquire_grants_only_while_the_node_has_its_marker() {
 fn fence_write_raises_the_counter_only_for_the_holder_and_never_lowers_it() {
     let s = RedisServer::start();
     let mut c = s.client();
-    let run = |c: &mut redis::Connection, token: &str, t: u64| -> i64 {
+    let run = |c: &mut redis::Connection, token: &str, t: &str| {
         redis::cmd("EVAL")
             .arg(redlock::scripts::FENCE_WRITE)
             .arg(2)
@@ -146,47 +156,86 @@ fn fence_write_raises_the_counter_only_for_the_holder_and_never_lowers_it() {
             .arg("fence")
             .arg(token)
             .arg(t)
-            .query(c)
-            .unwrap()
+            .query::<i64>(c)
     };
     redis::cmd("SET")
         .arg("lock")
         .arg("me")
         .exec(&mut c)
         .unwrap();
-    assert_eq!(run(&mut c, "other", 9), 0);
+    assert_eq!(run(&mut c, "other", "9").unwrap(), 0);
     assert_eq!(s.get(b"fence"), None);
-    assert_eq!(run(&mut c, "me", 9), 1);
+    assert_eq!(run(&mut c, "me", "9").unwrap(), 1);
     assert_eq!(s.get(b"fence").as_deref(), Some(&b"9"[..]));
-    assert_eq!(run(&mut c, "me", 3), 1);
+    assert_eq!(run(&mut c, "me", "3").unwrap(), 1);
     assert_eq!(s.get(b"fence").as_deref(), Some(&b"9"[..]), "never lowered");
     assert_eq!(s.pttl(b"fence"), -1, "counters never expire");
+    // Exact beyond 2^53, where Lua's doubles would call these equal, and up to 2^64 - 1.
+    for (t, now) in [
+        ("9007199254740993", "9007199254740993"),
+        ("9007199254740992", "9007199254740993"),
+        ("9007199254740994", "9007199254740994"),
+        ("10000000000000000000", "10000000000000000000"),
+        ("9999999999999999999", "10000000000000000000"),
+        ("18446744073709551614", "18446744073709551614"),
+        ("18446744073709551615", "18446744073709551615"),
+        ("18446744073709551606", "18446744073709551615"),
+    ] {
+        assert_eq!(run(&mut c, "me", t).unwrap(), 1, "{t}");
+        assert_eq!(
+            s.get(b"fence").as_deref(),
+            Some(now.as_bytes()),
+            "after {t}"
+        );
+    }
+    // Not a counter: refused with an error, the counter untouched.
+    for bad in ["18446744073709551616", "-1", "07", "1e3", "", "x"] {
+        assert!(run(&mut c, "me", bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(
+        s.get(b"fence").as_deref(),
+        Some(&b"18446744073709551615"[..])
+    );
 }
 
 #[test]
 fn fenced_store_write_accepts_only_larger_tokens() {
     let s = RedisServer::start();
     let mut c = s.client();
-    let write = |c: &mut redis::Connection, t: u64, v: &str| -> i64 {
+    let write = |c: &mut redis::Connection, t: &str, v: &str| {
         redis::cmd("EVAL")
             .arg(redlock::scripts::FENCED_STORE_WRITE)
             .arg(1)
             .arg("data")
             .arg(t)
             .arg(v)
+            .query::<i64>(c)
+    };
+    let value = |c: &mut redis::Connection| -> String {
+        redis::cmd("HGET")
+            .arg("data")
+            .arg("value")
             .query(c)
             .unwrap()
     };
-    assert_eq!(write(&mut c, 5, "five"), 1);
-    assert_eq!(write(&mut c, 4, "four"), 0);
-    assert_eq!(write(&mut c, 5, "five again"), 0);
-    assert_eq!(write(&mut c, 6, "six"), 1);
-    let v: String = redis::cmd("HGET")
-        .arg("data")
-        .arg("value")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(v, "six");
+    assert_eq!(write(&mut c, "5", "five").unwrap(), 1);
+    assert_eq!(write(&mut c, "4", "four").unwrap(), 0);
+    assert_eq!(write(&mut c, "5", "five again").unwrap(), 0);
+    assert_eq!(write(&mut c, "6", "six").unwrap(), 1);
+    assert_eq!(value(&mut c), "six");
+    // Beyond 2^53 every token is told apart from its neighbours.
+    assert_eq!(write(&mut c, "9007199254740993", "a").unwrap(), 1);
+    assert_eq!(write(&mut c, "9007199254740992", "stale").unwrap(), 0);
+    assert_eq!(write(&mut c, "9007199254740993", "again").unwrap(), 0);
+    assert_eq!(write(&mut c, "9007199254740994", "b").unwrap(), 1);
+    assert_eq!(write(&mut c, "18446744073709551615", "last").unwrap(), 1);
+    assert_eq!(write(&mut c, "18446744073709551614", "stale").unwrap(), 0);
+    assert_eq!(value(&mut c), "last");
+    // Not a token: an error, and nothing written.
+    for bad in ["18446744073709551616", "-7", "0x10", "010", "", "nine"] {
+        assert!(write(&mut c, bad, "bad").is_err(), "{bad:?}");
+    }
+    assert_eq!(value(&mut c), "last");
 }
 
 #[test]

@@ -293,8 +293,9 @@ func (l *Lock) NodeOutcomes() []NodeOutcome {
 }
 
 // FencingToken returns the lock's fencing token: for a lock taken with the Fenced option, a
-// number strictly greater than that of every earlier fenced grant of the resource (exact up
-// to 2⁵³); 0 for a plain lock. It never changes (renewal and Extend keep it) and still
+// number strictly greater than that of every earlier fenced grant of the resource (exact over
+// the whole uint64 range; a counter at its top refuses the next grant with ErrInternal rather
+// than repeat a token); 0 for a plain lock. It never changes (renewal and Extend keep it) and still
 // answers after Free.
 func (l *Lock) FencingToken() uint64 {
 	if l == nil {

@@ -195,7 +195,9 @@ pub unsafe extern "C" fn redlock_unlock(
 }
 
 /// The lease's fencing token (see `redlock_acquire_opts_set_fenced`); 0 for a lease taken
-/// without one, and for NULL. Exact up to 2^53.
+/// without one, and for NULL. Exact over the whole 64-bit range: a counter that reached
+/// `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`, "fencing counter …
+/// exhausted") rather than repeat a token.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
