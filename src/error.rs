@@ -54,6 +54,12 @@ pub enum NodeOutcome {
     ServerError(String),
     /// The node sent something that is not the expected RESP reply.
     Protocol(String),
+    /// The node is the same redis-server as node `of` (the same `run_id`, reached through
+    /// another address): it counts in no round, or that server would vote twice.
+    Duplicate {
+        /// The lower-indexed node it duplicates.
+        of: usize,
+    },
     /// The node may have lost keys it held (a restart, a flushed keyspace), so its grant does
     /// not count (restart quarantine). `remaining` is how much longer, `reason` why.
     #[non_exhaustive]
@@ -139,6 +145,11 @@ impl NodeOutcome {
             NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
             NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
+            NodeOutcome::Duplicate { of } => write!(
+                f,
+                "the same server as node {of} (same run_id): it does not count; list each \
+                 server once"
+            ),
             NodeOutcome::Quarantined { remaining, reason } => write!(
                 f,
                 "in restart quarantine for another {:.1} s ({reason})",

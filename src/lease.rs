@@ -528,7 +528,8 @@ impl Lease {
     /// (already expired locally, lost, unlocked, or not confirmed by a quorum in time),
     /// [`Error::Unavailable`]. After a failed extension the validity is never longer than
     /// before it (it is shortened if the new TTL was shorter, since some nodes may have
-    /// applied it).
+    /// applied it), and it is zero when so many nodes answered that the key is not ours that
+    /// no quorum can hold it.
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
         let r = self.extend_inner(ttl);
         self.inner.shared.cluster.metrics.extensions.record(&r);
@@ -576,8 +577,16 @@ impl Lease {
             return Ok(());
         }
         // Some nodes may have applied a shorter TTL: never keep a validity longer than either.
+        // And where so many nodes answered that the key is not ours that no quorum can hold it
+        // (gone, or another owner's), the lock is known lost: the lease says so at once.
+        let refused = round
+            .outcomes
+            .iter()
+            .filter(|o| **o == crate::error::NodeOutcome::Rejected)
+            .count();
         let keep = old.min(new);
-        inner.set_expires((keep > now).then_some(keep));
+        let lost = sh.cluster.lost_for_sure(refused);
+        inner.set_expires((keep > now && !lost).then_some(keep));
         let detail = (successes >= q)
             .then(|| "the quorum confirmed only after the validity had ended".to_string());
         let report = sh.cluster.report(Op::Extend, round.outcomes, detail);

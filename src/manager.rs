@@ -11,7 +11,7 @@ use crate::error::{Error, QuarantineReason};
 use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
-use crate::node::{ConnSettings, Node, QuarantinePolicy};
+use crate::node::{ConnSettings, Node, Peers, QuarantinePolicy};
 use crate::quorum::Cluster;
 use crate::scan::{self, KeyKind, Scan};
 use crate::scripts;
@@ -77,6 +77,7 @@ impl Redlock {
             max_ttl: config.max_ttl,
         };
         let mut nodes = Vec::with_capacity(addrs.len());
+        let peers = Peers::new(addrs.len());
         let mut seen: Vec<(usize, std::net::SocketAddr)> = Vec::new();
         for (i, addr) in addrs.into_iter().enumerate() {
             let resolved = addr
@@ -92,7 +93,8 @@ impl Redlock {
             }
             seen.extend(resolved.iter().map(|sa| (i, *sa)));
             let first = resolved.first().copied();
-            nodes.push(Node::new(i, addr, first, &scripts::ALL, policy));
+            let peers = Arc::clone(&peers);
+            nodes.push(Node::new(i, addr, first, &scripts::ALL, policy, peers));
         }
         let settings = ConnSettings {
             connect_timeout: config.connect_timeout,

@@ -58,13 +58,14 @@ pub struct HistogramSnapshot {
 }
 
 /// The kinds of per-node failure counted, in the order of [`NodeMetrics::errors`].
-pub const NODE_ERROR_KINDS: [&str; 6] = [
+pub const NODE_ERROR_KINDS: [&str; 7] = [
     "timeout",
     "unreachable",
     "backoff",
     "server_error",
     "protocol",
     "quarantined",
+    "duplicate",
 ];
 
 fn error_kind(o: &NodeOutcome) -> Option<usize> {
@@ -75,6 +76,7 @@ fn error_kind(o: &NodeOutcome) -> Option<usize> {
         NodeOutcome::ServerError(_) => 3,
         NodeOutcome::Protocol(_) => 4,
         NodeOutcome::Quarantined { .. } => 5,
+        NodeOutcome::Duplicate { .. } => 6,
         NodeOutcome::Success | NodeOutcome::Rejected | NodeOutcome::Pending => return None,
     })
 }
@@ -232,7 +234,9 @@ impl Registry {
         let Some(n) = self.nodes.get(i) else { return };
         if matches!(
             outcome,
-            NodeOutcome::Backoff(_) | NodeOutcome::Quarantined { .. }
+            NodeOutcome::Backoff(_)
+                | NodeOutcome::Quarantined { .. }
+                | NodeOutcome::Duplicate { .. }
         ) {
             // Not contacted.
         } else {

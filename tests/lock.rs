@@ -739,3 +739,92 @@ fn a_slow_node_neither_slows_the_cycle_nor_keeps_a_released_key() {
         assert_eq!(s.lock_keys(), 2, "only the planted keys remain");
     }
 }
+
+#[test]
+fn one_server_through_several_addresses_never_counts_twice() {
+    // Server A listens on 127.0.0.1, .2 and .3: listed three times, it would be 3 votes of 5.
+    let a = RedisServer::start_with(&["--bind", "127.0.0.1 127.0.0.2 127.0.0.3"]);
+    let others = Cluster::start(2);
+    let mut urls: Vec<String> = (1..=3)
+        .map(|h| format!("redis://127.0.0.{h}:{}", a.port))
+        .collect();
+    urls.extend(others.urls());
+    let mgr = manager(urls);
+    let lease = mgr.try_lock("dup", Duration::from_secs(10)).unwrap();
+    // A counts once: with B and C that is the quorum of 3.
+    let outcomes: Vec<NodeOutcome> = lease
+        .acquisition()
+        .nodes
+        .iter()
+        .map(|n| n.outcome.clone())
+        .collect();
+    assert!(
+        outcomes[1..3]
+            .iter()
+            .all(|o| matches!(o, NodeOutcome::Duplicate { of: 0 } | NodeOutcome::Pending)),
+        "{outcomes:?}"
+    );
+    // The key vanishes on B and C: A alone must not keep the holder holding.
+    let k = key(b"dup");
+    for s in &others.servers {
+        redis::cmd("DEL").arg(&k).exec(&mut s.client()).unwrap();
+    }
+    match lease.extend(Duration::from_secs(10)) {
+        Err(Error::NotHeld(r)) | Err(Error::Unavailable(r)) => {
+            assert!(r.successes <= 1, "{r}");
+            assert!(r.to_string().contains("the same server as node 0"), "{r}");
+        }
+        other => panic!("extended with one server counted thrice: {other:?}"),
+    }
+    // A client with the honest node list takes the lock; the first holder no longer holds it.
+    let honest = manager(vec![
+        a.url(),
+        others.urls()[0].clone(),
+        others.urls()[1].clone(),
+    ]);
+    honest
+        .try_lock("dup", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    assert!(!lease.is_valid());
+}
+
+#[test]
+fn nothing_runs_behind_a_failed_select_or_auth() {
+    // Node 0 has no database 16 (a default server has 0-15); node 1 has no password, so AUTH
+    // fails there. Their commands must never run (in database 0, unauthenticated).
+    let a = RedisServer::start();
+    let b = RedisServer::start();
+    let others = Cluster::start(3);
+    // In use before (see the silent-listener test): trusted without a's and b's answers.
+    others.mark();
+    let mut urls = vec![
+        format!("redis://127.0.0.1:{}/16", a.port),
+        format!("redis://:not-set@127.0.0.1:{}", b.port),
+    ];
+    urls.extend(others.urls());
+    let mgr = manager(urls);
+    for i in 0..20 {
+        let lease = mgr
+            .try_lock(format!("stray{i}"), Duration::from_secs(10))
+            .unwrap();
+        for n in [0, 1] {
+            assert!(
+                !lease.acquisition().nodes[n].outcome.is_success(),
+                "{}",
+                lease.acquisition()
+            );
+        }
+        // Not unlocked: whatever reached nodes a and b would stay for 10 s.
+        drop(lease);
+    }
+    thread::sleep(Duration::from_millis(200));
+    for s in [&a, &b] {
+        let info: String = redis::cmd("INFO")
+            .arg("keyspace")
+            .query(&mut s.client())
+            .unwrap();
+        assert!(!info.contains("keys="), "a stray key: {info}");
+    }
+}

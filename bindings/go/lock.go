@@ -40,11 +40,14 @@ const (
 	// or its keyspace was flushed) less than the maximum TTL ago: restart quarantine, see
 	// WithRestartQuarantine; Manager.NodeStates says why. A grant it made was released.
 	NodeQuarantined NodeOutcome = C.REDLOCK_NODE_QUARANTINED
+	// NodeDuplicate: not counted, because the node is the same server (the same run_id) as a
+	// lower-indexed node of the list, reached through another address.
+	NodeDuplicate NodeOutcome = C.REDLOCK_NODE_DUPLICATE
 )
 
 // String returns a short name: "success", "rejected", "pending", "timeout", "unreachable",
-// "backoff", "server error", "protocol error", "quarantined", or "NodeOutcome(n)" for other
-// numbers.
+// "backoff", "server error", "protocol error", "quarantined", "duplicate", or "NodeOutcome(n)"
+// for other numbers.
 func (o NodeOutcome) String() string {
 	switch o {
 	case NodeSuccess:
@@ -65,6 +68,8 @@ func (o NodeOutcome) String() string {
 		return "protocol error"
 	case NodeQuarantined:
 		return "quarantined"
+	case NodeDuplicate:
+		return "duplicate"
 	}
 	return "NodeOutcome(" + strconv.Itoa(int(o)) + ")"
 }

@@ -792,7 +792,8 @@ func TestErrors(t *testing.T) {
 		redlock.NodeSuccess: "success", redlock.NodeRejected: "rejected", redlock.NodePending: "pending",
 		redlock.NodeTimeout: "timeout", redlock.NodeUnreachable: "unreachable", redlock.NodeBackoff: "backoff",
 		redlock.NodeServerError: "server error", redlock.NodeProtocol: "protocol error",
-		redlock.NodeQuarantined: "quarantined", redlock.NodeOutcome(42): "NodeOutcome(42)",
+		redlock.NodeQuarantined: "quarantined", redlock.NodeDuplicate: "duplicate",
+		redlock.NodeOutcome(42): "NodeOutcome(42)",
 	} {
 		if got := o.String(); got != want {
 			t.Fatalf("NodeOutcome(%d).String() = %q, want %q", int32(o), got, want)

@@ -135,8 +135,12 @@ pub enum redlock_node_outcome {
     REDLOCK_NODE_SERVER_ERROR = 6,
     /// The node's answer was not valid RESP or not the expected reply.
     REDLOCK_NODE_PROTOCOL = 7,
-    /// Not counted: the node restarted less than the maximum TTL ago (restart quarantine).
+    /// Not counted: the node may have lost keys it held (restart quarantine; see
+    /// `redlock_manager_node_quarantine_reason`).
     REDLOCK_NODE_QUARANTINED = 8,
+    /// Not counted: the node is the same server as a lower-indexed node (the same `run_id`,
+    /// reached through another address).
+    REDLOCK_NODE_DUPLICATE = 9,
 }
 
 impl From<&NodeOutcome> for redlock_node_outcome {
@@ -152,6 +156,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::ServerError(_) => REDLOCK_NODE_SERVER_ERROR,
             NodeOutcome::Protocol(_) => REDLOCK_NODE_PROTOCOL,
             NodeOutcome::Quarantined { .. } => REDLOCK_NODE_QUARANTINED,
+            NodeOutcome::Duplicate { .. } => REDLOCK_NODE_DUPLICATE,
         }
     }
 }

@@ -3,8 +3,8 @@
 //! quarantine, and the reconnect backoff after failures.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{MARKER_KEY, NodeAddr};
@@ -100,6 +100,47 @@ pub(crate) struct Identity {
     pub seen_at: Instant,
 }
 
+/// The `run_id` of every node of one manager: two configured addresses that reach the same
+/// server (`127.0.0.1:P`, `127.0.0.2:P`, `[::1]:P`) must never both count, or that server
+/// would vote twice. Updated by every handshake, so nodes contacted late are checked too.
+pub(crate) struct Peers {
+    run_ids: Mutex<Vec<Option<String>>>,
+    /// Per node, the lower-indexed node it duplicates (`usize::MAX`: none).
+    duplicate_of: Vec<AtomicUsize>,
+}
+
+impl Peers {
+    pub(crate) fn new(nodes: usize) -> Arc<Peers> {
+        Arc::new(Peers {
+            run_ids: Mutex::new(vec![None; nodes]),
+            duplicate_of: (0..nodes).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+        })
+    }
+
+    /// Node `i` reported `run_id`; returns the node it duplicates, if it newly does.
+    fn observe(&self, i: usize, run_id: &str) -> Option<usize> {
+        let mut ids = self.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids[i] = Some(run_id.to_string());
+        let mut new = None;
+        for k in 0..ids.len() {
+            let of = (0..k).find(|&j| ids[j].is_some() && ids[j] == ids[k]);
+            let was = self.duplicate_of[k].swap(of.unwrap_or(usize::MAX), Ordering::AcqRel);
+            if k == i && of.is_some() && was == usize::MAX {
+                new = of;
+            }
+            if k != i && of == Some(i) && was == usize::MAX {
+                new = Some(k); // a lower node joined a higher one: report the pair
+            }
+        }
+        new
+    }
+
+    fn duplicate_of(&self, i: usize) -> Option<usize> {
+        let d = self.duplicate_of[i].load(Ordering::Acquire);
+        (d != usize::MAX).then_some(d)
+    }
+}
+
 /// The first and the longest wait between two reads of a quarantined node's marker.
 const PROBE_MIN: Duration = Duration::from_millis(10);
 const PROBE_MAX: Duration = Duration::from_secs(1);
@@ -126,6 +167,7 @@ pub(crate) struct Node {
     pub handshake: Vec<u8>,
     pub handshake_kinds: Vec<Hs>,
     policy: QuarantinePolicy,
+    peers: Arc<Peers>,
     failures: AtomicU32,
     health: Mutex<Health>,
     identity: Mutex<Option<Identity>>,
@@ -163,6 +205,7 @@ impl Node {
         sockaddr: Option<SocketAddr>,
         scripts: &[&str],
         policy: QuarantinePolicy,
+        peers: Arc<Peers>,
     ) -> Node {
         let mut handshake = Vec::new();
         let mut kinds = Vec::new();
@@ -205,6 +248,7 @@ impl Node {
             handshake,
             handshake_kinds: kinds,
             policy,
+            peers,
             failures: AtomicU32::new(0),
             health: Mutex::new(Health::default()),
             identity: Mutex::new(None),
@@ -239,6 +283,7 @@ impl Node {
                 enabled: true,
                 max_ttl: Duration::from_secs(60),
             },
+            Peers::new(index + 1),
         );
         n.handshake.clear();
         n.handshake_kinds.clear();
@@ -260,6 +305,12 @@ impl Node {
 
     fn lock_trust(&self) -> std::sync::MutexGuard<'_, Trust> {
         self.trust.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lower-indexed node this one reaches the same server as, if any: it then counts in
+    /// no round.
+    pub(crate) fn duplicate_of(&self) -> Option<usize> {
+        self.peers.duplicate_of(self.index)
     }
 
     /// Whether the node's grants count now.
@@ -577,6 +628,13 @@ impl Node {
             None => t.first_seen = Some(now),
         }
         drop(t);
+        if let Some(j) = self.peers.observe(self.index, &run_id) {
+            let (a, b) = (self.index.min(j), self.index.max(j));
+            log::error!(
+                "nodes {a} and {b} are the same redis-server (run_id {run_id}): node {b} does not \
+                 count toward any quorum; list each server once"
+            );
+        }
         *id = Some(Identity {
             run_id,
             uptime: Duration::from_secs(uptime),
@@ -732,6 +790,7 @@ mod tests {
                 enabled: true,
                 max_ttl: Duration::from_secs(60),
             },
+            Peers::new(1),
         )
     }
 

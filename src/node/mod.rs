@@ -6,5 +6,5 @@ pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod link;
 
-pub(crate) use health::{ConnSettings, Node, QuarantinePolicy, Standing};
+pub(crate) use health::{ConnSettings, Node, Peers, QuarantinePolicy, Standing};
 pub(crate) use link::{Call, Link, Slot};

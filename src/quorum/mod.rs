@@ -170,6 +170,18 @@ impl Cluster {
         self.links.len()
     }
 
+    /// The number of nodes that may vote: all but those found to be the same server as
+    /// another (see [`NodeOutcome::Duplicate`]).
+    pub(crate) fn voters(&self) -> usize {
+        self.nodes().filter(|n| n.duplicate_of().is_none()).count()
+    }
+
+    /// True when so many nodes answered that the key is not ours (`rejected` of them) that no
+    /// quorum can hold it: the lock is known lost, not merely unconfirmed.
+    pub(crate) fn lost_for_sure(&self, rejected: usize) -> bool {
+        self.voters().saturating_sub(rejected) < self.quorum
+    }
+
     /// Runs one round: writes the request to every node, then reads replies until the round
     /// is decided (see [`Until`]) or every node has answered, failed or timed out.
     pub(crate) fn round(
@@ -276,12 +288,14 @@ impl Cluster {
                 }
                 _ => None,
             };
-            let sent = match (quarantined, cmd) {
-                (Some((remaining, reason)), _) => {
+            let sent = match (link.node.duplicate_of(), quarantined, cmd) {
+                // The same server as a lower node: asked through that one only.
+                (Some(of), _, _) => Err(NodeOutcome::Duplicate { of }),
+                (None, Some((remaining, reason)), _) => {
                     Err(NodeOutcome::Quarantined { remaining, reason })
                 }
-                (None, None) => Err(NodeOutcome::Rejected),
-                (None, Some(cmd)) => link
+                (None, None, None) => Err(NodeOutcome::Rejected),
+                (None, None, Some(cmd)) => link
                     .submit(
                         Some(call),
                         cmd,
@@ -345,7 +359,10 @@ impl Cluster {
                 Slot::Waiting => (NodeOutcome::Pending, None, None),
                 Slot::Failed(o) => (o, None, None),
                 Slot::Reply { reply, latency } => {
-                    let o = if grants {
+                    let o = if let Some(of) = self.links[i].node.duplicate_of() {
+                        // Found out in this round's handshake: its answer does not count.
+                        NodeOutcome::Duplicate { of }
+                    } else if grants {
                         self.trusted_outcome(i, &reply, judge, now, &mut round.untrusted[i])
                     } else {
                         judge(i, &reply)

@@ -59,6 +59,9 @@ class NodeOutcome(enum.IntEnum):
     #: flushed) less than the manager's maximum TTL ago, or the manager has not decided yet
     #: (restart quarantine; :meth:`redlock.Redlock.node_states` says why).
     QUARANTINED = 8
+    #: Not counted: the node is the same server (the same ``run_id``) as a lower-indexed node
+    #: of the list, reached through another address.
+    DUPLICATE = 9
 
 
 class QuarantineReason(enum.IntEnum):
