@@ -4,8 +4,9 @@
 //! Each lease falls due when `renew_after × TTL` has passed since its last confirmed renewal.
 //! When one falls due, every lease that would fall due within the next half renewal period is
 //! renewed with it, by one command per node: a script that, for each key, extends it if it
-//! holds our token, restores it if it is missing (the node lost it, say by restarting empty),
-//! and leaves it alone otherwise. Renewing some leases a little early is what keeps the
+//! holds our token and reports it missing or another owner's otherwise. Only when a quorum
+//! confirmed the key ours in that same round is it put back where a node lost it (a restart
+//! without persistence); a lock that a majority lost is reported lost, never re-created. Renewing some leases a little early is what keeps the
 //! batches large: leases renewed together fall due together again, so however their
 //! acquisitions were spread, each renewal period needs at most about three rounds.
 //!
@@ -36,9 +37,10 @@ impl Lease {
     /// Turns on auto-renewal: the manager's renewal thread (one per manager, started on first
     /// use) extends this lock to its TTL each time `renew_after × TTL` has passed since the
     /// last success (a third by default), batching renewals that fall due together into one
-    /// command per node. A renewal also restores the key on a node that lost it (a node
-    /// restarted empty) while the lease is valid; it never recreates an expired or released
-    /// lock.
+    /// command per node. A renewal that a quorum confirms also restores the key on a node that
+    /// lost it (a node restarted empty); a renewal that finds the key gone (or another owner's)
+    /// on so many nodes that no quorum can confirm it marks the lease lost at once. It never
+    /// recreates an expired, released or majority-lost lock.
     ///
     /// Renewal is bounded by `max_hold` (1 hour by default) and optionally a number of
     /// extensions. When a renewal cannot confirm a quorum before the validity runs out, or the
@@ -314,8 +316,9 @@ fn whole(r: &Reply) -> NodeOutcome {
 fn item(outcome: &NodeOutcome, reply: Option<&Reply>, j: usize) -> NodeOutcome {
     match (outcome, reply) {
         (NodeOutcome::Success, Some(Reply::Array(items))) => match items.get(j) {
-            Some(Reply::Int(1 | 2)) => NodeOutcome::Success,
-            Some(Reply::Int(0)) => NodeOutcome::Rejected,
+            Some(Reply::Int(1)) => NodeOutcome::Success,
+            // Missing (2) or held by another token (0): not ours there.
+            Some(Reply::Int(0 | 2)) => NodeOutcome::Rejected,
             Some(Reply::Int(-1)) => {
                 NodeOutcome::ServerError("the key holds a value of another type".into())
             }
@@ -335,11 +338,11 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
         .zip(&round.replies)
         .map(|(o, r)| item(o, r.as_ref(), j))
         .collect();
-    let restored = round
+    let missing: Vec<bool> = round
         .replies
         .iter()
-        .filter(|r| matches!(r, Some(Reply::Array(a)) if a.get(j) == Some(&Reply::Int(2))))
-        .count();
+        .map(|r| matches!(r, Some(Reply::Array(a)) if a.get(j) == Some(&Reply::Int(2))))
+        .collect();
     let successes = outcomes.iter().filter(|o| o.is_success()).count();
     let now = sh.now();
     let ttl = st.ttl;
@@ -347,7 +350,11 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
     if successes >= q && l.expires_at().is_some_and(|o| now < o) {
         l.set_expires(Some(sh.budget.expiry(round.start, ttl)));
         s.renewed.fetch_add(1, Ordering::Relaxed);
+        // A quorum confirmed the key ours in this very round: put it back where a node lost
+        // it (a restart without persistence), never over another owner's (NX).
+        let restored = missing.iter().filter(|m| **m).count();
         if restored > 0 {
+            restore(sh, l, ttl, &missing);
             s.restored.fetch_add(restored as u64, Ordering::Relaxed);
             log::info!("renewal restored the lock key on {restored} node(s) that had lost it");
         }
@@ -363,8 +370,9 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
         .count();
     let detail = Some("automatic renewal not confirmed by a quorum".to_string());
     let report = sh.cluster.report(Op::Extend, outcomes, detail);
-    if sh.cluster.len() - rejected < q {
-        // Another owner holds the key on so many nodes that no renewal can succeed.
+    if sh.cluster.lost_for_sure(rejected) {
+        // The key is gone, or another owner's, on so many nodes that no renewal can succeed:
+        // the lease is lost (it is never re-created where a majority lost it).
         s.lost.fetch_add(1, Ordering::Relaxed);
         if let Some(cb) = l.mark_lost(st, LostReason::RenewalFailed(report)) {
             fired.push((cb, Arc::clone(l)));
@@ -376,6 +384,16 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
         rs.last_failure = Some(report);
         rs.next_due = now + retry_interval(ttl);
     }
+}
+
+/// `SET key token PX ttl NX` on the nodes where the key was missing, without waiting.
+fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[bool]) {
+    let mut digits = [0u8; 20];
+    let ttl_ms = crate::resp::decimal(ttl.as_millis() as u64, &mut digits);
+    let mut cmd = Vec::new();
+    let args: [&[u8]; 6] = [b"SET", &l.key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
+    crate::resp::pack(&args, &mut cmd);
+    sh.cluster.detach(&cmd, None, &|i| missing[i]);
 }
 
 fn fire(fired: Fired) {

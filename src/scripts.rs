@@ -17,10 +17,11 @@ pub const EXTEND: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
 return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 /// Renews a batch of locks: `KEYS[i]` with token `ARGV[2i-1]` and TTL `ARGV[2i]` ms. For each
-/// key it returns 1 if the key held the token (its TTL is set), 2 if the key was missing and
-/// has been restored with the token (the node lost it), 0 if another value is there, and -1
-/// if the key holds another type. The caller sends it only for locks it still holds on a
-/// quorum, so a restore never recreates an expired or released lock.
+/// key it returns 1 if the key held the token (its TTL is set), 2 if the key is missing, 0 if
+/// another value is there, and -1 if the key holds another type. It never creates a key: a
+/// node that lost one gets it back only from the client, and only when a quorum confirmed the
+/// key still ours in the same round (see renew.rs), so a lock that a majority lost is never
+/// re-created.
 pub const RENEW: &str = "local out = {} \
 for i = 1, #KEYS do \
 local token = ARGV[2 * i - 1] \
@@ -28,7 +29,7 @@ local ttl = ARGV[2 * i] \
 local v = redis.pcall('get', KEYS[i]) \
 if type(v) == 'table' and v.err then out[i] = -1 \
 elseif v == token then redis.call('pexpire', KEYS[i], ttl) out[i] = 1 \
-elseif v == false then redis.call('set', KEYS[i], token, 'px', ttl) out[i] = 2 \
+elseif v == false then out[i] = 2 \
 else out[i] = 0 end \
 end \
 return out";

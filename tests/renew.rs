@@ -374,3 +374,83 @@ fn a_thousand_auto_renewed_locks_for_thirty_seconds() {
         l.unlock().unwrap();
     }
 }
+
+fn delete(cluster: &Cluster, nodes: &[usize], k: &[u8]) {
+    for &i in nodes {
+        redis::cmd("DEL")
+            .arg(k)
+            .exec(&mut cluster.servers[i].client())
+            .unwrap();
+    }
+}
+
+#[test]
+fn renewal_never_recreates_a_lock_a_majority_has_lost() {
+    let cluster = Cluster::start(5);
+    let mgr = manager(cluster.urls());
+    let lease = mgr
+        .try_lock("majority", Duration::from_millis(900))
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lease
+        .auto_renew(RenewOptions::new().on_lost(move |l| {
+            let _ = tx.send(l.lost_reason());
+        }))
+        .unwrap();
+    let k = key(b"majority");
+    assert!(eventually(Duration::from_secs(2), || cluster.present(&k) == 5));
+    // Three of five lose the key: the next renewal cannot be confirmed by a quorum, and it
+    // must not write the key back on them.
+    delete(&cluster, &[0, 1, 2], &k);
+    let reason = rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("reported lost");
+    assert!(
+        matches!(reason, Some(LostReason::RenewalFailed(_))),
+        "{reason:?}"
+    );
+    assert!(lease.is_lost() && !lease.is_valid());
+    for i in [0, 1, 2] {
+        assert_eq!(
+            cluster.servers[i].get(&k),
+            None,
+            "node {i}: the key came back"
+        );
+    }
+    assert_eq!(mgr.renewal_stats().restored, 0);
+}
+
+#[test]
+fn a_lock_taken_and_released_in_the_gap_is_reported_lost_to_the_first_holder() {
+    let cluster = Cluster::start(5);
+    let mgr = manager(cluster.urls());
+    let other = manager(cluster.urls());
+    let ttl = Duration::from_millis(900);
+    let lease = mgr.try_lock("gap", ttl).unwrap();
+    lease.auto_renew(RenewOptions::new()).unwrap();
+    let k = key(b"gap");
+    assert!(eventually(Duration::from_secs(2), || cluster.present(&k) == 5));
+    // The key vanishes on a majority; another client takes the lock there and lets it go.
+    delete(&cluster, &[0, 1, 2], &k);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match other.try_lock("gap", ttl) {
+            Ok(l) => {
+                l.unlock().unwrap();
+                break;
+            }
+            // The holder's renewal may have run in between: that also ends in a loss.
+            Err(_) if lease.is_lost() => break,
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+    }
+    assert!(
+        lease.wait_lost(Duration::from_secs(3)),
+        "never reported lost"
+    );
+    assert!(!lease.is_valid());
+    // The holder never wrote the key back on the majority.
+    for i in [0, 1, 2] {
+        assert_eq!(cluster.servers[i].get(&k), None, "node {i}");
+    }
+}
