@@ -150,6 +150,7 @@ pub struct Config {
     pub(crate) node_timeout: Option<Duration>,
     pub(crate) node_timeout_floor: Duration,
     pub(crate) node_timeout_cap: Duration,
+    pub(crate) node_timeout_fraction: f64,
     pub(crate) stale_limit: Duration,
     pub(crate) reconnect_backoff_min: Duration,
     pub(crate) reconnect_backoff_max: Duration,
@@ -168,7 +169,8 @@ impl Default for Config {
             connect_timeout: Duration::from_millis(250),
             node_timeout: None,
             node_timeout_floor: Duration::from_millis(10),
-            node_timeout_cap: Duration::from_millis(50),
+            node_timeout_cap: Duration::from_secs(1),
+            node_timeout_fraction: 0.1,
             stale_limit: Duration::from_secs(1),
             reconnect_backoff_min: Duration::from_millis(20),
             reconnect_backoff_max: Duration::from_secs(1),
@@ -235,16 +237,28 @@ impl Config {
     }
 
     /// Overrides the per-node I/O timeout of every step (how long to wait for one node's reply
-    /// once the command is sent). Must be > 0. By default it is derived from the TTL: TTL / 200,
-    /// clamped to [`node_timeout_floor`](Self::node_timeout_floor) and
-    /// [`node_timeout_cap`](Self::node_timeout_cap) (50 ms for a 10 s TTL).
+    /// once the command is sent), the same for every node. Must be > 0.
+    ///
+    /// By default each node gets its own, derived from the round trips it has shown, as TCP
+    /// derives its retransmission timeout (RFC 6298): `SRTT + max(1 ms, 4 × RTTVAR)`, from
+    /// replies that arrived while their step still waited, doubled after each timeout until
+    /// the next reply. It is clamped to [`node_timeout_floor`](Self::node_timeout_floor)
+    /// (10 ms) below and, above, to a fraction of the lock's TTL
+    /// ([`node_timeout_fraction`](Self::node_timeout_fraction), a tenth) but at most
+    /// [`node_timeout_cap`](Self::node_timeout_cap) (1 s); a node not measured yet gets that
+    /// upper bound. So a node 60 ms away counts with a 1 s TTL and with a 10 s one, while a
+    /// step never spends more than a tenth of the TTL waiting for one node.
+    ///
+    /// Waiting longer costs nothing when a quorum answers: a step returns as soon as a quorum
+    /// has decided, so a slow minority is never waited for. The timeout matters only when the
+    /// slow nodes are needed for a quorum, and then waiting longer can only help.
     pub fn node_timeout(mut self, t: Duration) -> Config {
         self.node_timeout = Some(t);
         self
     }
 
-    /// Undoes [`node_timeout`](Self::node_timeout): the per-node timeout is derived from the
-    /// TTL again (the default).
+    /// Undoes [`node_timeout`](Self::node_timeout): each node's timeout is derived from its
+    /// round trips again (the default).
     pub fn derived_node_timeout(mut self) -> Config {
         self.node_timeout = None;
         self
@@ -256,9 +270,18 @@ impl Config {
         self
     }
 
-    /// The largest derived per-node timeout. Must be at least the floor. Defaults to 50 ms.
+    /// The largest derived per-node timeout, whatever the TTL. Must be at least the floor.
+    /// Defaults to 1 s.
     pub fn node_timeout_cap(mut self, t: Duration) -> Config {
         self.node_timeout_cap = t;
+        self
+    }
+
+    /// The largest derived per-node timeout as a fraction of the lock's TTL (never below the
+    /// floor). Must be in (0, 1]. Defaults to 0.1: waiting for one node never takes more than
+    /// a tenth of the lock's validity.
+    pub fn node_timeout_fraction(mut self, f: f64) -> Config {
+        self.node_timeout_fraction = f;
         self
     }
 
@@ -314,9 +337,12 @@ impl Config {
         self
     }
 
-    /// The per-node I/O timeout used for a step on a lock with this TTL.
+    /// The longest per-node I/O timeout a step on a lock with this TTL uses: the explicit
+    /// [`node_timeout`](Self::node_timeout) if set, else the upper bound of the derived ones
+    /// (`TTL × fraction`, at most the cap, at least the floor), which is also what a node not
+    /// measured yet gets.
     pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
-        self.budget().node_timeout(ttl)
+        self.budget().node_timeout(ttl).longest()
     }
 
     /// The timing rules these options give.
@@ -326,6 +352,7 @@ impl Config {
             node_timeout: self.node_timeout,
             floor: self.node_timeout_floor,
             cap: self.node_timeout_cap,
+            fraction: self.node_timeout_fraction,
         }
     }
 
@@ -361,6 +388,12 @@ impl Config {
         }
         if self.node_timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid("node timeout must be > 0"));
+        }
+        let f = self.node_timeout_fraction;
+        if !(f.is_finite() && f > 0.0 && f <= 1.0) {
+            return Err(Error::invalid(format!(
+                "node timeout fraction must be in (0, 1], got {f}"
+            )));
         }
         if self.node_timeout_cap < self.node_timeout_floor {
             return Err(Error::invalid(
@@ -480,15 +513,19 @@ mod tests {
         assert_eq!(c.drift_factor, 0.01);
         assert_eq!(
             c.node_timeout_for(Duration::from_secs(10)),
-            Duration::from_millis(50)
+            Duration::from_secs(1)
         );
         assert_eq!(
             c.node_timeout_for(Duration::from_secs(1)),
-            Duration::from_millis(10)
+            Duration::from_millis(100)
         );
         assert_eq!(
-            c.node_timeout_for(Duration::from_secs(4)),
-            Duration::from_millis(20)
+            c.node_timeout_for(Duration::from_secs(60)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            c.node_timeout_for(Duration::from_millis(50)),
+            Duration::from_millis(10)
         );
         let c = c.node_timeout(Duration::from_millis(7));
         assert_eq!(
@@ -522,6 +559,21 @@ mod tests {
                 .node_timeout(Duration::ZERO)
                 .validate()
                 .is_err()
+        );
+        for f in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+            let r = Config::new(["127.0.0.1:1"])
+                .node_timeout_fraction(f)
+                .validate();
+            assert!(
+                matches!(r, Err(Error::InvalidInput(m)) if m.contains("fraction")),
+                "{f}"
+            );
+        }
+        assert!(
+            Config::new(["127.0.0.1:1"])
+                .node_timeout_fraction(1.0)
+                .validate()
+                .is_ok()
         );
         let bad = Config::new(["127.0.0.1:1", "redis://x:pw@127.0.0.1:99999"]).validate();
         assert!(matches!(bad, Err(Error::InvalidInput(m)) if m.starts_with("node 1")));

@@ -38,6 +38,12 @@ pub struct NodeState {
     pub quarantine_reason: Option<QuarantineReason>,
     /// Its grants count now. False before its first handshake has been read.
     pub trusted: bool,
+    /// Its smoothed round trip, as measured from replies (`None` before the first).
+    pub rtt: Option<Duration>,
+    /// How long the next step waits for it by default: its retransmission timeout
+    /// (`SRTT + max(1 ms, 4 × RTTVAR)`, doubled after each timeout), before the clamp to the
+    /// floor and the TTL's fraction; `None` before the first measurement.
+    pub rto: Option<Duration>,
 }
 
 /// A lock manager over N independent Redis masters.
@@ -152,6 +158,8 @@ impl Redlock {
                     quarantined_for: n.quarantine(now).map(|q| q.0),
                     quarantine_reason: n.quarantine(now).map(|q| q.1),
                     trusted: n.trusted(),
+                    rtt: n.rtt.srtt(),
+                    rto: n.rtt.rto(),
                 }
             })
             .collect()

@@ -271,11 +271,11 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         fallback: Some(&eval),
         grants: false,
     };
-    let node_timeout = chunk
-        .iter()
-        .map(|(_, st)| sh.budget.node_timeout(st.ttl))
-        .min()
-        .unwrap_or(Duration::from_millis(50));
+    // The shortest TTL's: the tightest bound of the batch.
+    let shortest = chunk.iter().map(|(_, st)| st.ttl).min();
+    let node_timeout = sh
+        .budget
+        .node_timeout(shortest.unwrap_or(Duration::from_secs(1)));
     // Stop waiting in time to report a lease lost before its validity ends.
     let cap = chunk
         .iter()

@@ -96,7 +96,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             grants: false,
         };
         let limits = Limits {
-            node_timeout: STEP_TIMEOUT,
+            node_timeout: STEP_TIMEOUT.into(),
             cap: None,
             until: Until::All,
         };

@@ -4,6 +4,7 @@
 //! `Instant::now()`, so that unit tests can drive validity arithmetic and deadlines with a
 //! manual clock instead of sleeping.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A monotonic time source.
@@ -52,18 +53,25 @@ pub(crate) struct Budget {
     pub drift_factor: f64,
     /// An explicit per-node timeout, overriding the derived one.
     pub node_timeout: Option<Duration>,
-    /// The derived per-node timeout is `TTL / 200` clamped to `[floor, cap]`.
+    /// The derived per-node timeout is the node's retransmission timeout ([`RttEstimate`])
+    /// clamped to `[floor, ceiling]`, where the ceiling is `TTL × fraction`, at most `cap`
+    /// (and never below the floor).
     pub floor: Duration,
     /// See `floor`.
     pub cap: Duration,
+    /// See `floor`.
+    pub fraction: f64,
 }
 
 impl Budget {
-    /// How long one step waits for each node's reply on a lock with this TTL.
-    pub(crate) fn node_timeout(&self, ttl: Duration) -> Duration {
+    /// How long one step on a lock with this TTL waits for each node's reply.
+    pub(crate) fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
         match self.node_timeout {
-            Some(t) => t,
-            None => (ttl / 200).clamp(self.floor, self.cap),
+            Some(t) => NodeTimeout::Fixed(t),
+            None => NodeTimeout::Adaptive {
+                floor: self.floor,
+                ceiling: ttl.mul_f64(self.fraction).min(self.cap).max(self.floor),
+            },
         }
     }
 
@@ -78,6 +86,117 @@ impl Budget {
         expires
             .checked_sub(ttl.saturating_sub(drift(ttl, self.drift_factor)))
             .unwrap_or(expires)
+    }
+}
+
+/// How long a step waits for one node's reply once its command is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeTimeout {
+    /// The same for every node (an explicit override).
+    Fixed(Duration),
+    /// Each node's own retransmission timeout, clamped to `[floor, ceiling]`; the ceiling for
+    /// a node not measured yet.
+    Adaptive {
+        /// The least any node gets.
+        floor: Duration,
+        /// The most any node gets: a fraction of the TTL.
+        ceiling: Duration,
+    },
+}
+
+impl From<Duration> for NodeTimeout {
+    fn from(t: Duration) -> NodeTimeout {
+        NodeTimeout::Fixed(t)
+    }
+}
+
+impl NodeTimeout {
+    /// The timeout for a node whose retransmission timeout is `rto` (`None`: not measured).
+    pub(crate) fn for_node(&self, rto: Option<Duration>) -> Duration {
+        match *self {
+            NodeTimeout::Fixed(t) => t,
+            NodeTimeout::Adaptive { floor, ceiling } => {
+                rto.map_or(ceiling, |r| r.max(floor).min(ceiling))
+            }
+        }
+    }
+
+    /// The longest timeout any node may get.
+    pub(crate) fn longest(&self) -> Duration {
+        match *self {
+            NodeTimeout::Fixed(t) => t,
+            NodeTimeout::Adaptive { ceiling, .. } => ceiling,
+        }
+    }
+}
+
+/// The clock granularity term of the retransmission timeout: the least it adds to the
+/// smoothed round trip however steady the node.
+const RTO_GRANULARITY: Duration = Duration::from_millis(1);
+
+/// How many times in a row a timeout may double a node's retransmission timeout.
+const MAX_BACKOFF: u32 = 6;
+
+/// One node's round-trip estimate and retransmission timeout, computed as TCP's (RFC 6298):
+/// the first sample `R` sets `SRTT = R` and `RTTVAR = R / 2`; each later one sets
+/// `RTTVAR = 3/4 RTTVAR + 1/4 |SRTT − R|`, then `SRTT = 7/8 SRTT + 1/8 R`; and the timeout is
+/// `SRTT + max(1 ms, 4 RTTVAR)`. A timeout doubles it (up to 2^6 times) until the next sample.
+///
+/// Samples are taken only from replies read while their caller still waited, so that a reply
+/// read late (nobody was reading the connection when it arrived) does not inflate the
+/// estimate; the doubling on timeouts is what lets a node that became slower be measured
+/// again. `sample` must not run concurrently with itself (each link calls it under its lock);
+/// `rto` and `timed_out` may run from any thread.
+#[derive(Debug, Default)]
+pub(crate) struct RttEstimate {
+    /// Smoothed round trip in nanoseconds; 0 before the first sample.
+    srtt_ns: AtomicU64,
+    /// Round-trip variation in nanoseconds.
+    rttvar_ns: AtomicU64,
+    /// Doublings since the last sample.
+    backoff: AtomicU32,
+}
+
+impl RttEstimate {
+    /// Takes one round-trip sample.
+    pub(crate) fn sample(&self, r: Duration) {
+        let r = (r.as_nanos().min(u64::MAX as u128) as u64).max(1);
+        let srtt = self.srtt_ns.load(Ordering::Relaxed);
+        let (srtt, var) = if srtt == 0 {
+            (r, r / 2)
+        } else {
+            let var = self.rttvar_ns.load(Ordering::Relaxed);
+            let var = var - var / 4 + srtt.abs_diff(r) / 4;
+            (srtt - srtt / 8 + r / 8, var)
+        };
+        self.rttvar_ns.store(var, Ordering::Relaxed);
+        self.srtt_ns.store(srtt.max(1), Ordering::Relaxed);
+        self.backoff.store(0, Ordering::Relaxed);
+    }
+
+    /// A step gave up waiting for this node: the next waits twice as long.
+    pub(crate) fn timed_out(&self) {
+        let _ = self
+            .backoff
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                (b < MAX_BACKOFF).then_some(b + 1)
+            });
+    }
+
+    /// The smoothed round trip, if measured.
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        match self.srtt_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// The retransmission timeout, if measured: `(SRTT + max(1 ms, 4 RTTVAR)) × 2^backoff`.
+    pub(crate) fn rto(&self) -> Option<Duration> {
+        let srtt = self.srtt()?;
+        let var = Duration::from_nanos(self.rttvar_ns.load(Ordering::Relaxed));
+        let base = srtt + (var * 4).max(RTO_GRANULARITY);
+        Some(base * (1 << self.backoff.load(Ordering::Relaxed).min(MAX_BACKOFF)))
     }
 }
 
@@ -136,33 +255,77 @@ mod tests {
             drift_factor: 0.01,
             node_timeout: None,
             floor: Duration::from_millis(10),
-            cap: Duration::from_millis(50),
+            cap: Duration::from_secs(5),
+            fraction: 0.1,
         }
     }
 
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
     #[test]
-    fn node_timeouts_derive_from_the_ttl() {
+    fn node_timeouts_are_bounded_by_a_fraction_of_the_ttl() {
         let b = budget();
-        assert_eq!(
-            b.node_timeout(Duration::from_secs(10)),
-            Duration::from_millis(50)
-        );
-        assert_eq!(
-            b.node_timeout(Duration::from_secs(1)),
-            Duration::from_millis(10)
-        );
-        assert_eq!(
-            b.node_timeout(Duration::from_secs(4)),
-            Duration::from_millis(20)
-        );
+        let at = |ttl: Duration, rto: Option<Duration>| b.node_timeout(ttl).for_node(rto);
+        // Not measured yet: the ceiling, a tenth of the TTL.
+        assert_eq!(at(Duration::from_secs(10), None), ms(1000));
+        assert_eq!(at(Duration::from_secs(1), None), ms(100));
+        // Measured: its own timeout, within [floor, ceiling].
+        assert_eq!(at(Duration::from_secs(10), Some(ms(65))), ms(65));
+        assert_eq!(at(Duration::from_secs(10), Some(ms(1))), ms(10));
+        assert_eq!(at(Duration::from_secs(1), Some(ms(400))), ms(100));
+        // A tiny TTL: never below the floor; a huge one: never above the cap.
+        assert_eq!(at(ms(20), None), ms(10));
+        assert_eq!(at(Duration::from_secs(3600), None), Duration::from_secs(5));
         let b = Budget {
-            node_timeout: Some(Duration::from_millis(7)),
+            node_timeout: Some(ms(7)),
             ..b
         };
         assert_eq!(
             b.node_timeout(Duration::from_secs(10)),
-            Duration::from_millis(7)
+            NodeTimeout::Fixed(ms(7))
         );
+        assert_eq!(
+            b.node_timeout(Duration::from_secs(10))
+                .for_node(Some(ms(90))),
+            ms(7)
+        );
+    }
+
+    #[test]
+    fn the_retransmission_timeout_follows_the_node() {
+        let e = RttEstimate::default();
+        assert_eq!(e.rto(), None);
+        // First sample: SRTT = R, RTTVAR = R/2, RTO = R + 4 R/2 = 3 R.
+        e.sample(ms(60));
+        assert_eq!(e.srtt(), Some(ms(60)));
+        assert_eq!(e.rto(), Some(ms(180)));
+        // A steady node: the variation decays and the timeout closes in on the round trip,
+        // never below it plus the granularity.
+        for _ in 0..200 {
+            e.sample(ms(60));
+        }
+        let rto = e.rto().unwrap();
+        assert!(rto >= ms(61) && rto < ms(62), "{rto:?}");
+        // Timeouts double it, up to 2^6 times; a sample ends the doubling.
+        e.timed_out();
+        e.timed_out();
+        assert!(e.rto().unwrap() >= ms(244) && e.rto().unwrap() < ms(248));
+        for _ in 0..20 {
+            e.timed_out();
+        }
+        assert!(e.rto().unwrap() >= ms(61) * 64);
+        e.sample(ms(60));
+        assert!(e.rto().unwrap() < ms(62));
+        // A jump to 40 ms from a 1 ms node: the first sample already lifts the timeout above
+        // the new round trip.
+        let e = RttEstimate::default();
+        for _ in 0..50 {
+            e.sample(ms(1));
+        }
+        e.sample(ms(40));
+        assert!(e.rto().unwrap() > ms(40), "{:?}", e.rto());
     }
 
     #[test]

@@ -828,3 +828,88 @@ fn nothing_runs_behind_a_failed_select_or_auth() {
         assert!(!info.contains("keys="), "a stray key: {info}");
     }
 }
+
+#[test]
+fn nodes_60_ms_away_count_with_the_default_timeouts() {
+    use support::proxy::DelayProxy;
+    // Three nodes, two of them 60 ms away (30 ms each way): every quorum needs a far node.
+    let cluster = Cluster::start(3);
+    let far: Vec<DelayProxy> = (1..3)
+        .map(|i| DelayProxy::start(cluster.servers[i].port, Duration::from_millis(30)))
+        .collect();
+    let mut urls = cluster.urls();
+    urls[1] = far[0].url();
+    urls[2] = far[1].url();
+    // The default per-node timeouts: derived from each node's round trips, at most a tenth of
+    // the TTL. (They were TTL / 200 within 10–50 ms: a far node never counted.)
+    let mgr = Redlock::new(support::config(urls)).unwrap();
+    for ttl in [Duration::from_secs(10), Duration::from_secs(1)] {
+        for i in 0..5 {
+            // Waiting allowed (a loaded machine may delay a reply past one step's timeout);
+            // every grant here needs a far node's vote.
+            let lease = mgr
+                .lock_until(
+                    format!("far{i}"),
+                    ttl,
+                    Instant::now() + Duration::from_secs(20),
+                )
+                .unwrap_or_else(|e| panic!("TTL {ttl:?}, lock {i}: {e}"));
+            let far_votes = lease.acquisition().nodes[1..]
+                .iter()
+                .filter(|n| n.outcome == NodeOutcome::Success)
+                .count();
+            assert!(far_votes >= 1, "{:?}", lease.acquisition());
+            lease.unlock().unwrap();
+        }
+    }
+    // Each far reply took at least the proxies' 60 ms, so their estimates do too.
+    for st in &mgr.node_states()[1..] {
+        let rtt = st.rtt.expect("measured");
+        assert!(rtt >= Duration::from_millis(60), "{st:?}");
+        assert!(st.rto.unwrap() > rtt, "{st:?}");
+    }
+}
+
+#[test]
+fn a_node_that_becomes_slow_is_measured_again_and_counts() {
+    use support::proxy::DelayProxy;
+    let cluster = Cluster::start(3);
+    let proxies: Vec<DelayProxy> = (1..3)
+        .map(|i| DelayProxy::start(cluster.servers[i].port, Duration::ZERO))
+        .collect();
+    let mut urls = cluster.urls();
+    urls[1] = proxies[0].url();
+    urls[2] = proxies[1].url();
+    let mgr = Redlock::new(support::config(urls)).unwrap();
+    // Measured near: their timeouts sink to the 10 ms floor.
+    for i in 0..20 {
+        mgr.lock_until(
+            format!("near{i}"),
+            Duration::from_secs(1),
+            Instant::now() + Duration::from_secs(20),
+        )
+        .unwrap()
+        .unlock()
+        .unwrap();
+    }
+    // Now 50 ms away. The first steps time out, and each timeout doubles the node's timeout
+    // until a reply comes back in time and measures it again.
+    for p in &proxies {
+        p.set_delay(Duration::from_millis(25));
+    }
+    let lease = mgr
+        .lock_until(
+            "after",
+            Duration::from_secs(1),
+            Instant::now() + Duration::from_secs(20),
+        )
+        .unwrap();
+    assert!(
+        lease.acquisition().nodes[1..]
+            .iter()
+            .any(|n| n.outcome == NodeOutcome::Success),
+        "{:?}",
+        lease.acquisition()
+    );
+    lease.unlock().unwrap();
+}

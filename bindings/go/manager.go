@@ -206,8 +206,10 @@ func WithDriftFactor(factor float64) Option {
 }
 
 // WithTimeouts sets the connect timeout (> 0; default 250 ms) and the per-node I/O timeout of
-// every step (≥ 0). A node timeout of 0 restores the default, derived from each lock's TTL
-// (TTL / 200, clamped to [10 ms, 50 ms]) — short, so raise it on slow or busy networks.
+// every step, the same for every node (≥ 0). A node timeout of 0 restores the default: each
+// node's own, derived from its measured round trips as TCP's retransmission timeout (smoothed
+// RTT plus four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at
+// most), so nodes far away count without tuning.
 // Durations are rounded up to whole milliseconds and must not exceed MaxTTL; New returns
 // ErrInvalidArgument otherwise.
 func WithTimeouts(connect, node time.Duration) Option {

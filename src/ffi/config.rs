@@ -147,8 +147,10 @@ pub unsafe extern "C" fn redlock_config_set_drift_factor(
 }
 
 /// Sets the connect timeout (must be > 0; default 250 ms) and the per-node I/O timeout of
-/// every step. `node_ms` = 0 restores the default: derived from each lock's TTL (TTL / 200,
-/// clamped to [10 ms, 50 ms]).
+/// every step, the same for every node. `node_ms` = 0 restores the default: each node's own,
+/// derived from its measured round trips as TCP's retransmission timeout (smoothed RTT plus
+/// four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at most); a node
+/// not measured yet gets that upper bound.
 ///
 /// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (`connect_ms` = 0; the config is unchanged).
 ///

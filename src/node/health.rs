@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::config::{MARKER_KEY, NodeAddr};
 use crate::error::QuarantineReason;
 use crate::resp::{self, Reply};
+use crate::timing::RttEstimate;
 
 /// Settings that apply to every connection of a manager.
 #[derive(Clone, Debug)]
@@ -174,6 +175,8 @@ pub(crate) struct Node {
     trust: Mutex<Trust>,
     /// Restarts seen (a changed run_id on reconnect).
     restarts: AtomicU64,
+    /// Its round trips, for its per-step timeout (see [`RttEstimate`]).
+    pub rtt: RttEstimate,
     info_warned: AtomicBool,
     persistence: Mutex<Persistence>,
 }
@@ -266,6 +269,7 @@ impl Node {
                 probe_wait: PROBE_MIN,
             }),
             restarts: AtomicU64::new(0),
+            rtt: RttEstimate::default(),
             info_warned: AtomicBool::new(false),
             persistence: Mutex::new(Persistence::default()),
         }

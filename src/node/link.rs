@@ -208,6 +208,9 @@ enum Purpose {
 struct Entry {
     purpose: Purpose,
     sent_at: Instant,
+    /// Its reply's latency is a round-trip sample: the command was written at once on an
+    /// established connection (not held behind a handshake, not a resend).
+    timed: bool,
 }
 
 struct Driver {
@@ -384,6 +387,7 @@ impl Link {
                 fallback: fallback.cloned(),
             },
             sent_at: now,
+            timed: !starting,
         });
         st.last_used = now;
         let mut drive = false;
@@ -420,10 +424,17 @@ impl Link {
                 st.conn = Some(c);
                 st.generation += 1;
                 st.pending
-                    .extend(self.node.handshake_kinds.iter().map(|k| Entry {
-                        purpose: Purpose::Handshake(*k),
-                        sent_at: now,
-                    }));
+                    .extend(
+                        self.node
+                            .handshake_kinds
+                            .iter()
+                            .enumerate()
+                            .map(|(i, k)| Entry {
+                                purpose: Purpose::Handshake(*k),
+                                sent_at: now,
+                                timed: i == 0,
+                            }),
+                    );
                 Ok(())
             }
             Err(e) => {
@@ -463,6 +474,7 @@ impl Link {
         let entry = Entry {
             purpose: Purpose::Health(kind),
             sent_at: now,
+            timed: false,
         };
         if first {
             // Right after the handshake's entries, before the held commands' ones.
@@ -660,6 +672,14 @@ impl Link {
                 let _ = self.node.on_handshake_reply(kind, &reply, now);
             }
             Purpose::Handshake(kind) => {
+                if entry.timed {
+                    // The first reply of a new connection: a TCP handshake and one command,
+                    // so at most about two round trips. Taken as it is: too long a timeout
+                    // costs nothing while a quorum answers, too short a one a failed step.
+                    self.node
+                        .rtt
+                        .sample(now.saturating_duration_since(entry.sent_at));
+                }
                 match self.node.on_handshake_reply(kind, &reply, now) {
                     Err(text) => {
                         // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
@@ -705,6 +725,7 @@ impl Link {
                             fallback: None,
                         },
                         sent_at: entry.sent_at,
+                        timed: false,
                     });
                     return;
                 }
@@ -717,6 +738,11 @@ impl Link {
                 if let Some(c) = call {
                     let latency = now.saturating_duration_since(entry.sent_at);
                     if c.fill(self.node.index, Slot::Reply { reply, latency }) {
+                        // Read while its caller still waited, so promptly: a fair sample (a
+                        // reply nobody waited for may have been read long after it came).
+                        if entry.timed {
+                            self.node.rtt.sample(latency);
+                        }
                         wake_later(w, &c);
                     }
                 }

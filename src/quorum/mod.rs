@@ -18,7 +18,7 @@ use crate::mux;
 use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Link, Node, Slot, Standing};
 use crate::resp::Reply;
-use crate::timing::Clock;
+use crate::timing::{Clock, NodeTimeout};
 
 mod care;
 #[cfg(test)]
@@ -68,8 +68,8 @@ pub(crate) enum Until {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
     /// How long to wait for a node's reply once its command is sent (plus the connect timeout
-    /// when the node must be connected first).
-    pub node_timeout: Duration,
+    /// when the node must be connected first): fixed, or each node's own.
+    pub node_timeout: NodeTimeout,
     /// No node waits past this instant (an extension must not outlive the current validity).
     pub cap: Option<Instant>,
     pub until: Until,
@@ -77,9 +77,9 @@ pub(crate) struct Limits {
 
 impl Limits {
     /// Early return at quorum, no cap.
-    pub(crate) fn quorum(node_timeout: Duration) -> Limits {
+    pub(crate) fn quorum(node_timeout: impl Into<NodeTimeout>) -> Limits {
         Limits {
-            node_timeout,
+            node_timeout: node_timeout.into(),
             cap: None,
             until: Until::Quorum,
         }
@@ -310,7 +310,7 @@ impl Cluster {
                 Ok(s) => {
                     w.driving = s.drive;
                     w.starting = s.starting;
-                    let mut d = start + limits.node_timeout;
+                    let mut d = start + limits.node_timeout.for_node(link.node.rtt.rto());
                     if s.starting {
                         d += self.settings.connect_timeout;
                     }

@@ -105,7 +105,9 @@ impl Source for Wait<'_> {
             .fill(link.node.index, Slot::Failed(NodeOutcome::Timeout))
         {
             // Keep the connection: a slow node's reply is discarded when it comes, and a node
-            // that stays silent is closed by the stale limit at a later round.
+            // that stays silent is closed by the stale limit at a later round. The next step
+            // waits twice as long for it (until a reply measures it again).
+            link.node.rtt.timed_out();
             link.node.record_failure(now, what, c.settings(), false);
         }
     }

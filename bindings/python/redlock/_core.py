@@ -852,8 +852,9 @@ class Redlock:
             (default 0.01).
         connect_timeout_ms: added to a step's deadline when a node must be connected first;
             ``> 0`` (default 250).
-        node_timeout_ms: per-node wait in each step; ``None`` or 0 derives it from each
-            lock's TTL (TTL / 200, clamped to [10 ms, 50 ms]).
+        node_timeout_ms: per-node wait in each step, the same for every node; ``None`` or 0:
+            each node's own, derived from its measured round trips as TCP's retransmission
+            timeout, at least 10 ms and at most a tenth of the lock's TTL (1 s at most).
         max_ttl_ms: the largest TTL a lock (or :meth:`Lease.extend`) may ask for, 3..2**32-1
             (default 60000); a larger one raises :class:`InvalidArgument`. It is also how
             long a node that may have lost keys stays in restart quarantine, so keep it near

@@ -124,7 +124,8 @@ pub const NODE_OPTS_HELP: &str = "\
   --no-quarantine      count nodes that restarted less than the maximum TTL ago (only for
                        nodes that persist every write, or were just started empty)
   --max-ttl MS         the largest TTL allowed, and the restart quarantine (default 60000)
-  --node-timeout MS    per-node timeout of each step (default: TTL / 200, 10 to 50 ms)";
+  --node-timeout MS    per-node timeout of each step (default: each node's own, from its
+                       round trips, 10 ms to a tenth of the TTL)";
 
 pub fn string(p: &mut lexopt::Parser, name: &str) -> Result<String, String> {
     p.value()
