@@ -326,8 +326,8 @@ void redlock_config_free(struct redlock_config *cfg);
 
 // Adds a node: `redis://[user:password@]host[:port][/db]` or `host:port`. The URL's syntax
 // is checked now (`REDLOCK_STATUS_INVALID_ARGUMENT` for a malformed URL, another scheme, port
-// 0, …); duplicates and host names are checked by `redlock_manager_new`. Error messages never
-// contain the password.
+// 0, a database number beyond 2^31 − 1, …); duplicates and host names are checked by
+// `redlock_manager_new`. Error messages never contain the password.
 //
 // Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_ARGUMENT.
 //

@@ -46,7 +46,8 @@ pub struct NodeAddr {
 impl NodeAddr {
     /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
     /// when omitted) and `host:port`. Rejects other schemes (`rediss://`, `unix://`), query
-    /// strings, port 0 and database numbers that are not non-negative integers.
+    /// strings, port 0 and database numbers that are not integers from 0 to 2^31 − 1 (what
+    /// Redis `SELECT` accepts at most; the server's `databases` setting is checked at connect).
     pub fn parse(url: &str) -> Result<NodeAddr, Error> {
         let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
         Ok(NodeAddr {
@@ -577,6 +578,28 @@ mod tests {
         );
         let bad = Config::new(["127.0.0.1:1", "redis://x:pw@127.0.0.1:99999"]).validate();
         assert!(matches!(bad, Err(Error::InvalidInput(m)) if m.starts_with("node 1")));
+    }
+
+    #[test]
+    fn database_numbers_beyond_what_redis_accepts_are_rejected_at_once() {
+        // SELECT parses its index as a C int: a larger one would fail at every connect.
+        let a = NodeAddr::parse("redis://127.0.0.1:7001/2147483647").unwrap();
+        assert_eq!(a.db(), i64::from(i32::MAX));
+        for url in [
+            "redis://127.0.0.1:7001/2147483648",
+            "redis://127.0.0.1:7001/99999999999",
+            "redis://:pw@127.0.0.1:7001/99999999999",
+        ] {
+            let e = NodeAddr::parse(url).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidInput(m) if m.contains("out of range")),
+                "{url}: {e}"
+            );
+        }
+        let e = Config::new(["127.0.0.1:1", "redis://127.0.0.1:2/99999999999"])
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("node 1"), "{e}");
     }
 
     #[test]

@@ -312,6 +312,9 @@ pub(crate) struct UrlParts {
     pub db: i64,
 }
 
+/// The largest database index any Redis server accepts: `SELECT` parses it as a C `int`.
+pub(crate) const MAX_DB: i64 = i32::MAX as i64;
+
 /// Parses `redis://[user:password@]host[:port][/db]` or `host:port`.
 pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
     use redis::IntoConnectionInfo;
@@ -364,6 +367,15 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
     let db = settings.db();
     if db < 0 {
         return Err(format!("invalid database number {db}"));
+    }
+    if db > MAX_DB {
+        // Redis parses SELECT's index as a C int: anything larger is refused at every
+        // connect ("value is not an integer or out of range"). Say so now, not at the first
+        // lock. (The server's own limit, `databases`, 16 by default, is checked at connect.)
+        return Err(format!(
+            "database number {db} out of range: Redis accepts 0 to {MAX_DB} at most \
+             (0 to databases - 1, 16 databases by default)"
+        ));
     }
     Ok(UrlParts {
         host,
@@ -637,6 +649,8 @@ mod tests {
         assert_eq!(p.username.as_deref(), Some("alice"));
         assert_eq!(p.password.as_deref(), Some("s3cr@t"));
         assert_eq!(p.db, 2);
+        let p = parse_url("redis://127.0.0.1:7001/2147483647").unwrap();
+        assert_eq!(p.db, 2147483647);
         let p = parse_url("redis://:pw@127.0.0.1:7004").unwrap();
         assert_eq!(p.username, None);
         assert_eq!(p.password.as_deref(), Some("pw"));
@@ -656,6 +670,9 @@ mod tests {
             "http://127.0.0.1:7001",
             "redis://127.0.0.1:7001/notadb",
             "redis://127.0.0.1:7001/-1",
+            "redis://127.0.0.1:7001/2147483648",
+            "redis://127.0.0.1:7001/99999999999",
+            "redis://127.0.0.1:7001/99999999999999999999",
             "redis://127.0.0.1:7001?protocol=resp3",
             "redis://user:hunter2@:7001",
             ":7001",

@@ -144,7 +144,9 @@ static void test_bad_input(void) {
   CHECK(mgr == (redlock_manager *)0x1);
   /* Malformed URLs, and the password never appears in the message. */
   const char *bad[] = {"", "not a url", "127.0.0.1", "redis://127.0.0.1:99999", "rediss://127.0.0.1:1",
-                       "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x"};
+                       "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x",
+                       /* beyond what SELECT accepts (a C int): refused now, not at connect */
+                       "redis://:hunter2@127.0.0.1:1/99999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CHECK_STATUS(redlock_config_add_node(cfg, bad[i], err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(err, "hunter2") == NULL);

@@ -73,8 +73,8 @@ unsafe fn with_cfg(
 
 /// Adds a node: `redis://[user:password@]host[:port][/db]` or `host:port`. The URL's syntax
 /// is checked now (`REDLOCK_STATUS_INVALID_ARGUMENT` for a malformed URL, another scheme, port
-/// 0, …); duplicates and host names are checked by `redlock_manager_new`. Error messages never
-/// contain the password.
+/// 0, a database number beyond 2^31 − 1, …); duplicates and host names are checked by
+/// `redlock_manager_new`. Error messages never contain the password.
 ///
 /// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_ARGUMENT.
 ///

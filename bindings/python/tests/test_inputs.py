@@ -100,6 +100,8 @@ def test_empty_node_list():
         "rediss://127.0.0.1:1",
         "http://127.0.0.1:6379",
         "redis://127.0.0.1:1/x",
+        # Beyond what SELECT accepts (a C int): refused now, not at the first connect.
+        "redis://127.0.0.1:1/99999999999",
         "redis://127.0.0.1:0",
         "redis://127.0.0.1:1\0trailing",
     ],
