@@ -791,6 +791,45 @@ fn one_server_through_several_addresses_never_counts_twice() {
 }
 
 #[test]
+fn a_node_in_cluster_mode_is_refused_with_a_message_that_says_so() {
+    // Cluster mode on, no slots assigned: every key command would answer CLUSTERDOWN, and
+    // SELECT is refused; neither says why.
+    let c = RedisServer::start_with(&["--cluster-enabled", "yes"]);
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    // In use before (see the silent-listener test): trusted without c's answer.
+    a.mark();
+    b.mark();
+    for url in [c.url(), format!("{}/3", c.url())] {
+        let mgr = Redlock::new(support::config(vec![url]).retry_count(0)).unwrap();
+        let err = mgr.try_lock("cl", Duration::from_secs(5)).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Unavailable(_)), "{msg}");
+        assert!(msg.contains("cluster mode is not supported (yet)"), "{msg}");
+    }
+    // Beside two plain nodes: they grant the lock; the cluster node says why it did not.
+    let mgr = manager(vec![a.url(), b.url(), c.url()]);
+    let mut seen = None;
+    for i in 0..50 {
+        let lease = mgr
+            .try_lock(format!("cl{i}"), Duration::from_secs(5))
+            .unwrap();
+        let outcome = lease.acquisition().nodes[2].outcome.clone();
+        lease.unlock().unwrap();
+        // Pending: decided before c answered; try again.
+        if outcome != NodeOutcome::Pending {
+            seen = Some(outcome);
+            break;
+        }
+    }
+    match seen {
+        Some(NodeOutcome::ServerError(s)) | Some(NodeOutcome::Backoff(s)) => {
+            assert!(s.contains("cluster mode is not supported (yet)"), "{s}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn nothing_runs_behind_a_failed_select_or_auth() {
     // Node 0 has no database 16 (a default server has 0-15); node 1 has no password, so AUTH
     // fails there. Their commands must never run (in database 0, unauthenticated).

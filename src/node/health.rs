@@ -8,9 +8,28 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{MARKER_KEY, NodeAddr};
-use crate::error::QuarantineReason;
+use crate::error::{NodeOutcome, QuarantineReason};
 use crate::resp::{self, Reply};
 use crate::timing::RttEstimate;
+
+/// What a node in Redis Cluster mode is told: its keys live on other nodes (it answers
+/// `MOVED`, `ASK`, `CLUSTERDOWN`, …), and Redlock needs independent masters, each holding
+/// every lock key it is asked about.
+pub(crate) const CLUSTER_UNSUPPORTED: &str = "cluster mode is not supported (yet)";
+
+/// The error codes only a node in cluster mode answers.
+const CLUSTER_CODES: [&str; 5] = ["MOVED", "ASK", "CLUSTERDOWN", "CROSSSLOT", "TRYAGAIN"];
+
+/// What a reply means whatever was asked, if it says the node is in cluster mode: a
+/// `ServerError` that says cluster mode is not supported, with the server's text.
+pub(crate) fn cluster_refusal(reply: &Reply) -> Option<NodeOutcome> {
+    match reply {
+        Reply::Error { code, text } if CLUSTER_CODES.contains(&code.as_str()) => Some(
+            NodeOutcome::ServerError(format!("{CLUSTER_UNSUPPORTED}: the node answered {text}")),
+        ),
+        _ => None,
+    }
+}
 
 /// Settings that apply to every connection of a manager.
 #[derive(Clone, Debug)]
@@ -26,6 +45,10 @@ pub(crate) struct ConnSettings {
 pub(crate) enum Hs {
     /// `AUTH`, `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
     Required,
+    /// `INFO cluster`: a node with `cluster_enabled:1` is refused (see
+    /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
+    /// the replies to later commands still tell (see [`cluster_refusal`]).
+    Cluster,
     /// `INFO server`: the node's identity and age; an error only disables restart detection.
     Info,
     /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
@@ -142,6 +165,13 @@ impl Peers {
     }
 }
 
+/// The value of the field `name` in the text of an `INFO` reply (`name:value` lines).
+fn info_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// The first and the longest wait between two reads of a quarantined node's marker.
 const PROBE_MIN: Duration = Duration::from_millis(10);
 const PROBE_MAX: Duration = Duration::from_secs(1);
@@ -198,9 +228,10 @@ struct Health {
 }
 
 impl Node {
-    /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`,
-    /// `SELECT`) followed by `SCRIPT LOAD` of every script and `INFO server` (identity and
-    /// uptime, for restart detection). With quarantine off, it also reads `appendonly` and
+    /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`, then
+    /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by
+    /// `SCRIPT LOAD` of every script and `INFO server` (identity and uptime, for restart
+    /// detection). With quarantine off, it also reads `appendonly` and
     /// `appendfsync`, to warn about a node that does not persist every write.
     pub(crate) fn new(
         index: usize,
@@ -221,6 +252,9 @@ impl Node {
             }
             kinds.push(Hs::Required);
         }
+        // Before SELECT, which a cluster node refuses with a message that does not say why.
+        resp::pack(&[b"INFO", b"cluster"], &mut handshake);
+        kinds.push(Hs::Cluster);
         if addr.db() != 0 {
             resp::pack(
                 &[b"SELECT", addr.db().to_string().as_bytes()],
@@ -377,17 +411,33 @@ impl Node {
         t.marker_present || matches!(t.marker, Marker::Holds(_))
     }
 
-    /// Handles the reply to one handshake or health command; `Err` with the server's text when
-    /// the node cannot be used as configured.
+    /// Handles the reply to one handshake or health command; `Err` with what to report when
+    /// the node cannot be used as configured (the server's error, or cluster mode).
     pub(crate) fn on_handshake_reply(
         &self,
         kind: Hs,
         reply: &Reply,
         now: Instant,
-    ) -> Result<Action, String> {
+    ) -> Result<Action, NodeOutcome> {
         match (kind, reply) {
-            (Hs::Required, Reply::Error { text, .. }) => return Err(text.clone()),
+            (Hs::Required | Hs::Cluster | Hs::Marker, r) if cluster_refusal(r).is_some() => {
+                return Err(cluster_refusal(r).expect("checked"));
+            }
+            (Hs::Required, Reply::Error { text, .. }) => {
+                return Err(NodeOutcome::ServerError(format!(
+                    "handshake failed: {text}"
+                )));
+            }
             (Hs::Required, _) => {}
+            (Hs::Cluster, Reply::Bulk(info))
+                if info_field(&String::from_utf8_lossy(info), "cluster_enabled") == Some("1") =>
+            {
+                return Err(NodeOutcome::ServerError(format!(
+                    "{CLUSTER_UNSUPPORTED}: the node runs with cluster-enabled yes; Redlock \
+                     needs independent masters"
+                )));
+            }
+            (Hs::Cluster, _) => {}
             (Hs::Info, r) => self.observe_info(r, now),
             (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
             (Hs::MarkerProbe, r) => self.observe_probe(r),
@@ -602,11 +652,7 @@ impl Node {
                 return;
             }
         };
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(|v| v.trim().to_string())
-        };
+        let field = |name: &str| info_field(&text, name).map(str::to_string);
         let (Some(run_id), Some(uptime)) = (
             field("run_id"),
             field("uptime_in_seconds").and_then(|u| u.parse::<u64>().ok()),
@@ -876,5 +922,52 @@ mod tests {
         };
         assert!(n.on_handshake_reply(Hs::Required, &err, t0).is_err());
         assert!(n.on_handshake_reply(Hs::Info, &err, t0).is_ok());
+    }
+
+    #[test]
+    fn cluster_mode_is_refused_with_a_message_that_says_so() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        let info =
+            |enabled| Reply::Bulk(format!("# Cluster\r\ncluster_enabled:{enabled}\r\n").into());
+        let says_cluster = |r: Result<Action, NodeOutcome>| matches!(r, Err(NodeOutcome::ServerError(s)) if s.starts_with(CLUSTER_UNSUPPORTED));
+        assert!(says_cluster(n.on_handshake_reply(
+            Hs::Cluster,
+            &info(1),
+            t0
+        )));
+        assert_eq!(
+            n.on_handshake_reply(Hs::Cluster, &info(0), t0),
+            Ok(Action::None)
+        );
+        // INFO renamed or refused: the check is skipped, later replies still tell.
+        let unknown = Reply::Error {
+            code: "ERR".into(),
+            text: "ERR unknown command 'INFO'".into(),
+        };
+        assert_eq!(
+            n.on_handshake_reply(Hs::Cluster, &unknown, t0),
+            Ok(Action::None)
+        );
+        let moved = Reply::Error {
+            code: "MOVED".into(),
+            text: "MOVED 3999 127.0.0.1:6381".into(),
+        };
+        assert!(says_cluster(n.on_handshake_reply(Hs::Required, &moved, t0)));
+        assert!(says_cluster(n.on_handshake_reply(Hs::Marker, &moved, t0)));
+        let down = Reply::Error {
+            code: "CLUSTERDOWN".into(),
+            text: "CLUSTERDOWN Hash slot not served".into(),
+        };
+        match cluster_refusal(&down) {
+            Some(NodeOutcome::ServerError(s)) => assert_eq!(
+                s,
+                "cluster mode is not supported (yet): the node answered CLUSTERDOWN Hash slot \
+                 not served"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cluster_refusal(&unknown), None);
+        assert_eq!(cluster_refusal(&Reply::Ok), None);
     }
 }

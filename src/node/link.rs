@@ -681,10 +681,10 @@ impl Link {
                         .sample(now.saturating_duration_since(entry.sent_at));
                 }
                 match self.node.on_handshake_reply(kind, &reply, now) {
-                    Err(text) => {
-                        // WRONGPASS, NOAUTH, an out-of-range SELECT: the node is unusable as
-                        // configured. The commands held behind the handshake were never sent.
-                        let what = NodeOutcome::ServerError(format!("handshake failed: {text}"));
+                    Err(what) => {
+                        // WRONGPASS, NOAUTH, an out-of-range SELECT, cluster mode: the node is
+                        // unusable as configured. The commands held behind the handshake were
+                        // never sent.
                         return self.fail_all(st, what, now, s, w);
                     }
                     Ok(Action::WriteMarker(run_id)) => {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::metrics::Registry;
 use crate::mux;
+use crate::node::health::cluster_refusal;
 use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Link, Node, Slot, Standing};
 use crate::resp::Reply;
@@ -362,6 +363,10 @@ impl Cluster {
                     let o = if let Some(of) = self.links[i].node.duplicate_of() {
                         // Found out in this round's handshake: its answer does not count.
                         NodeOutcome::Duplicate { of }
+                    } else if let Some(o) = cluster_refusal(&reply) {
+                        // Whatever was asked: a node in cluster mode (whose handshake could
+                        // not tell, INFO being renamed) says so, not just "MOVED …".
+                        o
                     } else if grants {
                         self.trusted_outcome(i, &reply, judge, now, &mut round.untrusted[i])
                     } else {

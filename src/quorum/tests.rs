@@ -549,3 +549,30 @@ fn a_command_held_behind_a_handshake_is_written_even_after_the_caller_left() {
         p.join().unwrap();
     }
 }
+
+#[test]
+fn replies_only_a_cluster_node_sends_say_cluster_mode_is_not_supported() {
+    let (cluster, mut peers) = pairs(3);
+    let p2 = peers.pop().unwrap();
+    let p1 = peers.pop().unwrap();
+    let p0 = peers.pop().unwrap();
+    let h0 = answer(p0, vec![(PING, b"+PONG\r\n")]);
+    let h1 = answer(p1, vec![(PING, b"-MOVED 3999 127.0.0.1:6381\r\n")]);
+    let h2 = answer(p2, vec![(PING, b"-CLUSTERDOWN Hash slot not served\r\n")]);
+    let r = cluster
+        .round(&req(PING), &any_reply, all(Duration::from_secs(5)))
+        .unwrap();
+    let _peers = (h0.join().unwrap(), h1.join().unwrap(), h2.join().unwrap());
+    assert_eq!(r.outcomes[0], NodeOutcome::Success);
+    for (i, text) in [
+        (1, "MOVED 3999 127.0.0.1:6381"),
+        (2, "CLUSTERDOWN Hash slot not served"),
+    ] {
+        assert_eq!(
+            r.outcomes[i],
+            NodeOutcome::ServerError(format!(
+                "cluster mode is not supported (yet): the node answered {text}"
+            ))
+        );
+    }
+}
