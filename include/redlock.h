@@ -43,6 +43,11 @@ typedef enum redlock_status {
   // Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
   // possible.
   REDLOCK_STATUS_UNAVAILABLE = 3,
+  // Like UNAVAILABLE, but the nodes that refused this client's credentials (a wrong
+  // password or user, a password missing, an ACL user without the needed permissions:
+  // `WRONGPASS`, `NOAUTH`, `NOPERM`) are what stands between the others and a quorum. The
+  // message names each node's outcome. Fix the node URLs or the ACLs.
+  REDLOCK_STATUS_AUTH = 4,
   // Bad input: a malformed URL, a TTL out of range, an empty resource, … Nothing was sent.
   REDLOCK_STATUS_INVALID_ARGUMENT = 10,
   // A required pointer was NULL.
@@ -67,7 +72,9 @@ typedef enum redlock_node_outcome {
   REDLOCK_NODE_UNREACHABLE = 4,
   // Not contacted: waiting out a reconnect backoff after a recent failure.
   REDLOCK_NODE_BACKOFF = 5,
-  // The node answered with an error (`-ERR`, `-WRONGPASS`, …).
+  // The node answered with an error (`-ERR`, `-WRONGPASS`, …). A refusal of this client's
+  // credentials (`WRONGPASS`, `NOAUTH`, `NOPERM`) is one, also while the node waits out
+  // the reconnect backoff that follows it.
   REDLOCK_NODE_SERVER_ERROR = 6,
   // The node's answer was not valid RESP or not the expected reply.
   REDLOCK_NODE_PROTOCOL = 7,
@@ -235,8 +242,9 @@ enum redlock_status redlock_acquire_opts_set_auto_renew(struct redlock_acquire_o
 // manager's maximum TTL.
 //
 // Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
-// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
+// UNAVAILABLE, AUTH, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
+// non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
+// outcome.
 //
 // # Safety
 // `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
@@ -415,7 +423,7 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
 // ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 // validity already ended or that was unlocked.
 //
-// Statuses: OK, NOT_HELD, UNAVAILABLE, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
+// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
 //
 // # Safety
 // `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
@@ -428,7 +436,7 @@ enum redlock_status redlock_extend(struct redlock_lease *lease,
 // not free the lease. From this call on the lease's validity reads 0.
 //
 // Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
-// UNAVAILABLE, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
+// UNAVAILABLE, AUTH, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
 //
 // # Safety
 // `lease` must be a live lease; `err` NULL or `err_len` writable bytes.

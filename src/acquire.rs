@@ -74,7 +74,7 @@ impl LockOptions {
 }
 
 /// Runs `attempt` until it grants a lease or `opts.wait` is over, then applies the options
-/// that act on a granted lease. Refusals (`NotAcquired`, `Unavailable`) are retried; every
+/// that act on a granted lease. Refusals (`NotAcquired`, `Unavailable`, `Auth`) are retried; every
 /// other error ends the call at once. The caller has validated its input and `opts`.
 pub(crate) fn acquire(
     sh: &Arc<Shared>,
@@ -94,7 +94,8 @@ pub(crate) fn acquire(
         m.attempts.fetch_add(1, Ordering::Relaxed);
         let epoch = sh.cluster.trust_epoch();
         let e = match attempt() {
-            Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_))) => e,
+            // Auth too: a node that refused our credentials may be one of several missing.
+            Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_) | Error::Auth(_))) => e,
             other => break other,
         };
         // Nodes became trusted during this attempt (a brand-new cluster is trusted once every

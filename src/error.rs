@@ -49,9 +49,15 @@ pub enum NodeOutcome {
     /// Not contacted during this step: the node failed recently and is waiting out its
     /// reconnect backoff. The text is the last failure.
     Backoff(String),
-    /// The node answered with an error reply (`-ERR …`, `-WRONGTYPE …`, `-NOAUTH …`); the text
-    /// is the server's.
+    /// The node answered with an error reply (`-ERR …`, `-WRONGTYPE …`); the text is the
+    /// server's.
     ServerError(String),
+    /// The node refused this client's credentials: its `AUTH` failed (`WRONGPASS`, or a
+    /// password the server does not expect), or it answered `NOAUTH` (a password is required)
+    /// or `NOPERM` (the ACL user may not run a command or touch a key). The text is the
+    /// server's. Reported for the step whose connection failed this way, and for the steps
+    /// during the reconnect backoff that follows (the node is then not contacted).
+    AuthFailed(String),
     /// The node sent something that is not the expected RESP reply.
     Protocol(String),
     /// The node is the same redis-server as node `of` (the same `run_id`, reached through
@@ -144,6 +150,7 @@ impl NodeOutcome {
             NodeOutcome::Unreachable(s) => f.write_str(s),
             NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
             NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
+            NodeOutcome::AuthFailed(s) => write!(f, "authentication failed: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
             NodeOutcome::Duplicate { of } => write!(
                 f,
@@ -233,6 +240,12 @@ pub enum Error {
     /// Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
     /// possible. Nothing is known about who holds the lock.
     Unavailable(Report),
+    /// Like [`Error::Unavailable`], but the nodes that refused this client's credentials
+    /// ([`NodeOutcome::AuthFailed`]: a wrong password or user, a password missing, an ACL
+    /// user without the needed permissions) are what stands between the other nodes and a
+    /// quorum: had they answered, a quorum would have been possible. Fix the node URLs or the
+    /// ACLs; retrying alone will not help. Nothing is known about who holds the lock.
+    Auth(Report),
     /// Bad input: a malformed node URL, a TTL out of range, an empty resource name, … Nothing
     /// was sent to any node.
     InvalidInput(String),
@@ -245,7 +258,9 @@ impl Error {
     /// The per-node report, for the variants that have one.
     pub fn report(&self) -> Option<&Report> {
         match self {
-            Error::NotAcquired(r) | Error::NotHeld(r) | Error::Unavailable(r) => Some(r),
+            Error::NotAcquired(r) | Error::NotHeld(r) | Error::Unavailable(r) | Error::Auth(r) => {
+                Some(r)
+            }
             Error::InvalidInput(_) | Error::Internal(_) => None,
         }
     }
@@ -261,6 +276,7 @@ impl fmt::Display for Error {
             Error::NotAcquired(r) => write!(f, "not acquired: {r}"),
             Error::NotHeld(r) => write!(f, "not held: {r}"),
             Error::Unavailable(r) => write!(f, "unavailable: {r}"),
+            Error::Auth(r) => write!(f, "authentication failed: {r}"),
             Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
             Error::Internal(s) => write!(f, "internal error: {s}"),
         }

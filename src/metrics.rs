@@ -73,7 +73,8 @@ fn error_kind(o: &NodeOutcome) -> Option<usize> {
         NodeOutcome::Timeout => 0,
         NodeOutcome::Unreachable(_) => 1,
         NodeOutcome::Backoff(_) => 2,
-        NodeOutcome::ServerError(_) => 3,
+        // The node answered with an error: a refusal of our credentials is one.
+        NodeOutcome::ServerError(_) | NodeOutcome::AuthFailed(_) => 3,
         NodeOutcome::Protocol(_) => 4,
         NodeOutcome::Quarantined { .. } => 5,
         NodeOutcome::Duplicate { .. } => 6,
@@ -102,7 +103,7 @@ impl Outcomes {
         let c = match r {
             Ok(_) => &self.ok,
             Err(Error::NotHeld(_)) => &self.not_held,
-            Err(Error::Unavailable(_)) => &self.unavailable,
+            Err(Error::Unavailable(_) | Error::Auth(_)) => &self.unavailable,
             Err(_) => &self.other,
         };
         c.fetch_add(1, Ordering::Relaxed);
@@ -125,7 +126,7 @@ pub struct OutcomeCounts {
     pub ok: u64,
     /// [`Error::NotHeld`].
     pub not_held: u64,
-    /// [`Error::Unavailable`].
+    /// [`Error::Unavailable`] or [`Error::Auth`].
     pub unavailable: u64,
     /// Any other error (invalid input, internal).
     pub other: u64,
@@ -218,7 +219,7 @@ impl Registry {
         let c = match r {
             Ok(_) => &self.grants,
             Err(Error::NotAcquired(_)) => &self.not_acquired,
-            Err(Error::Unavailable(_)) => &self.unavailable,
+            Err(Error::Unavailable(_) | Error::Auth(_)) => &self.unavailable,
             Err(Error::InvalidInput(_)) => &self.invalid,
             Err(Error::Internal(_) | Error::NotHeld(_)) => &self.internal,
         };
@@ -308,7 +309,8 @@ pub struct Metrics {
     pub grants: u64,
     /// Lock calls that ended in [`Error::NotAcquired`].
     pub not_acquired: u64,
-    /// Lock calls that ended in [`Error::Unavailable`].
+    /// Lock calls that ended in [`Error::Unavailable`] or [`Error::Auth`] (a quorum out of
+    /// reach, because of credentials or not).
     pub unavailable: u64,
     /// Lock calls rejected as invalid input.
     pub invalid_input: u64,

@@ -454,7 +454,7 @@ fn a_wrong_password_on_one_node_is_reported_without_the_password() {
     let mgr = manager(urls.clone());
     let lease = mgr.try_lock("pw", Duration::from_secs(5)).unwrap();
     match &lease.acquisition().nodes[1].outcome {
-        NodeOutcome::ServerError(s) => assert!(s.contains("WRONGPASS"), "{s}"),
+        NodeOutcome::AuthFailed(s) => assert!(s.contains("WRONGPASS"), "{s}"),
         // The two good nodes may have decided before the bad one answered.
         NodeOutcome::Pending => {}
         o => panic!("{o:?}"),
@@ -469,7 +469,7 @@ fn a_wrong_password_on_one_node_is_reported_without_the_password() {
     let mgr = Redlock::new(support::config(urls).retry_count(0)).unwrap();
     let err = mgr.lock("pw", Duration::from_secs(5)).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, Error::Unavailable(_)), "{msg}");
+    assert!(matches!(err, Error::Auth(_)), "{msg}");
     assert!(msg.contains("WRONGPASS"), "{msg}");
     assert!(
         !msg.contains("wrong-pw") && !msg.contains("wrong-too"),
@@ -788,6 +788,85 @@ fn one_server_through_several_addresses_never_counts_twice() {
         .unlock()
         .unwrap();
     assert!(!lease.is_valid());
+}
+
+#[test]
+fn a_quorum_lost_to_refused_credentials_is_an_auth_error() {
+    let good = RedisServer::start();
+    let pw = [
+        RedisServer::start_with(&["--requirepass", "right-pw"]),
+        RedisServer::start_with(&["--requirepass", "right-pw"]),
+    ];
+    // An ACL user who may not load scripts: NOPERM in the handshake.
+    let acl =
+        RedisServer::start_with(&["--user", "bob", "on", ">bob-pw", "~*", "+@all", "-script"]);
+    let mut down = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    for d in &mut down {
+        d.kill(); // connection refused from now on
+    }
+    // In use before (see the silent-listener test): trusted without the others' answers.
+    good.mark();
+    let wrong = |s: &RedisServer| format!("redis://:wrong-pw@127.0.0.1:{}", s.port);
+    let attempt = |urls: Vec<String>| {
+        // Retries: the later attempts find the refused nodes in reconnect backoff, which must
+        // still tell an authentication failure from a dead node.
+        let cfg = support::config(urls)
+            .retry_count(3)
+            .retry_delay(Duration::from_millis(5));
+        let err = Redlock::new(cfg)
+            .unwrap()
+            .lock("creds", Duration::from_secs(5))
+            .unwrap_err();
+        assert!(
+            !err.to_string().contains("wrong-pw") && !err.to_string().contains("bob-pw"),
+            "{err}"
+        );
+        err
+    };
+    let auth = |err: Error, code: &str| {
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Auth(_)), "{msg}");
+        assert!(msg.starts_with("authentication failed: "), "{msg}");
+        assert!(
+            msg.contains(&format!("authentication failed: {code}")),
+            "{msg}"
+        );
+    };
+    // Wrong passwords (WRONGPASS) on two of three.
+    auth(
+        attempt(vec![good.url(), wrong(&pw[0]), wrong(&pw[1])]),
+        "WRONGPASS",
+    );
+    // No password for nodes that require one (NOAUTH).
+    auth(
+        attempt(vec![good.url(), pw[0].url(), pw[1].url()]),
+        "NOAUTH",
+    );
+    // A user without the permissions the handshake needs (NOPERM).
+    let bob = format!("redis://bob:bob-pw@127.0.0.1:{}", acl.port);
+    auth(
+        attempt(vec![good.url(), bob.clone(), wrong(&pw[1])]),
+        "NOPERM",
+    );
+    // One refused, one down, of three: with the credentials fixed there would be a quorum.
+    auth(
+        attempt(vec![good.url(), wrong(&pw[0]), down[0].url()]),
+        "WRONGPASS",
+    );
+    // One refused, three down, of five: no quorum even with the credentials fixed.
+    let err = attempt(vec![
+        good.url(),
+        wrong(&pw[0]),
+        down[0].url(),
+        down[1].url(),
+        down[2].url(),
+    ]);
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("WRONGPASS"), "{err}");
 }
 
 #[test]

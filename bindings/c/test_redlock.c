@@ -62,11 +62,12 @@ static void test_status_strings(void) {
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NOT_ACQUIRED), "not acquired") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NOT_HELD), "not held") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_UNAVAILABLE), "unavailable") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_AUTH), "authentication failed") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INVALID_ARGUMENT), "invalid argument") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NULL_ARGUMENT), "null argument") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INTERNAL), "internal error") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_PANIC), "panic") == 0);
-  int out_of_range[] = {-1, 4, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
+  int out_of_range[] = {-1, 5, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
   for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
     const char *s = redlock_status_str(out_of_range[i]);
     CHECK(s != NULL && strcmp(s, "unknown status") == 0);
@@ -584,6 +585,32 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Two of three nodes refuse the credentials (these nodes require no password, so AUTH with
+ * one fails): the quorum is lost to authentication, which has its own status. */
+static void test_auth_failure(void) {
+  char err[1024];
+  char wrong[2][128];
+  redlock_config *cfg = redlock_config_new();
+  CHECK_STATUS(redlock_config_add_node(cfg, urls[0], err, sizeof err), REDLOCK_STATUS_OK);
+  for (int i = 0; i < 2; i++) {
+    const char *hostport = strstr(urls[1 + i], "://");
+    CHECK(hostport != NULL);
+    snprintf(wrong[i], sizeof wrong[i], "redis://:wrong-pw@%s", hostport ? hostport + 3 : "");
+    CHECK_STATUS(redlock_config_add_node(cfg, wrong[i], err, sizeof err), REDLOCK_STATUS_OK);
+  }
+  CHECK_STATUS(redlock_config_set_retry(cfg, 0, 0, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_config_free(cfg);
+  redlock_lease *lease = (redlock_lease *)0x1;
+  CHECK_STATUS(redlock_lock(mgr, (const uint8_t *)"c-auth", 6, 5000, &lease, err, sizeof err),
+               REDLOCK_STATUS_AUTH);
+  CHECK(lease == (redlock_lease *)0x1);
+  CHECK(strstr(err, "authentication failed") != NULL);
+  CHECK(strstr(err, "wrong-pw") == NULL);
+  redlock_manager_free(mgr);
+}
+
 static void test_contention(void) {
   struct shared s = {.mgr = make_manager(3, 20), .counter = 0, .inside = 0, .overlaps = 0, .errors = 0};
   pthread_mutex_init(&s.stats, NULL);
@@ -614,6 +641,7 @@ int main(int argc, char **argv) {
   test_fencing_and_accessors();
   test_quarantine();
   test_metrics();
+  test_auth_failure();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -25,6 +25,11 @@ const (
 	// StatusUnavailable: too many nodes failed (timeouts, refused connections, errors) or are
 	// in restart quarantine for a quorum to be possible.
 	StatusUnavailable Status = C.REDLOCK_STATUS_UNAVAILABLE
+	// StatusAuth: like StatusUnavailable, but the nodes that refused this client's
+	// credentials (a wrong password or user, a password missing, an ACL user without the
+	// needed permissions: WRONGPASS, NOAUTH, NOPERM) are what stands between the others and a
+	// quorum. Fix the node URLs or the ACLs.
+	StatusAuth Status = C.REDLOCK_STATUS_AUTH
 	// StatusInvalidArgument: bad input (a malformed URL, a TTL out of range, an empty
 	// resource, …). Nothing was sent to any node.
 	StatusInvalidArgument Status = C.REDLOCK_STATUS_INVALID_ARGUMENT
@@ -66,10 +71,15 @@ func (e *Error) Error() string {
 }
 
 // Is reports whether target is an *Error with the same Status, so that
-// errors.Is(err, ErrNotHeld) holds for every "not held" error.
+// errors.Is(err, ErrNotHeld) holds for every "not held" error. An error with StatusAuth also
+// matches ErrUnavailable: a quorum was out of reach, and ErrAuth says why, so code that
+// handles ErrUnavailable handles it too.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t != nil && e != nil && t.Status == e.Status
+	if !ok || t == nil || e == nil {
+		return false
+	}
+	return t.Status == e.Status || (e.Status == StatusAuth && t.Status == StatusUnavailable)
 }
 
 // Sentinel errors, one per status, for errors.Is. They carry no message; the errors returned
@@ -82,6 +92,9 @@ var (
 	ErrNotHeld error = &Error{Status: StatusNotHeld}
 	// ErrUnavailable: too many nodes failed for a quorum to be possible.
 	ErrUnavailable error = &Error{Status: StatusUnavailable}
+	// ErrAuth: nodes refused the credentials, and without them a quorum was impossible (an
+	// ErrAuth error also matches ErrUnavailable).
+	ErrAuth error = &Error{Status: StatusAuth}
 	// ErrInvalidArgument: bad input; nothing was sent.
 	ErrInvalidArgument error = &Error{Status: StatusInvalidArgument}
 	// ErrNullArgument: a method was called on a nil *Manager or *Lock.

@@ -176,7 +176,8 @@ func (l *Lock) Free() {
 // Validity returns 0, whatever the outcome.
 //
 // Errors: ErrNotHeld (the lock had expired, was already unlocked, or a quorum did not hold
-// it), ErrUnavailable (too many nodes failed to tell), ErrInternal, ErrClosed (after Free).
+// it), ErrUnavailable (too many nodes failed to tell; ErrAuth when refused credentials made
+// the difference), ErrInternal, ErrClosed (after Free).
 func (l *Lock) Unlock() error {
 	if l == nil {
 		return nilReceiver("*Lock")
@@ -204,7 +205,7 @@ func (l *Lock) Unlock() error {
 // Manager.Acquire (at most the manager's maximum TTL).
 //
 // Errors: ErrNotHeld (the validity had already ended, the lock was unlocked, or a quorum did
-// not confirm in time), ErrUnavailable, ErrInvalidArgument (TTL), ErrInternal, ErrClosed
+// not confirm in time), ErrUnavailable (or ErrAuth), ErrInvalidArgument (TTL), ErrInternal, ErrClosed
 // (after Free). After a failed Extend the validity is never longer than before.
 func (l *Lock) Extend(ttl time.Duration) error {
 	if l == nil {

@@ -671,7 +671,8 @@ func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out
 //
 // Errors: ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed or in
 // restart quarantine for a quorum to be possible; the message names each node's outcome, and
-// for a quarantined node why),
+// for a quarantined node why), ErrAuth (also an ErrUnavailable: nodes that refused the
+// credentials stood between the others and a quorum),
 // ErrInvalidArgument (bad TTL, resource or option), ErrInternal, ErrClosed; with AutoRenew,
 // the errors of starting renewal, in which case the lock has been unlocked and freed. The
 // returned Lock must eventually be unlocked (or left to expire) and freed (or left to the

@@ -751,6 +751,7 @@ func TestErrors(t *testing.T) {
 		redlock.StatusNotAcquired:     redlock.ErrNotAcquired,
 		redlock.StatusNotHeld:         redlock.ErrNotHeld,
 		redlock.StatusUnavailable:     redlock.ErrUnavailable,
+		redlock.StatusAuth:            redlock.ErrAuth,
 		redlock.StatusInvalidArgument: redlock.ErrInvalidArgument,
 		redlock.StatusNullArgument:    redlock.ErrNullArgument,
 		redlock.StatusInternal:        redlock.ErrInternal,
@@ -759,7 +760,9 @@ func TestErrors(t *testing.T) {
 	for st := range sentinels {
 		err := fmt.Errorf("wrapped: %w", &redlock.Error{Status: st, Message: "details"})
 		for st2, sentinel := range sentinels {
-			if got := errors.Is(err, sentinel); got != (st == st2) {
+			// An auth error is also unavailable (a quorum was out of reach).
+			want := st == st2 || (st == redlock.StatusAuth && st2 == redlock.StatusUnavailable)
+			if got := errors.Is(err, sentinel); got != want {
 				t.Fatalf("errors.Is(%v error, %v sentinel) = %v", st, st2, got)
 			}
 		}
@@ -776,9 +779,10 @@ func TestErrors(t *testing.T) {
 	}
 	for st, want := range map[redlock.Status]string{
 		redlock.StatusOK: "ok", redlock.StatusNotAcquired: "not acquired", redlock.StatusNotHeld: "not held",
-		redlock.StatusUnavailable: "unavailable", redlock.StatusInvalidArgument: "invalid argument",
-		redlock.StatusNullArgument: "null argument", redlock.StatusInternal: "internal error",
-		redlock.StatusPanic: "panic", redlock.Status(4): "unknown status", redlock.Status(-1): "unknown status",
+		redlock.StatusUnavailable: "unavailable", redlock.StatusAuth: "authentication failed",
+		redlock.StatusInvalidArgument: "invalid argument", redlock.StatusNullArgument: "null argument",
+		redlock.StatusInternal: "internal error", redlock.StatusPanic: "panic",
+		redlock.Status(5): "unknown status", redlock.Status(-1): "unknown status",
 	} {
 		if got := st.String(); got != want {
 			t.Fatalf("Status(%d).String() = %q, want %q", int32(st), got, want)
@@ -801,7 +805,8 @@ func TestErrors(t *testing.T) {
 			t.Fatalf("NodeOutcome(%d).String() = %q, want %q", int32(o), got, want)
 		}
 	}
-	if redlock.NodeSuccess != 0 || redlock.NodeProtocol != 7 || redlock.NodeQuarantined != 8 || redlock.StatusPanic != 99 {
+	if redlock.NodeSuccess != 0 || redlock.NodeProtocol != 7 || redlock.NodeQuarantined != 8 || redlock.StatusPanic != 99 ||
+		redlock.StatusAuth != 4 {
 		t.Fatal("the stable numbers of the C ABI changed")
 	}
 	for r, want := range map[redlock.QuarantineReason]string{
@@ -820,5 +825,33 @@ func TestErrors(t *testing.T) {
 		if int(r) != i {
 			t.Fatalf("QuarantineReason %v is %d, want %d: the stable numbers of the C ABI changed", r, int32(r), i)
 		}
+	}
+}
+
+// Two of three nodes refuse the credentials (these nodes need no password, so AUTH with one
+// fails): without them a quorum is out of reach, which is ErrAuth, not a dead cluster.
+func TestCredentialsRefusedByAQuorum(t *testing.T) {
+	t.Parallel()
+	nodes := []string{sharedNodes[0]}
+	for _, u := range sharedNodes[1:3] {
+		nodes = append(nodes, "redis://:wrong-pw@"+addrOf(u))
+	}
+	m, err := redlock.New(nodes, redlock.WithRetry(1, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.Lock(uniq(t), 5*time.Second)
+	if l != nil {
+		t.Fatal("granted")
+	}
+	wantIs(t, "Lock", err, redlock.ErrAuth)
+	wantIs(t, "Lock", err, redlock.ErrUnavailable) // handled wherever ErrUnavailable is
+	var e *redlock.Error
+	if !errors.As(err, &e) || e.Status != redlock.StatusAuth {
+		t.Fatalf("Lock: %v", err)
+	}
+	if !strings.Contains(e.Message, "authentication failed: ") || strings.Contains(e.Message, "wrong-pw") {
+		t.Fatalf("message: %q", e.Message)
 	}
 }

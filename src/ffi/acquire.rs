@@ -164,8 +164,9 @@ pub(crate) fn renew_options(max_hold_ms: u32, max_extensions: u32) -> RenewOptio
 /// manager's maximum TTL.
 ///
 /// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-/// UNAVAILABLE, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero
-/// length), INTERNAL. `*out` is written only on success; `err` names each node's outcome.
+/// UNAVAILABLE, AUTH, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
+/// non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
+/// outcome.
 ///
 /// # Safety
 /// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;

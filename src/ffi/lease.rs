@@ -131,7 +131,9 @@ pub enum redlock_node_outcome {
     REDLOCK_NODE_UNREACHABLE = 4,
     /// Not contacted: waiting out a reconnect backoff after a recent failure.
     REDLOCK_NODE_BACKOFF = 5,
-    /// The node answered with an error (`-ERR`, `-WRONGPASS`, …).
+    /// The node answered with an error (`-ERR`, `-WRONGPASS`, …). A refusal of this client's
+    /// credentials (`WRONGPASS`, `NOAUTH`, `NOPERM`) is one, also while the node waits out
+    /// the reconnect backoff that follows it.
     REDLOCK_NODE_SERVER_ERROR = 6,
     /// The node's answer was not valid RESP or not the expected reply.
     REDLOCK_NODE_PROTOCOL = 7,
@@ -153,7 +155,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::Timeout => REDLOCK_NODE_TIMEOUT,
             NodeOutcome::Unreachable(_) => REDLOCK_NODE_UNREACHABLE,
             NodeOutcome::Backoff(_) => REDLOCK_NODE_BACKOFF,
-            NodeOutcome::ServerError(_) => REDLOCK_NODE_SERVER_ERROR,
+            NodeOutcome::ServerError(_) | NodeOutcome::AuthFailed(_) => REDLOCK_NODE_SERVER_ERROR,
             NodeOutcome::Protocol(_) => REDLOCK_NODE_PROTOCOL,
             NodeOutcome::Quarantined { .. } => REDLOCK_NODE_QUARANTINED,
             NodeOutcome::Duplicate { .. } => REDLOCK_NODE_DUPLICATE,
@@ -165,7 +167,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
 /// ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 /// validity already ended or that was unlocked.
 ///
-/// Statuses: OK, NOT_HELD, UNAVAILABLE, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
+/// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
 ///
 /// # Safety
 /// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
@@ -185,7 +187,7 @@ pub unsafe extern "C" fn redlock_extend(
 /// not free the lease. From this call on the lease's validity reads 0.
 ///
 /// Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
-/// UNAVAILABLE, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
+/// UNAVAILABLE, AUTH, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
 ///
 /// # Safety
 /// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.

@@ -45,6 +45,11 @@ pub enum redlock_status {
     /// Too many nodes failed (timeouts, refused connections, errors) for a quorum to be
     /// possible.
     REDLOCK_STATUS_UNAVAILABLE = 3,
+    /// Like UNAVAILABLE, but the nodes that refused this client's credentials (a wrong
+    /// password or user, a password missing, an ACL user without the needed permissions:
+    /// `WRONGPASS`, `NOAUTH`, `NOPERM`) are what stands between the others and a quorum. The
+    /// message names each node's outcome. Fix the node URLs or the ACLs.
+    REDLOCK_STATUS_AUTH = 4,
     /// Bad input: a malformed URL, a TTL out of range, an empty resource, … Nothing was sent.
     REDLOCK_STATUS_INVALID_ARGUMENT = 10,
     /// A required pointer was NULL.
@@ -85,6 +90,7 @@ impl From<Error> for FfiError {
             Error::NotAcquired(_) => REDLOCK_STATUS_NOT_ACQUIRED,
             Error::NotHeld(_) => REDLOCK_STATUS_NOT_HELD,
             Error::Unavailable(_) => REDLOCK_STATUS_UNAVAILABLE,
+            Error::Auth(_) => REDLOCK_STATUS_AUTH,
             Error::InvalidInput(_) => REDLOCK_STATUS_INVALID_ARGUMENT,
             Error::Internal(_) => REDLOCK_STATUS_INTERNAL,
         };
@@ -195,6 +201,7 @@ pub extern "C" fn redlock_status_str(status: i32) -> *const c_char {
         1 => b"not acquired\0",
         2 => b"not held\0",
         3 => b"unavailable\0",
+        4 => b"authentication failed\0",
         10 => b"invalid argument\0",
         11 => b"null argument\0",
         20 => b"internal error\0",
@@ -266,12 +273,13 @@ mod tests {
             (1, "not acquired"),
             (2, "not held"),
             (3, "unavailable"),
+            (4, "authentication failed"),
             (10, "invalid argument"),
             (11, "null argument"),
             (20, "internal error"),
             (99, "panic"),
             (-1, "unknown status"),
-            (4, "unknown status"),
+            (5, "unknown status"),
             (i32::MAX, "unknown status"),
         ] {
             // SAFETY: redlock_status_str returns a static NUL-terminated string.

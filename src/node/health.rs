@@ -17,6 +17,39 @@ use crate::timing::RttEstimate;
 /// every lock key it is asked about.
 pub(crate) const CLUSTER_UNSUPPORTED: &str = "cluster mode is not supported (yet)";
 
+/// The error codes that say the node refused this client's credentials: a failed `AUTH`
+/// (`WRONGPASS`), a password required but not given (`NOAUTH`), an ACL user not allowed a
+/// command or a key (`NOPERM`).
+const AUTH_CODES: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
+
+/// What a reply means whatever was asked, if it refuses this client's credentials.
+pub(crate) fn auth_refusal(reply: &Reply) -> Option<NodeOutcome> {
+    match reply {
+        Reply::Error { code, text } if AUTH_CODES.contains(&code.as_str()) => {
+            Some(NodeOutcome::AuthFailed(text.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// What a reply means whatever was asked, if the node refuses our credentials or runs in
+/// cluster mode (see [`auth_refusal`], [`cluster_refusal`]).
+pub(crate) fn refusal(reply: &Reply) -> Option<NodeOutcome> {
+    auth_refusal(reply).or_else(|| cluster_refusal(reply))
+}
+
+/// A failure as the node's health records it: the outcome's text.
+pub(crate) fn describe(o: &NodeOutcome) -> String {
+    match o {
+        NodeOutcome::Unreachable(s)
+        | NodeOutcome::Protocol(s)
+        | NodeOutcome::ServerError(s)
+        | NodeOutcome::AuthFailed(s) => s.clone(),
+        NodeOutcome::Timeout => "timeout".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 /// The error codes only a node in cluster mode answers.
 const CLUSTER_CODES: [&str; 5] = ["MOVED", "ASK", "CLUSTERDOWN", "CROSSSLOT", "TRYAGAIN"];
 
@@ -43,7 +76,10 @@ pub(crate) struct ConnSettings {
 /// What a handshake or health command is for, and so what its reply means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hs {
-    /// `AUTH`, `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
+    /// `AUTH`: any error means the credentials were refused (`WRONGPASS`, or a password the
+    /// server does not expect).
+    Auth,
+    /// `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
     Required,
     /// `INFO cluster`: a node with `cluster_enabled:1` is refused (see
     /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
@@ -222,7 +258,7 @@ struct Persistence {
 #[derive(Default)]
 struct Health {
     retry_at: Option<Instant>,
-    last_error: String,
+    last_error: Option<NodeOutcome>,
     /// A warning was logged in the current failure streak.
     warned: bool,
 }
@@ -250,7 +286,7 @@ impl Node {
                 }
                 None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
             }
-            kinds.push(Hs::Required);
+            kinds.push(Hs::Auth);
         }
         // Before SELECT, which a cluster node refuses with a message that does not say why.
         resp::pack(&[b"INFO", b"cluster"], &mut handshake);
@@ -420,8 +456,13 @@ impl Node {
         now: Instant,
     ) -> Result<Action, NodeOutcome> {
         match (kind, reply) {
-            (Hs::Required | Hs::Cluster | Hs::Marker, r) if cluster_refusal(r).is_some() => {
-                return Err(cluster_refusal(r).expect("checked"));
+            (Hs::Auth, Reply::Error { text, .. }) => {
+                return Err(NodeOutcome::AuthFailed(text.clone()));
+            }
+            (Hs::Auth, _) => {}
+            // NOAUTH (no password given) comes first, as INFO cluster's answer.
+            (Hs::Required | Hs::Cluster | Hs::Marker, r) if refusal(r).is_some() => {
+                return Err(refusal(r).expect("checked"));
             }
             (Hs::Required, Reply::Error { text, .. }) => {
                 return Err(NodeOutcome::ServerError(format!(
@@ -729,14 +770,19 @@ impl Node {
         }
     }
 
-    /// The last failure, while the node waits out its reconnect backoff at `now`.
-    pub(crate) fn backoff(&self, now: Instant) -> Option<String> {
+    /// What to report for the node while it waits out its reconnect backoff at `now`:
+    /// `Backoff` with the last failure, or the refusal of our credentials itself (so that a
+    /// step during the backoff still tells an authentication failure from a dead node).
+    pub(crate) fn backoff(&self, now: Instant) -> Option<NodeOutcome> {
         if self.failures.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let h = self.health.lock().unwrap_or_else(|p| p.into_inner());
-        match h.retry_at {
-            Some(t) if now < t => Some(h.last_error.clone()),
+        match (h.retry_at, &h.last_error) {
+            (Some(t), Some(o @ NodeOutcome::AuthFailed(_))) if now < t => Some(o.clone()),
+            (Some(t), last) if now < t => Some(NodeOutcome::Backoff(
+                last.as_ref().map(describe).unwrap_or_default(),
+            )),
             _ => None,
         }
     }
@@ -746,13 +792,15 @@ impl Node {
     pub(crate) fn record_failure(
         &self,
         now: Instant,
-        what: &str,
+        what: &NodeOutcome,
         settings: &ConnSettings,
         connection: bool,
     ) {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
-        h.last_error = what.to_string();
+        h.last_error = Some(what.clone());
+        let auth = matches!(what, NodeOutcome::AuthFailed(_));
+        let what = describe(what);
         if connection {
             let shift = (n - 1).min(20);
             let wait = settings
@@ -762,7 +810,12 @@ impl Node {
             h.retry_at = Some(now + wait);
             if !h.warned {
                 h.warned = true;
-                log::warn!("node {} ({}) unreachable: {what}", self.index, self.addr);
+                let how = if auth {
+                    "refused our credentials"
+                } else {
+                    "unreachable"
+                };
+                log::warn!("node {} ({}) {how}: {what}", self.index, self.addr);
             }
         }
         log::debug!("node {} ({}): {what}", self.index, self.addr);
@@ -798,21 +851,25 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_maximum_and_ends_on_success() {
+        let refused = NodeOutcome::Unreachable("connection refused".into());
         let n = Node::bare(0);
         let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
-        n.record_failure(t0, "refused", &settings(), true);
-        assert_eq!(n.backoff(t0).as_deref(), Some("refused"));
+        n.record_failure(t0, &refused, &settings(), true);
+        assert_eq!(
+            n.backoff(t0),
+            Some(NodeOutcome::Backoff("connection refused".into()))
+        );
         assert!(n.backoff(t0 + Duration::from_millis(10)).is_none());
-        n.record_failure(t0, "refused", &settings(), true);
+        n.record_failure(t0, &refused, &settings(), true);
         assert!(n.backoff(t0 + Duration::from_millis(19)).is_some());
         for _ in 0..5 {
-            n.record_failure(t0, "refused", &settings(), true);
+            n.record_failure(t0, &refused, &settings(), true);
         }
         assert!(n.backoff(t0 + Duration::from_millis(40)).is_none());
         n.record_success();
         assert!(n.backoff(t0).is_none());
         // A timeout counts but does not back off.
-        n.record_failure(t0, "timeout", &settings(), false);
+        n.record_failure(t0, &NodeOutcome::Timeout, &settings(), false);
         assert!(n.backoff(t0).is_none());
     }
 
@@ -922,6 +979,40 @@ mod tests {
         };
         assert!(n.on_handshake_reply(Hs::Required, &err, t0).is_err());
         assert!(n.on_handshake_reply(Hs::Info, &err, t0).is_ok());
+    }
+
+    #[test]
+    fn refused_credentials_are_told_apart_during_the_backoff_too() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        let err = |code: &str, text: &str| Reply::Error {
+            code: code.into(),
+            text: text.into(),
+        };
+        // Any error to AUTH (this one: a password the server does not expect).
+        let no_pw = err(
+            "ERR",
+            "ERR AUTH <password> called without any password configured",
+        );
+        let refused = n.on_handshake_reply(Hs::Auth, &no_pw, t0).unwrap_err();
+        assert!(matches!(&refused, NodeOutcome::AuthFailed(s) if s.starts_with("ERR AUTH")));
+        // NOAUTH (no password given) reaches the first command, INFO cluster; NOPERM any.
+        let noauth = err("NOAUTH", "NOAUTH Authentication required.");
+        let r = n.on_handshake_reply(Hs::Cluster, &noauth, t0);
+        assert_eq!(
+            r,
+            Err(NodeOutcome::AuthFailed(
+                "NOAUTH Authentication required.".into()
+            ))
+        );
+        let noperm = err("NOPERM", "NOPERM User bob has no permissions");
+        let r = n.on_handshake_reply(Hs::Required, &noperm, t0);
+        assert!(matches!(r, Err(NodeOutcome::AuthFailed(_))));
+        // The backoff after it reports the refusal, not just "backoff".
+        n.record_failure(t0, &refused, &settings(), true);
+        assert_eq!(n.backoff(t0), Some(refused));
+        n.record_success();
+        assert_eq!(n.backoff(t0), None);
     }
 
     #[test]

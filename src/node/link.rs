@@ -409,8 +409,8 @@ impl Link {
         now: Instant,
         settings: &ConnSettings,
     ) -> Result<(), NodeOutcome> {
-        if let Some(last) = self.node.backoff(now) {
-            return Err(NodeOutcome::Backoff(last));
+        if let Some(skipped) = self.node.backoff(now) {
+            return Err(skipped);
         }
         let conn = match self.node.sockaddr {
             Some(addr) => Conn::connect(addr, &self.node.handshake),
@@ -439,8 +439,7 @@ impl Link {
             }
             Err(e) => {
                 let outcome = unreachable_from(&e);
-                self.node
-                    .record_failure(now, &describe(&outcome), settings, true);
+                self.node.record_failure(now, &outcome, settings, true);
                 Err(outcome)
             }
         }
@@ -773,8 +772,7 @@ impl Link {
             // Its socket is gone: it must stop polling it.
             w.push((d.call, d.waker));
         }
-        self.node
-            .record_failure(now, &describe(&outcome), settings, true);
+        self.node.record_failure(now, &outcome, settings, true);
     }
 
     /// True when the connection has work in progress that needs a reader even if no caller
@@ -854,15 +852,6 @@ impl Link {
     pub(crate) fn owed(&self) -> Option<usize> {
         let st = self.lock();
         st.conn.as_ref().map(|_| st.pending.len())
-    }
-}
-
-fn describe(o: &NodeOutcome) -> String {
-    match o {
-        NodeOutcome::Unreachable(s) | NodeOutcome::Protocol(s) | NodeOutcome::ServerError(s) => {
-            s.clone()
-        }
-        other => format!("{other:?}"),
     }
 }
 

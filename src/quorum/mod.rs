@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::metrics::Registry;
 use crate::mux;
-use crate::node::health::cluster_refusal;
+use crate::node::health::refusal;
 use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Link, Node, Slot, Standing};
 use crate::resp::Reply;
@@ -363,9 +363,10 @@ impl Cluster {
                     let o = if let Some(of) = self.links[i].node.duplicate_of() {
                         // Found out in this round's handshake: its answer does not count.
                         NodeOutcome::Duplicate { of }
-                    } else if let Some(o) = cluster_refusal(&reply) {
-                        // Whatever was asked: a node in cluster mode (whose handshake could
-                        // not tell, INFO being renamed) says so, not just "MOVED …".
+                    } else if let Some(o) = refusal(&reply) {
+                        // Whatever was asked: NOPERM (or NOAUTH) is a refusal of our
+                        // credentials, and a node in cluster mode (whose handshake could not
+                        // tell, INFO being renamed) says so, not just "MOVED …".
                         o
                     } else if grants {
                         self.trusted_outcome(i, &reply, judge, now, &mut round.untrusted[i])
@@ -460,16 +461,26 @@ impl Cluster {
     /// unreachable — that a quorum was impossible whatever the others said) or the refusal
     /// `refused` (enough nodes answered or were still answering; too few said yes). Nodes
     /// still pending when the step was decided did not fail.
+    ///
+    /// An unavailable step is [`Error::Auth`] instead when the nodes that refused our
+    /// credentials are what made a quorum impossible: counted as answering, they would have
+    /// left one possible. (Where other failures alone already rule a quorum out, fixing the
+    /// credentials would not be enough: that stays `Unavailable`.)
     pub(crate) fn failure(&self, report: Report, refused: fn(Report) -> Error) -> Error {
-        let failed = report
+        let failed = |n: &&NodeReport| !n.outcome.is_answer() && n.outcome != NodeOutcome::Pending;
+        let failed = report.nodes.iter().filter(failed).count();
+        let auth = report
             .nodes
             .iter()
-            .filter(|n| !n.outcome.is_answer() && n.outcome != NodeOutcome::Pending)
+            .filter(|n| matches!(n.outcome, NodeOutcome::AuthFailed(_)))
             .count();
-        if report.nodes.len() - failed < self.quorum {
-            Error::Unavailable(report)
-        } else {
+        let left = report.nodes.len() - failed;
+        if left >= self.quorum {
             refused(report)
+        } else if left + auth >= self.quorum {
+            Error::Auth(report)
+        } else {
+            Error::Unavailable(report)
         }
     }
 

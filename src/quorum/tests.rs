@@ -576,3 +576,37 @@ fn replies_only_a_cluster_node_sends_say_cluster_mode_is_not_supported() {
         );
     }
 }
+
+#[test]
+fn a_quorum_lost_to_refused_credentials_is_an_auth_error() {
+    let auth = || NodeOutcome::AuthFailed("WRONGPASS invalid username-password pair".into());
+    let down = || NodeOutcome::Unreachable("connection refused".into());
+    let kind = |n: usize, outcomes: Vec<NodeOutcome>| {
+        let (cluster, _peers) = pairs(n);
+        match cluster.failure(
+            cluster.report(Op::Acquire, outcomes, None),
+            Error::NotAcquired,
+        ) {
+            Error::NotAcquired(_) => "not acquired",
+            Error::Unavailable(_) => "unavailable",
+            Error::Auth(_) => "auth",
+            e => panic!("{e}"),
+        }
+    };
+    use NodeOutcome::{Pending, Rejected, Success};
+    // Without the refusing nodes a quorum is out of reach; with them it would not be.
+    assert_eq!(kind(3, vec![Success, auth(), auth()]), "auth");
+    assert_eq!(kind(3, vec![Rejected, auth(), down()]), "auth");
+    assert_eq!(
+        kind(5, vec![Success, Success, auth(), down(), down()]),
+        "auth"
+    );
+    // Out of reach even had they answered: the other failures decide.
+    assert_eq!(
+        kind(5, vec![Success, auth(), down(), down(), down()]),
+        "unavailable"
+    );
+    assert_eq!(kind(3, vec![Success, down(), down()]), "unavailable");
+    // A quorum was possible: a refusal, whatever the refusing nodes said.
+    assert_eq!(kind(3, vec![Rejected, Pending, auth()]), "not acquired");
+}

@@ -96,9 +96,9 @@ impl Source for Wait<'_> {
         // supposed to read it.
         link.read_now(self.call, now, c.settings());
         let what = if self.starting {
-            "connect or handshake timeout"
+            NodeOutcome::Unreachable("connect or handshake timeout".into())
         } else {
-            "timeout"
+            NodeOutcome::Timeout
         };
         if self
             .call
@@ -108,7 +108,7 @@ impl Source for Wait<'_> {
             // that stays silent is closed by the stale limit at a later round. The next step
             // waits twice as long for it (until a reply measures it again).
             link.node.rtt.timed_out();
-            link.node.record_failure(now, what, c.settings(), false);
+            link.node.record_failure(now, &what, c.settings(), false);
         }
     }
 }

@@ -41,6 +41,7 @@ from typing import Any
 from ._core import Lease, NodeState, Redlock, Resource, version
 from ._errors import (
     STATUS_EXCEPTIONS,
+    AuthFailed,
     HandleClosed,
     Internal,
     InvalidArgument,
@@ -68,6 +69,7 @@ for _cls in (
     NotAcquired,
     NotHeld,
     Unavailable,
+    AuthFailed,
     InvalidArgument,
     NullArgument,
     HandleClosed,
@@ -93,6 +95,7 @@ __all__ = [
     "NotAcquired",
     "NotHeld",
     "Unavailable",
+    "AuthFailed",
     "InvalidArgument",
     "NullArgument",
     "HandleClosed",

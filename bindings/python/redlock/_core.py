@@ -523,7 +523,8 @@ class Lease:
         Raises:
             NotHeld: the lock expired, was unlocked or was taken over (nothing is sent when
                 the validity already ended).
-            Unavailable: too many nodes failed.
+            Unavailable: too many nodes failed (:class:`AuthFailed`: refused the
+                credentials).
             InvalidArgument: ``ttl_ms`` out of range (it must exceed its drift allowance and
                 be at most the manager's ``max_ttl_ms``).
             TypeError: ``ttl_ms`` is not an ``int``.
@@ -548,7 +549,8 @@ class Lease:
 
         Raises:
             NotHeld: expired, already unlocked, or not confirmed by a quorum.
-            Unavailable: too many nodes failed; the lock expires after its TTL.
+            Unavailable: too many nodes failed (:class:`AuthFailed`: refused the
+                credentials); the lock expires after its TTL.
             HandleClosed: the lease was closed.
         """
         err = _err_buf()
@@ -1061,6 +1063,8 @@ class Redlock:
         Raises:
             NotAcquired: held elsewhere (on every attempt).
             Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
+            AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
+                stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
                 included), ``wait_ms`` or a renewal bound out of range, or a bound without
                 ``auto_renew``. Nothing is sent.
@@ -1130,6 +1134,8 @@ class Redlock:
         Raises:
             NotAcquired: held elsewhere (on every attempt).
             Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
+            AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
+                stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
                 included) or ``wait_ms`` out of range.
             TypeError: an argument of the wrong type.

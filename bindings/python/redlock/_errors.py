@@ -13,6 +13,7 @@ __all__ = [
     "NotAcquired",
     "NotHeld",
     "Unavailable",
+    "AuthFailed",
     "InvalidArgument",
     "NullArgument",
     "HandleClosed",
@@ -30,6 +31,7 @@ class Status(enum.IntEnum):
     NOT_ACQUIRED = 1
     NOT_HELD = 2
     UNAVAILABLE = 3
+    AUTH = 4
     INVALID_ARGUMENT = 10
     NULL_ARGUMENT = 11
     INTERNAL = 20
@@ -137,6 +139,17 @@ class Unavailable(RedlockError):
     default_status = Status.UNAVAILABLE.value
 
 
+class AuthFailed(Unavailable):
+    """A quorum was out of reach because nodes refused this client's credentials (a wrong
+    password or user, a password missing, an ACL user without the needed permissions:
+    ``WRONGPASS``, ``NOAUTH``, ``NOPERM``): had they answered, a quorum would have been
+    possible. The message names each node's outcome (``authentication failed: …``; never the
+    password). Fix the node URLs or the ACLs. Also an :class:`Unavailable`, so code that
+    handles that handles this too. Status ``AUTH`` (4)."""
+
+    default_status = Status.AUTH.value
+
+
 class InvalidArgument(RedlockError, ValueError):
     """Bad input (a malformed URL, a TTL out of range, an empty resource, …); nothing was
     sent. Also a :class:`ValueError`. Status ``INVALID_ARGUMENT`` (10)."""
@@ -175,6 +188,7 @@ STATUS_EXCEPTIONS: Dict[int, Type[RedlockError]] = {
     Status.NOT_ACQUIRED: NotAcquired,
     Status.NOT_HELD: NotHeld,
     Status.UNAVAILABLE: Unavailable,
+    Status.AUTH: AuthFailed,
     Status.INVALID_ARGUMENT: InvalidArgument,
     Status.NULL_ARGUMENT: NullArgument,
     Status.INTERNAL: Internal,

@@ -246,3 +246,19 @@ def test_passwords_never_appear(cluster, new_manager, resource):
     with pytest.raises(redlock.InvalidArgument) as ei:
         redlock.Redlock(["redis://:hunter2@127.0.0.1:0"])
     assert "hunter2" not in str(ei.value)
+
+
+def test_credentials_refused_by_a_quorum_raise_auth_failed(cluster, new_manager, resource):
+    # These nodes need no password: AUTH with one fails. Two of three refuse: without them a
+    # quorum is out of reach, and that is an authentication failure, not a dead cluster.
+    urls = [cluster.urls[0]] + [
+        f"redis://:wrong-pw@127.0.0.1:{s.port}" for s in cluster.servers[1:]
+    ]
+    m = new_manager(urls, retry_count=1, retry_delay_ms=5)
+    with pytest.raises(redlock.AuthFailed) as ei:
+        m.lock(resource, ttl_ms=5_000)
+    e = ei.value
+    assert e.status == redlock.Status.AUTH == 4
+    assert isinstance(e, redlock.Unavailable)  # handled wherever Unavailable is
+    assert str(e).startswith("authentication failed: ") and "wrong-pw" not in str(e)
+    assert redlock.STATUS_EXCEPTIONS[4] is redlock.AuthFailed

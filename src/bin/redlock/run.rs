@@ -44,7 +44,7 @@ validity left when CMD started).
 
 exit status:
   CMD's own status (128 + N when it was killed by signal N)
-  122  unavailable: too many nodes failed for a quorum
+  122  unavailable: too many nodes failed (or refused the credentials) for a quorum
   123  not acquired: held elsewhere until --wait ran out
   124  lease lost while CMD ran; CMD was terminated
   125  usage error or other failure of redlock itself
@@ -211,7 +211,7 @@ fn hold(
     let lease = acquired.map_err(|e| {
         let code = match e {
             Error::NotAcquired(_) => EXIT_NOT_ACQUIRED,
-            Error::Unavailable(_) => EXIT_UNAVAILABLE,
+            Error::Unavailable(_) | Error::Auth(_) => EXIT_UNAVAILABLE,
             _ => EXIT_ERROR,
         };
         (code, describe(&e))
