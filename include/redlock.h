@@ -48,6 +48,9 @@ typedef enum redlock_status {
   // `WRONGPASS`, `NOAUTH`, `NOPERM`) are what stands between the others and a quorum. The
   // message names each node's outcome. Fix the node URLs or the ACLs.
   REDLOCK_STATUS_AUTH = 4,
+  // The acquisition was cancelled through its `redlock_cancel` handle (or the binding's
+  // equivalent: a Go context, Ctrl-C in Python). No key was left behind.
+  REDLOCK_STATUS_CANCELLED = 5,
   // Bad input: a malformed URL, a TTL out of range, an empty resource, … Nothing was sent.
   REDLOCK_STATUS_INVALID_ARGUMENT = 10,
   // A required pointer was NULL.
@@ -114,8 +117,19 @@ typedef enum redlock_quarantine_reason {
 //
 // Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
 // `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
-// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`.
+// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
+// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`.
 typedef struct redlock_acquire_opts redlock_acquire_opts;
+
+// A cancellation handle: `redlock_cancel_fire` stops every acquisition whose options carry it
+// (`redlock_acquire_opts_set_cancel`), now and later. Such an acquisition returns
+// `REDLOCK_STATUS_CANCELLED` within one round trip (at once while it waits) and leaves no key
+// behind. Thread-safe: fire it from any thread, any number of times (not from a signal
+// handler: it takes a lock).
+//
+// Methods: `redlock_cancel_new`, `redlock_cancel_fire`, `redlock_cancel_is_fired`,
+// `redlock_cancel_free`.
+typedef struct redlock_cancel redlock_cancel;
 
 // Options for a manager: an opaque builder with one setter per option.
 //
@@ -190,8 +204,10 @@ struct redlock_acquire_opts *redlock_acquire_opts_new(void);
 void redlock_acquire_opts_free(struct redlock_acquire_opts *opts);
 
 // How long to wait while the resource is held elsewhere: 0 means one attempt, no retry;
-// otherwise retry after random pauses (up to the retry delay) until `wait_ms` have passed; no
-// attempt starts after that, and the retry count does not apply.
+// otherwise wait until `wait_ms` have passed, woken when the holder releases the resource (or
+// when its TTL runs out), and attempt again; no attempt starts after that, and the retry
+// count does not apply. `redlock_acquire_opts_set_notify(opts, false)` makes this wait poll
+// with random pauses (up to the retry delay) instead.
 //
 // Statuses: OK, NULL_ARGUMENT.
 //
@@ -199,6 +215,17 @@ void redlock_acquire_opts_free(struct redlock_acquire_opts *opts);
 // `opts` must be live options.
 enum redlock_status redlock_acquire_opts_set_wait_ms(struct redlock_acquire_opts *opts,
                                                      uint32_t wait_ms);
+
+// Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is
+// announced (true, the default) or polls with random pauses of up to the retry delay (false).
+// A notification costs one subscriber connection per node and manager, shared by every
+// waiter, opened on the first wait.
+//
+// Statuses: OK, NULL_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_notify(struct redlock_acquire_opts *opts, bool notify);
 
 // Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
 //
@@ -242,7 +269,7 @@ enum redlock_status redlock_acquire_opts_set_auto_renew(struct redlock_acquire_o
 // manager's maximum TTL.
 //
 // Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-// UNAVAILABLE, AUTH, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
+// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
 // non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
 // outcome.
 //
@@ -320,6 +347,42 @@ enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
                                       struct redlock_lease **out,
                                       char *err,
                                       size_t err_len);
+
+// Creates a handle that has not fired. Free it with `redlock_cancel_free`. Returns NULL only
+// if memory is exhausted.
+struct redlock_cancel *redlock_cancel_new(void);
+
+// Fires the handle: every acquisition using it stops, waking at once if it waits. Thread-safe
+// and idempotent; a fired handle stays fired. NULL is a no-op.
+//
+// # Safety
+// `c` must be NULL or a live handle (it may be used by other threads meanwhile).
+void redlock_cancel_fire(const struct redlock_cancel *c);
+
+// Whether the handle has fired. False for NULL.
+//
+// # Safety
+// `c` must be NULL or a live handle.
+bool redlock_cancel_is_fired(const struct redlock_cancel *c);
+
+// Frees the handle. Options that carry it keep their own reference, so freeing it while they
+// live is safe (they can no longer be fired through it). NULL is a no-op.
+//
+// # Safety
+// `c` must be NULL or a pointer from `redlock_cancel_new` not yet freed, which no other
+// thread uses meanwhile.
+void redlock_cancel_free(struct redlock_cancel *c);
+
+// Makes acquisitions with these options cancellable through `c` (NULL: not cancellable, the
+// default). An acquisition that is cancelled returns `REDLOCK_STATUS_CANCELLED`; one started
+// with a handle that has already fired returns it without contacting any node.
+//
+// Statuses: OK, NULL_ARGUMENT (`opts`).
+//
+// # Safety
+// `opts` must be live options; `c` NULL or a live handle.
+enum redlock_status redlock_acquire_opts_set_cancel(struct redlock_acquire_opts *opts,
+                                                    struct redlock_cancel *c);
 
 // Creates a configuration with no nodes and every option at its default (3 retries, a
 // 200 ms retry delay, drift factor 0.01, a 250 ms connect timeout, per-node timeouts derived

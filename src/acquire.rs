@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::lease::{Lease, RenewOptions, Shared};
+use crate::mux::{self, Waker};
+use crate::node::link::thread_waker;
+use crate::notify::{Cancel, Registration, Woke};
 use crate::token;
 
 /// How an acquisition waits while the resource is held elsewhere.
@@ -19,8 +22,9 @@ pub enum Wait {
     /// retries, each after a random pause of up to the retry delay. The default.
     #[default]
     Retries,
-    /// Retries after random pauses (up to the retry delay) until this long after the call; no
-    /// attempt starts after that. The retry count does not apply.
+    /// Waits until this long after the call, attempting again whenever the holder releases the
+    /// resource or its TTL runs out (see [`LockOptions::notify`]); no attempt starts after
+    /// that. The retry count does not apply.
     For(Duration),
     /// As `For`, until this instant.
     Until(Instant),
@@ -30,10 +34,12 @@ pub enum Wait {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock::{LockOptions, RenewOptions, Wait};
+/// use redlock::{Cancel, LockOptions, RenewOptions, Wait};
+/// let cancel = Cancel::new();
 /// let opts = LockOptions::new()
 ///     .wait(Wait::For(Duration::from_secs(5)))
 ///     .fenced(true)
+///     .cancel(cancel.clone())
 ///     .auto_renew(RenewOptions::new().max_hold(Duration::from_secs(600)));
 /// # let _ = opts;
 /// ```
@@ -42,11 +48,14 @@ pub struct LockOptions {
     pub(crate) wait: Wait,
     pub(crate) fenced: bool,
     pub(crate) auto_renew: Option<RenewOptions>,
+    pub(crate) cancel: Option<Cancel>,
+    /// Waits of `Wait::For`/`Until` poll with random pauses instead of waiting for a release.
+    pub(crate) poll: bool,
 }
 
 impl LockOptions {
     /// The defaults: wait as the manager's retry policy says, no fencing token, no
-    /// auto-renewal.
+    /// auto-renewal, no cancel handle, and waits for a release by notification.
     pub fn new() -> LockOptions {
         LockOptions::default()
     }
@@ -71,58 +80,52 @@ impl LockOptions {
         self.auto_renew = Some(opts);
         self
     }
+
+    /// A handle that cancels the acquisition from another thread: [`Cancel::fire`] ends it
+    /// with [`Error::Cancelled`] within one round trip (at once while it waits), leaving no
+    /// key behind. Works with every [`Wait`].
+    pub fn cancel(mut self, cancel: Cancel) -> LockOptions {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Removes the cancel handle, if any.
+    pub fn no_cancel(mut self) -> LockOptions {
+        self.cancel = None;
+        self
+    }
+
+    /// Whether a wait of [`Wait::For`] or [`Wait::Until`] sleeps until the holder releases
+    /// the resource (true, the default) or retries after random pauses of up to the retry
+    /// delay (false, the older behaviour; [`Wait::Retries`] always does this).
+    ///
+    /// Waiting by notification: after a refused attempt the caller subscribes to the
+    /// resource's release channel on every node (one subscriber connection per node, shared
+    /// by the whole manager), attempts once more, then sleeps until a node announces a
+    /// release, until the holder's remaining TTL (learned from the refusal) has run out, or
+    /// until the wait is over. Of several waiters in one manager, a release wakes the first
+    /// only; the next is woken when the first leaves. Without a quorum of confirmed
+    /// subscriptions (nodes down), or after a split vote, it falls back to short random
+    /// pauses.
+    pub fn notify(mut self, notify: bool) -> LockOptions {
+        self.poll = !notify;
+        self
+    }
 }
 
 /// Runs `attempt` until it grants a lease or `opts.wait` is over, then applies the options
-/// that act on a granted lease. Refusals (`NotAcquired`, `Unavailable`, `Auth`) are retried; every
-/// other error ends the call at once. The caller has validated its input and `opts`.
+/// that act on a granted lease. Refusals (`NotAcquired`, `Unavailable`, `Auth`) are retried;
+/// every other error ends the call at once. `channel` is where the nodes announce a release of
+/// what `attempt` asks for. The caller has validated its input and `opts`.
 pub(crate) fn acquire(
     sh: &Arc<Shared>,
     opts: &LockOptions,
-    mut attempt: impl FnMut() -> Result<Lease, Error>,
+    channel: &[u8],
+    attempt: impl FnMut() -> Result<Lease, Error>,
 ) -> Result<Lease, Error> {
     let called = sh.now();
-    let deadline = match opts.wait {
-        Wait::For(d) => Some(called + d),
-        Wait::Until(t) => Some(t),
-        Wait::No | Wait::Retries => None,
-    };
+    let r = Waiting::new(sh, opts, channel, called).run(attempt);
     let m = &sh.cluster.metrics;
-    let mut retries = 0;
-    let mut at_once = 0;
-    let r = loop {
-        m.attempts.fetch_add(1, Ordering::Relaxed);
-        let epoch = sh.cluster.trust_epoch();
-        let e = match attempt() {
-            // Auth too: a node that refused our credentials may be one of several missing.
-            Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_) | Error::Auth(_))) => e,
-            other => break other,
-        };
-        // Nodes became trusted during this attempt (a brand-new cluster is trusted once every
-        // node has answered, which a first attempt waits for): try again at once, without
-        // counting it as a retry. Bounded, so that nodes flapping in and out cannot loop.
-        if sh.cluster.trust_epoch() != epoch && at_once < MAX_AT_ONCE {
-            at_once += 1;
-            continue;
-        }
-        let go_on = match opts.wait {
-            Wait::No => false,
-            Wait::Retries => retries < sh.cfg.retry_count,
-            Wait::For(_) | Wait::Until(_) => deadline.is_some_and(|d| sh.now() < d),
-        };
-        if !go_on {
-            break Err(e);
-        }
-        log::debug!("attempt {} failed: {e}", retries + 1);
-        retries += 1;
-        if let Err(e) = pause(sh, deadline) {
-            break Err(e);
-        }
-        if deadline.is_some_and(|d| sh.now() >= d) {
-            break Err(e);
-        }
-        m.retries.fetch_add(1, Ordering::Relaxed);
-    };
     m.acquisition(&r, sh.now().saturating_duration_since(called));
     let lease = r?;
     if let Some(renew) = &opts.auto_renew
@@ -137,14 +140,272 @@ pub(crate) fn acquire(
 /// The most attempts made at once, without a pause, after nodes became trusted.
 const MAX_AT_ONCE: u32 = 2;
 
-/// Sleeps a random pause of up to the retry delay ("full jitter", so that contending clients
-/// spread out), never past `deadline`.
-fn pause(sh: &Shared, deadline: Option<Instant>) -> Result<(), Error> {
-    let max = sh.cfg.retry_delay.as_micros().min(u64::MAX as u128) as u64;
-    let mut d = Duration::from_micros(token::uniform_inclusive(max)?);
-    if let Some(deadline) = deadline {
-        d = d.min(deadline.saturating_duration_since(sh.now()));
+/// One acquisition's wait.
+struct Waiting<'a> {
+    sh: &'a Arc<Shared>,
+    opts: &'a LockOptions,
+    channel: &'a [u8],
+    deadline: Option<Instant>,
+    /// This thread's place among the manager's waiters for `channel`, once it has one.
+    reg: Option<Registration>,
+    /// Registering failed: poll with random pauses.
+    no_listener: bool,
+    waker: Option<Arc<Waker>>,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(
+        sh: &'a Arc<Shared>,
+        opts: &'a LockOptions,
+        channel: &'a [u8],
+        called: Instant,
+    ) -> Waiting<'a> {
+        let deadline = match opts.wait {
+            Wait::For(d) => Some(called + d),
+            Wait::Until(t) => Some(t),
+            Wait::No | Wait::Retries => None,
+        };
+        Waiting {
+            sh,
+            opts,
+            channel,
+            deadline,
+            reg: None,
+            no_listener: false,
+            waker: None,
+        }
     }
-    std::thread::sleep(d);
-    Ok(())
+
+    fn cancelled(&self) -> bool {
+        self.opts.cancel.as_ref().is_some_and(Cancel::is_fired)
+    }
+
+    fn by_notification(&self) -> bool {
+        !self.opts.poll && matches!(self.opts.wait, Wait::For(_) | Wait::Until(_))
+    }
+
+    fn run(mut self, mut attempt: impl FnMut() -> Result<Lease, Error>) -> Result<Lease, Error> {
+        let sh = self.sh;
+        let m = &sh.cluster.metrics;
+        let mut retries = 0;
+        let mut at_once = 0;
+        loop {
+            if self.cancelled() {
+                return Err(Error::Cancelled);
+            }
+            // Notifications count from here on only if a quorum confirmed the subscription
+            // before this attempt: then a release after the attempt's refusal is announced.
+            let relied = self.reg.as_ref().is_some_and(|r| {
+                r.take_notified();
+                r.subscribed()
+            });
+            m.attempts.fetch_add(1, Ordering::Relaxed);
+            let epoch = sh.cluster.trust_epoch();
+            let started = sh.now();
+            let e = match attempt() {
+                Ok(lease) if self.cancelled() => {
+                    // Fired while the attempt was under way: leave no key behind.
+                    let _ = lease.unlock();
+                    return Err(Error::Cancelled);
+                }
+                Ok(lease) => {
+                    if let Some(reg) = &self.reg {
+                        // For the waiter after this one: how long the lock is held at most,
+                        // unless released.
+                        reg.set_hint(sh.now() + lease.validity());
+                    }
+                    return Ok(lease);
+                }
+                // Auth too: a node that refused our credentials may be one of several missing.
+                Err(e @ (Error::NotAcquired(_) | Error::Unavailable(_) | Error::Auth(_))) => e,
+                other => return other,
+            };
+            // Nodes became trusted during this attempt (a brand-new cluster is trusted once
+            // every node has answered, which a first attempt waits for): try again at once,
+            // without counting it as a retry. Bounded, so that nodes flapping in and out
+            // cannot loop.
+            if sh.cluster.trust_epoch() != epoch && at_once < MAX_AT_ONCE {
+                at_once += 1;
+                continue;
+            }
+            let go_on = match self.opts.wait {
+                Wait::No => false,
+                Wait::Retries => retries < sh.cfg.retry_count,
+                Wait::For(_) | Wait::Until(_) => self.deadline.is_some_and(|d| sh.now() < d),
+            };
+            if !go_on {
+                return Err(e);
+            }
+            log::debug!("attempt {} failed: {e}", retries + 1);
+            if self.by_notification() {
+                self.wait_for_release(&e, relied, started)?;
+            } else {
+                self.pause(sh.cfg.retry_delay)?;
+            }
+            if self.deadline.is_some_and(|d| sh.now() >= d) {
+                return Err(e);
+            }
+            retries += 1;
+            m.retries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// This thread's waker, for cancellable sleeps.
+    fn waker(&mut self) -> Result<Arc<Waker>, Error> {
+        if self.waker.is_none() {
+            let w = thread_waker()
+                .map_err(|e| Error::Internal(format!("cannot create a wake-up: {e}")))?;
+            self.waker = Some(w);
+        }
+        Ok(Arc::clone(self.waker.as_ref().expect("just set")))
+    }
+
+    /// Sleeps a random pause of up to `max` ("full jitter", so that contending clients spread
+    /// out), never past the deadline; a cancel handle that fires ends it at once.
+    fn pause(&mut self, max: Duration) -> Result<(), Error> {
+        let sh = self.sh;
+        let max = max.as_micros().min(u64::MAX as u128) as u64;
+        let d = Duration::from_micros(token::uniform_inclusive(max)?);
+        let mut until = sh.now() + d;
+        if let Some(deadline) = self.deadline {
+            until = until.min(deadline);
+        }
+        let Some(cancel) = self.opts.cancel.clone() else {
+            std::thread::sleep(until.saturating_duration_since(sh.now()));
+            return Ok(());
+        };
+        let waker = self.waker()?;
+        let _watch = cancel.watch(Arc::clone(&waker));
+        loop {
+            if cancel.is_fired() {
+                return Err(Error::Cancelled);
+            }
+            let now = sh.now();
+            if now >= until {
+                return Ok(());
+            }
+            mux::sleep(&waker, Some(until - now))
+                .map_err(|e| Error::Internal(format!("poll failed: {e}")))?;
+        }
+    }
+
+    /// After a refusal `e` of an attempt that started at `started`, waits for a reason to
+    /// attempt again: a release, the holder's TTL running out, or this waiter's turn. `relied`:
+    /// a quorum had confirmed the subscription before that attempt.
+    fn wait_for_release(&mut self, e: &Error, relied: bool, started: Instant) -> Result<(), Error> {
+        let sh = self.sh;
+        let attempt_took = sh.now().saturating_duration_since(started);
+        // A short pause: after a split vote (nobody may hold the lock, so nobody will
+        // release it), or while notifications cannot be relied on.
+        let short = sh
+            .cfg
+            .retry_delay
+            .min(attempt_took * 2 + Duration::from_millis(1));
+        if self.no_listener {
+            return self.pause(sh.cfg.retry_delay);
+        }
+        if self.reg.is_none() {
+            let waker = self.waker()?;
+            match sh.listener.register(self.channel, waker) {
+                Ok(r) => self.reg = Some(r),
+                Err(err) => {
+                    log::warn!("redlock: cannot start the listener ({err}); polling instead");
+                    self.no_listener = true;
+                    return self.pause(sh.cfg.retry_delay);
+                }
+            }
+            // Wait (a little) for the subscription, then attempt once more: from then on a
+            // release is announced to this waiter.
+            let until = self.bounded(sh.now() + sh.cfg.retry_delay);
+            return self.sleep_until(until, |r| r.subscribed());
+        }
+        let report = e.report();
+        if !matches!(e, Error::NotAcquired(_)) {
+            // Nodes are failing: the retry policy's random pauses.
+            return self.pause(sh.cfg.retry_delay);
+        }
+        if report.is_some_and(|r| r.nodes.iter().any(|n| n.outcome.is_success())) {
+            // A split vote: nobody may hold the lock, so nobody may release it.
+            return self.pause(short);
+        }
+        if !relied {
+            // No quorum of subscriptions before that attempt (a subscriber connection was
+            // lost): a random pause, or less if the subscriptions come back first.
+            let max = sh.cfg.retry_delay.as_micros().min(u64::MAX as u128) as u64;
+            let d = Duration::from_micros(token::uniform_inclusive(max)?);
+            let until = self.bounded(sh.now() + d);
+            return self.sleep_until(until, |r| r.subscribed());
+        }
+        // The first waiter attempts when the holder's TTL has run out, if no release came;
+        // the others wait for their turn.
+        let expires = report
+            .and_then(|r| r.expires_in)
+            .map_or(sh.cfg.retry_delay, |d| d + Duration::from_millis(1));
+        let mut fallback = self.bounded(sh.now() + expires);
+        let mut was_first = self.registration().is_first();
+        if was_first {
+            self.registration().set_hint(fallback);
+        }
+        loop {
+            let reg = self.registration();
+            if !was_first && reg.is_first() {
+                // Promoted: the waiter before left. A release it did not use was handed on
+                // (and ends the sleep at once); otherwise the lock is held by whoever the one
+                // before saw (perhaps itself), until the time it recorded at the latest.
+                was_first = true;
+                let now = sh.now();
+                let hinted = reg.hint().filter(|t| *t > now);
+                fallback = self.bounded(hinted.unwrap_or(now + sh.cfg.retry_delay));
+            }
+            let until = if was_first {
+                Some(fallback)
+            } else {
+                self.deadline
+            };
+            match self.sleep_once(until)? {
+                Woke::Notified | Woke::Timeout => return Ok(()),
+                Woke::Cancelled => return Err(Error::Cancelled),
+                Woke::Changed => {
+                    if !self.registration().subscribed() {
+                        // A subscriber connection was lost: releases may have gone unheard.
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    fn registration(&self) -> &Registration {
+        self.reg.as_ref().expect("registered before use")
+    }
+
+    /// `t`, or the deadline if that comes first.
+    fn bounded(&self, t: Instant) -> Instant {
+        self.deadline.map_or(t, |d| d.min(t))
+    }
+
+    /// One sleep of the registered waiter.
+    fn sleep_once(&self, until: Option<Instant>) -> Result<Woke, Error> {
+        let reg = self.registration();
+        reg.sleep(until, self.opts.cancel.as_ref())
+            .map_err(|e| Error::Internal(format!("poll failed: {e}")))
+    }
+
+    /// Sleeps until `done` holds for the registration, a notification, or `until`.
+    fn sleep_until(
+        &self,
+        until: Instant,
+        done: impl Fn(&Registration) -> bool,
+    ) -> Result<(), Error> {
+        loop {
+            if done(self.registration()) {
+                return Ok(());
+            }
+            match self.sleep_once(Some(until))? {
+                Woke::Cancelled => return Err(Error::Cancelled),
+                Woke::Notified | Woke::Timeout => return Ok(()),
+                Woke::Changed => {}
+            }
+        }
+    }
 }

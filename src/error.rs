@@ -190,6 +190,10 @@ pub struct Report {
     pub nodes: Vec<NodeReport>,
     /// Extra detail, for example "validity exhausted: 1203 ms elapsed of a 1000 ms TTL".
     pub detail: Option<String>,
+    /// For an acquisition refused by every node that answered: how long until the holder's
+    /// key has expired on enough of them for a quorum to be free, from the remaining TTLs the
+    /// nodes reported (the longest wait, should the holder never release). `None` otherwise.
+    pub expires_in: Option<std::time::Duration>,
 }
 
 impl Report {
@@ -252,6 +256,9 @@ pub enum Error {
     /// An operating-system facility failed (the random number source, `poll(2)`), or a
     /// condition this library believed impossible happened.
     Internal(String),
+    /// The acquisition was cancelled through its [`Cancel`](crate::Cancel) handle. Nothing is
+    /// held: whatever an attempt under way was granted has been released.
+    Cancelled,
 }
 
 impl Error {
@@ -261,7 +268,7 @@ impl Error {
             Error::NotAcquired(r) | Error::NotHeld(r) | Error::Unavailable(r) | Error::Auth(r) => {
                 Some(r)
             }
-            Error::InvalidInput(_) | Error::Internal(_) => None,
+            Error::InvalidInput(_) | Error::Internal(_) | Error::Cancelled => None,
         }
     }
 
@@ -279,6 +286,7 @@ impl fmt::Display for Error {
             Error::Auth(r) => write!(f, "authentication failed: {r}"),
             Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
             Error::Internal(s) => write!(f, "internal error: {s}"),
+            Error::Cancelled => f.write_str("cancelled"),
         }
     }
 }
@@ -308,6 +316,7 @@ mod tests {
                 node(4, NodeOutcome::Unreachable("connection refused".into())),
             ],
             detail: None,
+            expires_in: None,
         };
         assert_eq!(
             Error::NotAcquired(r).to_string(),

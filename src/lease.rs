@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, Config};
 use crate::error::{Error, Op, Report};
+use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
 use crate::resp::{self, Reply};
 use crate::scripts::{EXTEND_SCRIPT, RELEASE_SCRIPT};
@@ -23,16 +24,19 @@ pub(crate) struct Shared {
     /// The leases the renewal thread keeps alive (the thread itself is in renew.rs, and holds
     /// this but not the manager).
     pub(crate) renewals: Arc<Renewals>,
+    /// Wakes the waiters of this manager when a lock they wait for is released.
+    pub(crate) listener: Listener,
 }
 
 impl Shared {
-    pub(crate) fn new(cluster: Cluster, cfg: Config) -> Shared {
+    pub(crate) fn new(cluster: Cluster, cfg: Config, listener: Listener) -> Shared {
         Shared {
             epoch: Epoch::new(cluster.now()),
             budget: cfg.budget(),
             cluster,
             cfg,
             renewals: Arc::default(),
+            listener,
         }
     }
 
@@ -502,6 +506,11 @@ impl Lease {
         drop(st);
         let round = round?;
         let successes = round.successes();
+        if successes > 0 {
+            // The nodes announce the release too; this wakes a waiter of this manager without
+            // waiting for their message.
+            sh.listener.released(&inner.key, inner.token.as_bytes());
+        }
         if !was_valid {
             let why = if was_lost {
                 "the lease had been lost before unlock"

@@ -27,15 +27,20 @@
 //!
 //! ## The algorithm
 //!
-//! * **Acquire**: `SET redlock:<resource> <token> NX PX <ttl>` on every node at once, with a
-//!   random 20-byte token. The lock is granted when `N/2 + 1` nodes granted it and the
+//! * **Acquire**: a script that runs `SET redlock:<resource> <token> NX PX <ttl>` on every node
+//!   at once, with a random 20-byte token (and, where it refuses, answers the holder's
+//!   remaining TTL). The lock is granted when `N/2 + 1` nodes granted it and the
 //!   remaining validity, `TTL − elapsed − (TTL × drift_factor + 2 ms)`, measured on a monotonic
 //!   clock, is positive. Otherwise the key is released on every node at once.
-//! * **Release**: a Lua script deletes the key only where it still holds our token.
+//! * **Release**: a Lua script deletes the key only where it still holds our token, and
+//!   announces the release (`PUBLISH` on the key's name) to the waiters.
 //! * **Extend**: a Lua script sets a new TTL only where the key still holds our token; the
 //!   extension counts only when a quorum confirms it before the current validity ends.
-//! * **Retries** wait a random pause of up to the retry delay, a bounded number of times or
-//!   until a deadline.
+//! * **Waiting**: with [`Wait::Retries`], random pauses of up to the retry delay, a bounded
+//!   number of times. With [`Wait::For`] or [`Wait::Until`], until a node announces a release
+//!   (or the holder's TTL, learned from the refusals, runs out), over one subscriber
+//!   connection per node shared by the manager; see [`LockOptions::notify`]. A [`Cancel`]
+//!   handle ends any wait from another thread.
 //!
 //! ## Keys
 //!
@@ -64,6 +69,7 @@ mod manager;
 mod metrics;
 mod mux;
 mod node;
+mod notify;
 mod quorum;
 mod renew;
 mod resp;
@@ -83,6 +89,7 @@ pub use manager::{NodeState, Redlock};
 pub use metrics::{
     BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts, RenewalStats,
 };
+pub use notify::Cancel;
 pub use quorum::quorum;
 pub use scan::{KeyInfo, KeyKind, Scan};
 pub use timing::DRIFT_CONSTANT;

@@ -16,7 +16,7 @@ use crate::error::{Error, NodeOutcome, Op};
 use crate::lease::{Granted, Lease, Shared, confirmed};
 use crate::quorum::{Cmd, Limits, Request, Round};
 use crate::resp::{self, Reply};
-use crate::scripts::{ACQUIRE_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
+use crate::scripts::{ACQUIRE_SCRIPT, DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT};
 use crate::token;
 
 /// The lock key of a resource: `redlock:` followed by its bytes.
@@ -29,21 +29,11 @@ fn fence_key_for(resource: &[u8]) -> Vec<u8> {
     [FENCE_PREFIX, resource].concat()
 }
 
-/// What a reply to `SET NX PX` means.
-pub(crate) fn granted(reply: &Reply) -> NodeOutcome {
-    match reply {
-        Reply::Ok => NodeOutcome::Success,
-        Reply::Nil => NodeOutcome::Rejected,
-        Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
-        other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
-    }
-}
-
-/// What a reply to the marker-checking acquisition script means.
+/// What a reply to the acquisition script means (1: set; 0 or below: held).
 fn granted_checked(reply: &Reply) -> NodeOutcome {
     match reply {
         Reply::Int(1) => NodeOutcome::Success,
-        Reply::Int(0) => NodeOutcome::Rejected,
+        Reply::Int(n) if *n <= 0 => NodeOutcome::Rejected,
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
     }
@@ -63,10 +53,47 @@ fn counter(reply: &Reply) -> Option<u64> {
 fn granted_fenced(reply: &Reply) -> NodeOutcome {
     match reply {
         r @ Reply::Bulk(_) if counter(r).is_some() => NodeOutcome::Success,
-        Reply::Int(-1) => NodeOutcome::Rejected,
+        Reply::Int(n) if *n <= -1 => NodeOutcome::Rejected,
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
     }
+}
+
+/// The holder's remaining TTL as an acquisition script's refusal reports it (`-2 - PTTL`).
+fn refusal_pttl(reply: &Reply) -> Option<Duration> {
+    match reply {
+        Reply::Int(n) if *n <= -2 => Some(Duration::from_millis(n.unsigned_abs() - 2)),
+        _ => None,
+    }
+}
+
+/// For a round that got no grant: how long until enough refusing nodes' keys have expired for
+/// a quorum of voters to be free (the `need`-th smallest remaining TTL, where `need` is how
+/// many refusals stand between the free nodes and a quorum). `None` when the round got a
+/// grant, or when too few refusals said how long.
+fn held_for(sh: &Shared, round: &Round) -> Option<Duration> {
+    if round.successes() > 0 {
+        return None;
+    }
+    let refused = round
+        .outcomes
+        .iter()
+        .filter(|o| **o == NodeOutcome::Rejected)
+        .count();
+    let mut ttls: Vec<Duration> = round
+        .outcomes
+        .iter()
+        .zip(&round.replies)
+        .filter(|(o, _)| **o == NodeOutcome::Rejected)
+        .filter_map(|(_, r)| r.as_ref().and_then(refusal_pttl))
+        .collect();
+    ttls.sort_unstable();
+    let free = sh.cluster.voters().saturating_sub(refused);
+    let need = sh.cluster.quorum().checked_sub(free)?;
+    if need == 0 {
+        return None;
+    }
+    ttls.get(need - 1).copied()
 }
 
 /// One attempt at one resource.
@@ -106,7 +133,9 @@ pub(crate) fn attempt(
                 ttl.as_millis()
             )
         });
-        let report = sh.cluster.report(Op::Acquire, round.outcomes, detail);
+        let expires_in = held_for(sh, &round);
+        let mut report = sh.cluster.report(Op::Acquire, round.outcomes, detail);
+        report.expires_in = expires_in;
         if granted >= q {
             return Err(Error::NotAcquired(report));
         }
@@ -144,9 +173,9 @@ pub(crate) fn attempt(
 }
 
 impl Attempt<'_> {
-    /// `SET NX PX` on every node at once: inside the script that first checks the node's
-    /// restart-quarantine marker (unless quarantine is off), or the fenced acquisition script,
-    /// which also reads the counter.
+    /// `SET NX PX` on every node at once, inside the acquisition script (which first checks
+    /// the node's restart-quarantine marker unless quarantine is off, and on a refusal says how
+    /// long the holder has left), or the fenced one, which also reads the counter.
     fn first_round(&self, fenced: bool) -> Result<Round, Error> {
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(self.ttl.as_millis() as u64, &mut digits);
@@ -168,10 +197,10 @@ impl Attempt<'_> {
                 (sha, Some(eval))
             }
             (false, false) => {
-                let mut set = Vec::with_capacity(64 + self.key.len());
-                let cmd: [&[u8]; 6] = [b"SET", &self.key, args[0], b"NX", b"PX", ttl_ms];
-                resp::pack(&cmd, &mut set);
-                (set, None)
+                // The script rather than a plain SET NX PX: a refusal also says how long the
+                // holder has left, which bounds a waiter's sleep.
+                let (sha, eval) = ACQUIRE_SCRIPT.calls(&[&self.key], &args);
+                (sha, Some(eval))
             }
         };
         let req = Request {
@@ -179,10 +208,12 @@ impl Attempt<'_> {
             fallback: fallback.as_deref(),
             grants: true,
         };
-        let judge = |_: usize, r: &Reply| match (fenced, checked) {
-            (true, _) => granted_fenced(r),
-            (false, true) => granted_checked(r),
-            (false, false) => granted(r),
+        let judge = |_: usize, r: &Reply| {
+            if fenced {
+                granted_fenced(r)
+            } else {
+                granted_checked(r)
+            }
         };
         let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));
         self.sh.cluster.round(&req, &judge, limits)
@@ -253,7 +284,7 @@ impl Attempt<'_> {
     }
 
     fn release_on(&self, to: &dyn Fn(usize) -> bool) {
-        let (sha, eval) = RELEASE_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]);
+        let (sha, eval) = DISCARD_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]);
         self.sh.cluster.detach(&sha, Some(&eval), to);
     }
 }
@@ -263,17 +294,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replies_to_set_nx_and_to_the_fenced_script() {
-        assert!(granted(&Reply::Ok).is_success());
-        assert_eq!(granted(&Reply::Nil), NodeOutcome::Rejected);
-        assert!(matches!(granted(&Reply::Int(1)), NodeOutcome::Protocol(_)));
+    fn replies_to_the_acquisition_scripts() {
         let wrongtype = Reply::Error {
             code: "WRONGTYPE".into(),
             text: "WRONGTYPE x".into(),
         };
-        assert!(matches!(granted(&wrongtype), NodeOutcome::ServerError(_)));
+        assert!(matches!(
+            granted_checked(&wrongtype),
+            NodeOutcome::ServerError(_)
+        ));
         assert!(granted_checked(&Reply::Int(1)).is_success());
         assert_eq!(granted_checked(&Reply::Int(0)), NodeOutcome::Rejected);
+        assert_eq!(granted_checked(&Reply::Int(-2)), NodeOutcome::Rejected);
+        assert_eq!(granted_checked(&Reply::Int(-1002)), NodeOutcome::Rejected);
+        assert_eq!(
+            refusal_pttl(&Reply::Int(-1002)),
+            Some(Duration::from_millis(1000))
+        );
+        assert_eq!(refusal_pttl(&Reply::Int(-2)), Some(Duration::ZERO));
+        assert_eq!(refusal_pttl(&Reply::Int(-1)), None);
+        assert_eq!(refusal_pttl(&Reply::Int(0)), None);
+        assert_eq!(granted_fenced(&Reply::Int(-1002)), NodeOutcome::Rejected);
         assert!(matches!(
             granted_checked(&Reply::Ok),
             NodeOutcome::Protocol(_)

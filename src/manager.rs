@@ -11,7 +11,9 @@ use crate::error::{Error, QuarantineReason};
 use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
+use crate::node::sub::Sub;
 use crate::node::{ConnSettings, Node, Peers, QuarantinePolicy};
+use crate::notify::Listener;
 use crate::quorum::Cluster;
 use crate::scan::{self, KeyKind, Scan};
 use crate::scripts;
@@ -109,8 +111,15 @@ impl Redlock {
             backoff_max: config.reconnect_backoff_max,
         };
         let cluster = Cluster::new(nodes, settings, clock, config.restart_quarantine);
+        let listener = Listener::new(
+            cluster.nodes().map(Sub::new).collect(),
+            cluster.quorum(),
+            cluster.settings().clone(),
+            cluster.clock(),
+        )
+        .map_err(|e| Error::Internal(format!("cannot create the listener's wake-up: {e}")))?;
         Ok(Redlock {
-            shared: Arc::new(Shared::new(cluster, config)),
+            shared: Arc::new(Shared::new(cluster, config, listener)),
         })
     }
 
@@ -198,14 +207,17 @@ impl Redlock {
     /// until a deadline), a fencing token, auto-renewal. Every other acquisition method is
     /// this one with fixed options.
     ///
-    /// One attempt sends `SET key token NX PX ttl` to every node at once and returns as soon
-    /// as a quorum has granted it (or can no longer grant it). The lock is granted only with a
+    /// One attempt sends `SET key token NX PX ttl` (in a script that also reports the holder's
+    /// remaining TTL where it refuses) to every node at once and returns as soon as a quorum
+    /// has granted it (or can no longer grant it). Between attempts it waits as `opts` say:
+    /// with a deadline, until a release is announced (see [`LockOptions::notify`]). The lock is granted only with a
     /// quorum and a positive remaining validity (`TTL − elapsed − drift`). A failed attempt
     /// releases the key on every node, including those that did not seem to grant it.
     ///
     /// Errors: [`Error::InvalidInput`] (empty or oversized resource, TTL out of range, bad
     /// renewal options; nothing is sent), [`Error::NotAcquired`], [`Error::Unavailable`]
-    /// (the last attempt's, when waiting ended without a grant), [`Error::Internal`].
+    /// (the last attempt's, when waiting ended without a grant), [`Error::Cancelled`] (through
+    /// [`LockOptions::cancel`]), [`Error::Internal`].
     pub fn acquire(
         &self,
         resource: impl AsRef<[u8]>,
@@ -223,7 +235,10 @@ impl Redlock {
                 .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
             return Err(e);
         }
-        acquire::acquire(sh, opts, || lock::attempt(sh, resource, ttl, opts.fenced))
+        let key = lock::key_for(resource);
+        acquire::acquire(sh, opts, &key, || {
+            lock::attempt(sh, resource, ttl, opts.fenced)
+        })
     }
 
     fn with_wait(

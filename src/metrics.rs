@@ -186,6 +186,7 @@ pub(crate) struct Registry {
     unavailable: AtomicU64,
     invalid: AtomicU64,
     internal: AtomicU64,
+    cancelled: AtomicU64,
     pub(crate) retries: AtomicU64,
     pub(crate) wait: Histogram,
     pub(crate) hold: Histogram,
@@ -204,6 +205,7 @@ impl Registry {
             unavailable: AtomicU64::new(0),
             invalid: AtomicU64::new(0),
             internal: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             wait: Histogram::default(),
             hold: Histogram::default(),
@@ -222,6 +224,7 @@ impl Registry {
             Err(Error::Unavailable(_) | Error::Auth(_)) => &self.unavailable,
             Err(Error::InvalidInput(_)) => &self.invalid,
             Err(Error::Internal(_) | Error::NotHeld(_)) => &self.internal,
+            Err(Error::Cancelled) => &self.cancelled,
         };
         c.fetch_add(1, Ordering::Relaxed);
         if r.is_ok() {
@@ -260,6 +263,7 @@ impl Registry {
             unavailable: l(&self.unavailable),
             invalid_input: l(&self.invalid),
             internal_errors: l(&self.internal),
+            cancelled: l(&self.cancelled),
             retries: l(&self.retries),
             wait: self.wait.snapshot(),
             hold: self.hold.snapshot(),
@@ -316,6 +320,8 @@ pub struct Metrics {
     pub invalid_input: u64,
     /// Lock calls that ended in an internal error.
     pub internal_errors: u64,
+    /// Lock calls cancelled through their [`crate::Cancel`] handle.
+    pub cancelled: u64,
     /// Retries (attempts after a lock call's first).
     pub retries: u64,
     /// Time from a lock call to its grant, retries included.
@@ -435,6 +441,7 @@ impl Metrics {
                 ("unavailable", self.unavailable),
                 ("invalid_input", self.invalid_input),
                 ("internal", self.internal_errors),
+                ("cancelled", self.cancelled),
             ],
         );
         p.head(

@@ -212,6 +212,45 @@ pub(crate) fn probe_idle(fds: &[RawFd]) -> io::Result<Vec<bool>> {
     }
 }
 
+/// One `poll(2)` over `watch`, waiting at most `timeout` (`None`: until something happens).
+/// Returns each descriptor's readiness, in order; an interrupted wait returns no readiness
+/// (the caller looks again, as it would after any wake-up).
+pub(crate) fn poll_once(
+    watch: &[(RawFd, Interest)],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<Readiness>> {
+    let mut pfds: Vec<libc::pollfd> = watch.iter().map(|&(fd, i)| pollfd(fd, i)).collect();
+    let ms = timeout.map_or(-1, timeout_ms);
+    // SAFETY: `pfds` is a live, exclusively borrowed array of `pfds.len()` initialised
+    // `pollfd` structs; poll(2) writes only their `revents` fields.
+    #[allow(unsafe_code)] // the third poll(2) call; see SAFETY above
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![Readiness::default(); watch.len()]);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().map(|p| readiness(p.revents)).collect())
+}
+
+/// Sleeps until `waker` is woken or `timeout` has passed (`None`: no limit), and consumes its
+/// wake-ups. True when woken. A wake-up meant for something else also ends the sleep: callers
+/// check what they wait for in a loop.
+pub(crate) fn sleep(waker: &Waker, timeout: Option<Duration>) -> io::Result<bool> {
+    let read = Interest {
+        read: true,
+        write: false,
+    };
+    let r = poll_once(&[(waker.fd(), read)], timeout)?;
+    let woken = r[0].readable || r[0].error;
+    if woken {
+        waker.drain();
+    }
+    Ok(woken)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +431,25 @@ mod tests {
     fn nothing_to_wait_for_returns_at_once() {
         let mut none: [OneByte; 0] = [];
         drive(&mut none, &|| SystemClock.now(), |_| false).unwrap();
+    }
+
+    #[test]
+    fn sleep_ends_on_a_wake_up_or_the_timeout() {
+        let w = std::sync::Arc::new(Waker::new().unwrap());
+        let t0 = Instant::now();
+        assert!(!sleep(&w, Some(Duration::from_millis(20))).unwrap());
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        // A wake-up sent before the sleep is not lost.
+        w.wake();
+        assert!(sleep(&w, Some(Duration::from_secs(30))).unwrap());
+        let w2 = std::sync::Arc::clone(&w);
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(10));
+            w2.wake();
+        });
+        assert!(sleep(&w, None).unwrap());
+        t.join().unwrap();
+        // Drained: the next sleep times out.
+        assert!(!sleep(&w, Some(Duration::from_millis(1))).unwrap());
     }
 }

@@ -8,8 +8,20 @@
 //! Release is always sent with `EVAL`: a release whose node answers after the quorum decided
 //! could not fall back any more, and a release that never runs leaves the key until its TTL.
 
-/// Deletes the key if it holds `ARGV[1]`.
+/// Deletes the key if it holds `ARGV[1]`, and then announces on the channel named after the key
+/// (`PUBLISH KEYS[1] ARGV[1]`, the released token) that the resource is free, which wakes the
+/// waiters subscribed to it (see `notify`). Returns 1 when it deleted the key, else 0 (and
+/// publishes nothing). Channels are global to the server, not per database: a waiter on
+/// another database with the same resource name is woken for nothing, and simply tries again.
 pub const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+redis.call('del', KEYS[1]) redis.call('publish', KEYS[1], ARGV[1]) return 1 \
+else return 0 end";
+
+/// Deletes the key if it holds `ARGV[1]`, without announcing anything: what a failed
+/// acquisition sends to take back the grants it got. (Announcing those would wake the waiters
+/// of other processes for a lock that is still held, whose failed attempts would announce
+/// theirs in turn.) Returns 1 when it deleted the key, else 0.
+pub const DISCARD: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
 return redis.call('del', KEYS[1]) else return 0 end";
 
 /// Sets the key's TTL to `ARGV[2]` milliseconds if it holds `ARGV[1]`. It never creates a key.
@@ -34,30 +46,37 @@ else out[i] = 0 end \
 end \
 return out";
 
-/// A plain acquisition under restart quarantine: `SET KEYS[1] ARGV[1] NX PX ARGV[2]` only if
-/// the node's marker `KEYS[2]` exists. Returns 1 when set, 0 when the key is held, and the
-/// error `NOMARKER` when the marker is missing.
+/// A plain acquisition: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`, under restart quarantine only if
+/// the node's marker `KEYS[2]` exists (without a second key, no marker is checked). Returns 1
+/// when set; when the key is held, `-2 - PTTL` (the holder's remaining milliseconds, so -2
+/// and below), or 0 when the key has no TTL; and the error `NOMARKER` when the marker is
+/// missing. The remaining time tells a waiter how long it may sleep at most (a holder that
+/// dies never releases).
 ///
 /// The marker is written only while the node is trusted, and only a lost keyspace removes it
 /// (a restart without it, `FLUSHALL`, a failover to a replica that lacked it). Checking it in
 /// the same script as the grant means a node never grants after losing the keys it held: not
 /// for a manager that trusted it before the loss, and not in the instant between a check and
 /// a grant.
-pub const ACQUIRE: &str = "if redis.call('exists', KEYS[2]) == 0 then \
+pub const ACQUIRE: &str = "if #KEYS > 1 and redis.call('exists', KEYS[2]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end \
-return 0";
+local t = redis.call('pttl', KEYS[1]) \
+if t < 0 then return 0 end \
+return -2 - t";
 
 /// The first step of a fenced acquisition: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`; if it was
 /// set, returns the resource's fencing counter `KEYS[2]` as a decimal string ("0" when absent),
-/// else -1. With a third key, the node's marker, it first checks the marker as [`ACQUIRE`]
+/// else, as [`ACQUIRE`], `-2 - PTTL` (or -1 when the key has no TTL). With a third key, the node's marker, it first checks the marker as [`ACQUIRE`]
 /// does. The counter travels as a string, never as a Lua number (a double, which would round
 /// it beyond 2^53).
 pub const FENCED_ACQUIRE: &str = "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
 return redis.call('get', KEYS[2]) or '0' end \
-return -1";
+local t = redis.call('pttl', KEYS[1]) \
+if t < 0 then return -1 end \
+return -2 - t";
 
 /// Lua for exact comparison of fencing counters, which travel and are stored as canonical
 /// decimal strings (no sign, no leading zero, at most `u64::MAX`). `canon(s)` tells whether `s`
@@ -130,7 +149,15 @@ end \
 return out";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 6] = [ACQUIRE, RELEASE, EXTEND, RENEW, FENCED_ACQUIRE, FENCE_WRITE];
+pub(crate) const ALL: [&str; 7] = [
+    ACQUIRE,
+    RELEASE,
+    DISCARD,
+    EXTEND,
+    RENEW,
+    FENCED_ACQUIRE,
+    FENCE_WRITE,
+];
 
 /// A script and its SHA1 name, computed once.
 pub(crate) struct Script {
@@ -172,6 +199,8 @@ impl Script {
 pub(crate) static ACQUIRE_SCRIPT: Script = Script::new(ACQUIRE);
 /// [`RELEASE`], for calls.
 pub(crate) static RELEASE_SCRIPT: Script = Script::new(RELEASE);
+/// [`DISCARD`], for calls.
+pub(crate) static DISCARD_SCRIPT: Script = Script::new(DISCARD);
 /// [`EXTEND`], for calls.
 pub(crate) static EXTEND_SCRIPT: Script = Script::new(EXTEND);
 /// [`RENEW`], for calls.

@@ -21,7 +21,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock::{Error, Redlock, scripts};
+use redlock::{Error, LockOptions, Redlock, Wait, scripts};
 use support::proxy::DelayProxy;
 use support::{RedisServer, mono_ns};
 
@@ -378,7 +378,13 @@ fn worker(args: &[String]) -> ExitCode {
         end = end.min(Instant::now() + Duration::from_millis(lifetime));
     }
     while Instant::now() < end {
-        match mgr.lock_fenced_until("shared", TTL, Instant::now() + Duration::from_millis(300)) {
+        // Waiting by notification (the default for a wait with a deadline), said explicitly:
+        // the suite checks that waiters woken by releases keep mutual exclusion.
+        let opts = LockOptions::new()
+            .fenced(true)
+            .wait(Wait::Until(Instant::now() + Duration::from_millis(300)))
+            .notify(true);
+        match mgr.acquire("shared", TTL, &opts) {
             Ok(lease) => {
                 let start = mono_ns();
                 let valid_until = start + lease.validity().as_nanos();

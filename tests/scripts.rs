@@ -77,7 +77,11 @@ fn fenced_acquire_returns_the_counter_only_when_it_sets_the_key() {
     // The counter comes back as a string, never through a Lua number.
     let counter = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
     assert_eq!(run(&mut c, "a"), counter("0"), "no counter yet");
-    assert_eq!(run(&mut c, "b"), redis::Value::Int(-1), "held");
+    // Refused: -2 - PTTL, the holder's time left.
+    match run(&mut c, "b") {
+        redis::Value::Int(n) => assert!((-5002..=-1002).contains(&n), "{n}"),
+        other => panic!("held: {other:?}"),
+    }
     assert_eq!(s.get(b"lock").as_deref(), Some(&b"a"[..]));
     redis::cmd("DEL").arg("lock").exec(&mut c).unwrap();
     redis::cmd("SET").arg("fence").arg(41).exec(&mut c).unwrap();
@@ -124,10 +128,9 @@ fn acquire_grants_only_while_the_node_has_its_marker() {
         run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "a").unwrap(),
         1
     );
-    assert_eq!(
-        run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "b").unwrap(),
-        0
-    );
+    // Refused: -2 - PTTL, the holder's time left.
+    let refused = run(&mut c, redlock::scripts::ACQUIRE, &["lock", marker], "b").unwrap();
+    assert!((-5002..=-1002).contains(&refused), "{refused}");
     assert_eq!(s.get(b"lock").as_deref(), Some(&b"a"[..]));
     assert!(s.pttl(b"lock") > 4000);
     redis::cmd("DEL").arg("lock").exec(&mut c).unwrap();
@@ -278,4 +281,60 @@ fn renew_extends_ours_reports_missing_and_leaves_others() {
     assert_eq!(s.get(b"k2"), None);
     assert_eq!(s.get(b"k3").as_deref(), Some(&b"someone"[..]));
     assert_eq!(s.pttl(b"k3"), -1);
+}
+
+#[test]
+fn acquire_without_a_marker_key_skips_the_check_and_reports_the_holders_ttl() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    assert_eq!(
+        eval(&mut c, redlock::scripts::ACQUIRE, "lock", &["a", "5000"]),
+        1
+    );
+    let n = eval(&mut c, redlock::scripts::ACQUIRE, "lock", &["b", "5000"]);
+    let pttl = -2 - n;
+    assert!((1000..=5000).contains(&pttl), "{n}");
+    // A key without a TTL (not ours to set, but possible): refused with 0.
+    redis::cmd("SET")
+        .arg("plain")
+        .arg("x")
+        .exec(&mut c)
+        .unwrap();
+    assert_eq!(
+        eval(&mut c, redlock::scripts::ACQUIRE, "plain", &["b", "5000"]),
+        0
+    );
+}
+
+#[test]
+fn release_announces_on_the_keys_channel_and_discard_does_not() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let mut sub = s.client();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("k").unwrap();
+    ps.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    let set = |c: &mut redis::Connection, v: &str| {
+        redis::cmd("SET")
+            .arg("k")
+            .arg(v)
+            .arg("PX")
+            .arg(10_000)
+            .exec(c)
+            .unwrap()
+    };
+    // DISCARD deletes our key silently; RELEASE of another's token neither deletes nor
+    // announces.
+    set(&mut c, "mine");
+    assert_eq!(eval(&mut c, redlock::scripts::DISCARD, "k", &["mine"]), 1);
+    assert_eq!(s.get(b"k"), None);
+    set(&mut c, "theirs");
+    assert_eq!(eval(&mut c, redlock::scripts::RELEASE, "k", &["mine"]), 0);
+    assert!(ps.get_message().is_err(), "nothing announced yet");
+    // RELEASE of ours deletes and announces on the key's own name.
+    set(&mut c, "mine");
+    assert_eq!(eval(&mut c, redlock::scripts::RELEASE, "k", &["mine"]), 1);
+    let msg = ps.get_message().expect("the release is announced");
+    assert_eq!(msg.get_channel_name(), "k");
 }

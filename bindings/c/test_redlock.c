@@ -63,11 +63,12 @@ static void test_status_strings(void) {
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NOT_HELD), "not held") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_UNAVAILABLE), "unavailable") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_AUTH), "authentication failed") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_CANCELLED), "cancelled") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INVALID_ARGUMENT), "invalid argument") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NULL_ARGUMENT), "null argument") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INTERNAL), "internal error") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_PANIC), "panic") == 0);
-  int out_of_range[] = {-1, 5, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
+  int out_of_range[] = {-1, 6, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
   for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
     const char *s = redlock_status_str(out_of_range[i]);
     CHECK(s != NULL && strcmp(s, "unknown status") == 0);
@@ -587,6 +588,104 @@ static void *worker(void *arg) {
 
 /* Two of three nodes refuse the credentials (these nodes require no password, so AUTH with
  * one fails): the quorum is lost to authentication, which has its own status. */
+static long ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+struct waiter {
+  redlock_manager *mgr;
+  redlock_acquire_opts *opts;
+  redlock_status status;
+  redlock_lease *lease;
+  struct timespec done;
+};
+
+static const uint8_t WAITED[] = "c-waited";
+
+static void *wait_for_lock(void *arg) {
+  struct waiter *w = arg;
+  char err[512];
+  w->status = redlock_acquire(w->mgr, WAITED, sizeof WAITED - 1, 30000, w->opts, &w->lease, err, sizeof err);
+  clock_gettime(CLOCK_MONOTONIC, &w->done);
+  return NULL;
+}
+
+/* Waiting by notification and cancellation from another thread. The retry delay is 5 s, so
+ * a waiter that gets the lock within a second of the release was woken, not polling. */
+static void test_wait_and_cancel(void) {
+  char err[512];
+  redlock_manager *holder = make_manager(0, 5000);
+  redlock_manager *mgr = make_manager(0, 5000);
+  redlock_lease *held = NULL;
+  CHECK_STATUS(redlock_try_lock(holder, WAITED, sizeof WAITED - 1, 30000, &held, err, sizeof err), REDLOCK_STATUS_OK);
+
+  /* Cancelled mid-wait from another thread: CANCELLED at once, nothing left behind. */
+  redlock_cancel *cancel = redlock_cancel_new();
+  CHECK(cancel != NULL);
+  CHECK(!redlock_cancel_is_fired(cancel));
+  redlock_acquire_opts *opts = redlock_acquire_opts_new();
+  CHECK_STATUS(redlock_acquire_opts_set_wait_ms(opts, 20000), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_cancel(opts, cancel), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_cancel(NULL, cancel), REDLOCK_STATUS_NULL_ARGUMENT);
+  struct waiter w = {mgr, opts, REDLOCK_STATUS_OK, NULL, {0, 0}};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0);
+  sleep_ms(300);
+  struct timespec fired;
+  clock_gettime(CLOCK_MONOTONIC, &fired);
+  redlock_cancel_fire(cancel);
+  redlock_cancel_fire(cancel); /* idempotent */
+  pthread_join(t, NULL);
+  long took = (w.done.tv_sec - fired.tv_sec) * 1000 + (w.done.tv_nsec - fired.tv_nsec) / 1000000;
+  printf("cancelled wait returned %ld ms after fire\n", took);
+  CHECK_STATUS(w.status, REDLOCK_STATUS_CANCELLED);
+  CHECK(w.lease == NULL);
+  CHECK(took < 500);
+  CHECK(redlock_cancel_is_fired(cancel));
+  /* The options keep the handle alive: freeing it first is safe. */
+  redlock_cancel_free(cancel);
+  redlock_cancel_free(NULL);
+  redlock_cancel_fire(NULL);
+  CHECK(!redlock_cancel_is_fired(NULL));
+  /* A fired handle: CANCELLED again, without waiting. */
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  redlock_lease *none = NULL;
+  CHECK_STATUS(redlock_acquire(mgr, WAITED, sizeof WAITED - 1, 30000, opts, &none, err, sizeof err), REDLOCK_STATUS_CANCELLED);
+  CHECK(strstr(err, "cancelled") != NULL);
+  CHECK(ms_since(&t0) < 500);
+
+  /* Woken by the release: a new wait, without a cancel handle. */
+  CHECK_STATUS(redlock_acquire_opts_set_cancel(opts, NULL), REDLOCK_STATUS_OK);
+  w.lease = NULL;
+  CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0);
+  sleep_ms(300);
+  struct timespec released;
+  clock_gettime(CLOCK_MONOTONIC, &released);
+  CHECK_STATUS(redlock_unlock(held, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(held);
+  pthread_join(t, NULL);
+  long gap = (w.done.tv_sec - released.tv_sec) * 1000 + (w.done.tv_nsec - released.tv_nsec) / 1000000;
+  printf("woken waiter granted %ld ms after the release\n", gap);
+  CHECK_STATUS(w.status, REDLOCK_STATUS_OK);
+  CHECK(gap < 1000);
+  if (w.lease) {
+    CHECK_STATUS(redlock_unlock(w.lease, err, sizeof err), REDLOCK_STATUS_OK);
+    redlock_lease_free(w.lease);
+  }
+  /* Nothing of the cancelled waiter was left: the resource is free. */
+  CHECK_STATUS(redlock_try_lock(holder, WAITED, sizeof WAITED - 1, 1000, &held, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(held, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(held);
+  CHECK_STATUS(redlock_acquire_opts_set_notify(opts, false), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_notify(NULL, false), REDLOCK_STATUS_NULL_ARGUMENT);
+  redlock_acquire_opts_free(opts);
+  redlock_manager_free(mgr);
+  redlock_manager_free(holder);
+}
+
 static void test_auth_failure(void) {
   char err[1024];
   char wrong[2][128];
@@ -642,6 +741,7 @@ int main(int argc, char **argv) {
   test_quarantine();
   test_metrics();
   test_auth_failure();
+  test_wait_and_cancel();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

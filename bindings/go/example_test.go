@@ -336,6 +336,7 @@ func ExampleManager_Metrics() {
 	// redlock_acquire_total{result="unavailable"} 0
 	// redlock_acquire_total{result="invalid_input"} 0
 	// redlock_acquire_total{result="internal"} 0
+	// redlock_acquire_total{result="cancelled"} 0
 	// redlock_unlock_total{result="ok"} 2
 }
 

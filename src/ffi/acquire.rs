@@ -18,7 +18,8 @@ use crate::{LockOptions, RenewOptions, Wait};
 ///
 /// Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
 /// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
-/// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`.
+/// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
+/// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`.
 pub struct redlock_acquire_opts {
     inner: LockOptions,
 }
@@ -53,7 +54,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_free(opts: *mut redlock_acquire_op
 ///
 /// # Safety
 /// `opts` must be NULL or live options used by one thread at a time.
-unsafe fn with_opts(
+pub(super) unsafe fn with_opts(
     opts: *mut redlock_acquire_opts,
     f: impl FnOnce(LockOptions) -> LockOptions,
 ) -> redlock_status {
@@ -70,8 +71,10 @@ unsafe fn with_opts(
 }
 
 /// How long to wait while the resource is held elsewhere: 0 means one attempt, no retry;
-/// otherwise retry after random pauses (up to the retry delay) until `wait_ms` have passed; no
-/// attempt starts after that, and the retry count does not apply.
+/// otherwise wait until `wait_ms` have passed, woken when the holder releases the resource (or
+/// when its TTL runs out), and attempt again; no attempt starts after that, and the retry
+/// count does not apply. `redlock_acquire_opts_set_notify(opts, false)` makes this wait poll
+/// with random pauses (up to the retry delay) instead.
 ///
 /// Statuses: OK, NULL_ARGUMENT.
 ///
@@ -88,6 +91,24 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
     };
     // SAFETY: per the contract.
     unsafe { with_opts(opts, |o| o.wait(wait)) }
+}
+
+/// Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is
+/// announced (true, the default) or polls with random pauses of up to the retry delay (false).
+/// A notification costs one subscriber connection per node and manager, shared by every
+/// waiter, opened on the first wait.
+///
+/// Statuses: OK, NULL_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_notify(
+    opts: *mut redlock_acquire_opts,
+    notify: bool,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| o.notify(notify)) }
 }
 
 /// Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
@@ -164,7 +185,7 @@ pub(crate) fn renew_options(max_hold_ms: u32, max_extensions: u32) -> RenewOptio
 /// manager's maximum TTL.
 ///
 /// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-/// UNAVAILABLE, AUTH, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
+/// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
 /// non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
 /// outcome.
 ///

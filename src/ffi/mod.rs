@@ -15,11 +15,13 @@
 #![allow(non_camel_case_types)] // C names: redlock_status, redlock_config, …
 
 mod acquire;
+mod cancel;
 mod config;
 mod lease;
 mod manager;
 
 pub use acquire::*;
+pub use cancel::*;
 pub use config::*;
 pub use lease::*;
 pub use manager::*;
@@ -50,6 +52,9 @@ pub enum redlock_status {
     /// `WRONGPASS`, `NOAUTH`, `NOPERM`) are what stands between the others and a quorum. The
     /// message names each node's outcome. Fix the node URLs or the ACLs.
     REDLOCK_STATUS_AUTH = 4,
+    /// The acquisition was cancelled through its `redlock_cancel` handle (or the binding's
+    /// equivalent: a Go context, Ctrl-C in Python). No key was left behind.
+    REDLOCK_STATUS_CANCELLED = 5,
     /// Bad input: a malformed URL, a TTL out of range, an empty resource, … Nothing was sent.
     REDLOCK_STATUS_INVALID_ARGUMENT = 10,
     /// A required pointer was NULL.
@@ -93,6 +98,7 @@ impl From<Error> for FfiError {
             Error::Auth(_) => REDLOCK_STATUS_AUTH,
             Error::InvalidInput(_) => REDLOCK_STATUS_INVALID_ARGUMENT,
             Error::Internal(_) => REDLOCK_STATUS_INTERNAL,
+            Error::Cancelled => REDLOCK_STATUS_CANCELLED,
         };
         FfiError {
             status,
@@ -202,6 +208,7 @@ pub extern "C" fn redlock_status_str(status: i32) -> *const c_char {
         2 => b"not held\0",
         3 => b"unavailable\0",
         4 => b"authentication failed\0",
+        5 => b"cancelled\0",
         10 => b"invalid argument\0",
         11 => b"null argument\0",
         20 => b"internal error\0",
@@ -274,12 +281,13 @@ mod tests {
             (2, "not held"),
             (3, "unavailable"),
             (4, "authentication failed"),
+            (5, "cancelled"),
             (10, "invalid argument"),
             (11, "null argument"),
             (20, "internal error"),
             (99, "panic"),
             (-1, "unknown status"),
-            (5, "unknown status"),
+            (6, "unknown status"),
             (i32::MAX, "unknown status"),
         ] {
             // SAFETY: redlock_status_str returns a static NUL-terminated string.

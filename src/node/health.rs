@@ -263,6 +263,25 @@ struct Health {
     warned: bool,
 }
 
+/// The commands a connection to `addr` starts with whatever it is for: `AUTH` when the address
+/// has a password, `SELECT` when it names a database. Returns them and how many there are.
+pub(crate) fn auth_and_select(addr: &NodeAddr) -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    let mut n = 0;
+    if let Some(pw) = addr.password() {
+        match addr.username() {
+            Some(user) => resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut out),
+            None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut out),
+        }
+        n += 1;
+    }
+    if addr.db() != 0 {
+        resp::pack(&[b"SELECT", addr.db().to_string().as_bytes()], &mut out);
+        n += 1;
+    }
+    (out, n)
+}
+
 impl Node {
     /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`, then
     /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by

@@ -109,6 +109,12 @@ fn thread_cell() -> io::Result<Arc<Cell>> {
     })
 }
 
+/// This thread's waker: the one its rounds are woken through, and the one it sleeps on while
+/// it waits for a release (a wake-up meant for one is harmless to the other: both look again).
+pub(crate) fn thread_waker() -> io::Result<Arc<Waker>> {
+    Ok(Arc::clone(&thread_cell()?.waker))
+}
+
 impl Call {
     /// A new round of this thread over `nodes` nodes, every slot waiting, woken through this
     /// thread's waker.

@@ -5,6 +5,7 @@
 pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod link;
+pub(crate) mod sub;
 
 pub(crate) use health::{ConnSettings, Node, Peers, QuarantinePolicy, Standing};
 pub(crate) use link::{Call, Link, Slot};

@@ -146,6 +146,11 @@ impl Cluster {
         }
     }
 
+    /// The manager's clock.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
     /// The current instant, from the manager's clock.
     pub(crate) fn now(&self) -> Instant {
         self.clock.now()
@@ -454,6 +459,7 @@ impl Cluster {
                 })
                 .collect(),
             detail,
+            expires_in: None,
         }
     }
 
