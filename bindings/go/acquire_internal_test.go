@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -61,6 +62,37 @@ func TestAcquireOptionsCached(t *testing.T) {
 	if got, want := live(), len(m.fixedOpts)+2; got != want {
 		t.Fatalf("after one Wait duration the manager holds %d options, want %d", got, want)
 	}
+
+	// WithNotify(false) changes a wait only: with Wait, options of their own, made once; without
+	// a wait, the shared ones.
+	for i := 0; i < 3; i++ {
+		cycle("Acquire(Wait(2s), WithNotify(false))", func() (*Lock, error) {
+			return m.Acquire(res, time.Second, Wait(2*time.Second), WithNotify(false))
+		})
+		cycle("Acquire(NoWait, WithNotify(false))", func() (*Lock, error) {
+			return m.Acquire(res, time.Second, NoWait(), WithNotify(false))
+		})
+		cycle("Acquire(WithNotify(true))", func() (*Lock, error) { return m.Acquire(res, time.Second, WithNotify(true)) })
+	}
+	if got, want := live(), len(m.fixedOpts)+3; got != want {
+		t.Fatalf("after WithNotify(false) the manager holds %d options, want %d", got, want)
+	}
+
+	// LockContext makes options (and a cancel handle) for each call, and frees them.
+	for i := 0; i < 3; i++ {
+		cycle("LockContext", func() (*Lock, error) { return m.LockContext(context.Background(), res, time.Second) })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cycle("LockContext(deadline, Fenced)", func() (*Lock, error) { return m.LockContext(ctx, res, time.Second, Fenced()) })
+		cancel()
+	}
+	if got, want := live(), len(m.fixedOpts)+3; got != want {
+		t.Fatalf("after LockContext the manager holds %d options, want %d", got, want)
+	}
+	m.cancelMu.Lock()
+	if len(m.cancels) != 0 {
+		t.Fatalf("%d cancel handles registered after LockContext returned", len(m.cancels))
+	}
+	m.cancelMu.Unlock()
 
 	// Up to maxWaitOpts of them; the next ones are made and freed for their call.
 	for i := 0; i < maxWaitOpts+10; i++ {
@@ -139,7 +171,7 @@ func BenchmarkAcquireOpts(b *testing.B) {
 	}
 	b.Run("made per call", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			o, err := m.newAcquireOpts(waitFor, 5000, true)
+			o, err := m.newAcquireOpts(waitFor, 5000, true, false)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -24,8 +24,9 @@
 //	err = l.Unlock()
 //
 // Manager.Acquire takes options (Lock is the same call; TryLock and LockWait are Acquire with
-// a wait of their own). NoWait makes a single attempt, Wait(d) retries until d has passed, and
-// without either the manager's retry policy (WithRetry) applies. For work of unknown length,
+// a wait of their own). NoWait makes a single attempt, Wait(d) waits up to d for the holder to
+// release the lock (woken by the release, see WithNotify), and without either the manager's
+// retry policy (WithRetry) applies. For work of unknown length,
 // AutoRenew has the manager's renewal thread extend the lock from the moment it is acquired,
 // and reports through Lost (a channel), IsLost, WaitLost, LostReason and an OnLost callback if
 // it cannot. Fenced gives the lock a fencing token, larger than that of every earlier fenced
@@ -46,6 +47,21 @@
 //	}
 //
 // The method Lock.AutoRenew starts (or reconfigures) renewal of a lock already held.
+//
+// # Contexts
+//
+// Manager.LockContext waits for the lock until its context ends: until the deadline, or until
+// the context is cancelled, woken as soon as the holder releases the lock. A cancelled context
+// ends the call at once (within one round trip if an attempt is under way), leaving no key
+// behind, with ErrCancelled, which also matches context.Canceled; a deadline that passes gives
+// ErrNotAcquired, which also matches context.DeadlineExceeded:
+//
+//	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+//	defer cancel()
+//	l, err := m.LockContext(ctx, "orders:42", 10*time.Second)
+//	if errors.Is(err, context.DeadlineExceeded) {
+//		return err // still held by someone else after 5 s (errors.Is(err, redlock.ErrNotAcquired) too)
+//	}
 //
 // # Restart quarantine
 //
@@ -80,7 +96,8 @@
 //
 // Failures reported by the library are *Error values carrying the library's Status and
 // message; match them with errors.Is against ErrNotAcquired, ErrNotHeld, ErrUnavailable,
-// ErrInvalidArgument, ErrNullArgument, ErrInternal and ErrPanic. Calls on a closed Manager,
+// ErrAuth, ErrCancelled, ErrInvalidArgument, ErrNullArgument, ErrInternal and ErrPanic. An
+// error of LockContext whose context had ended also matches the context's error. Calls on a closed Manager,
 // and Unlock or Extend on a freed Lock, return ErrClosed.
 //
 // # Durations

@@ -30,6 +30,9 @@ const (
 	// needed permissions: WRONGPASS, NOAUTH, NOPERM) are what stands between the others and a
 	// quorum. Fix the node URLs or the ACLs.
 	StatusAuth Status = C.REDLOCK_STATUS_AUTH
+	// StatusCancelled: the acquisition was cancelled (Manager.LockContext: its context was
+	// cancelled) and left no key behind on any node.
+	StatusCancelled Status = C.REDLOCK_STATUS_CANCELLED
 	// StatusInvalidArgument: bad input (a malformed URL, a TTL out of range, an empty
 	// resource, …). Nothing was sent to any node.
 	StatusInvalidArgument Status = C.REDLOCK_STATUS_INVALID_ARGUMENT
@@ -55,9 +58,26 @@ func (s Status) String() string {
 // Match it with errors.Is against the sentinels (ErrNotAcquired, ErrNotHeld, …): an *Error
 // matches any *Error target with the same Status, whatever the messages. Use errors.As to
 // read the Status and Message.
+//
+// An error of Manager.LockContext that its context ended also wraps the context's error
+// (Unwrap): errors.Is(err, context.Canceled) or errors.Is(err, context.DeadlineExceeded)
+// holds, and so does errors.Is(err, cause) for a cause given to context.WithCancelCause.
 type Error struct {
 	Status  Status
 	Message string
+
+	// cause is the context's error when a context ended the call (see Unwrap), else nil.
+	cause error
+}
+
+// Unwrap returns the error of the context that ended a Manager.LockContext call
+// (context.Canceled or context.DeadlineExceeded, joined with the context's cause when it has
+// another one), or nil.
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.cause
 }
 
 // Error returns "redlock: " followed by the message, or by the status when there is no
@@ -95,6 +115,10 @@ var (
 	// ErrAuth: nodes refused the credentials, and without them a quorum was impossible (an
 	// ErrAuth error also matches ErrUnavailable).
 	ErrAuth error = &Error{Status: StatusAuth}
+	// ErrCancelled: Manager.LockContext was cancelled through its context; no key was left
+	// behind. The error also matches the context's error (context.Canceled). A context whose
+	// deadline passes gives ErrNotAcquired (with context.DeadlineExceeded) instead.
+	ErrCancelled error = &Error{Status: StatusCancelled}
 	// ErrInvalidArgument: bad input; nothing was sent.
 	ErrInvalidArgument error = &Error{Status: StatusInvalidArgument}
 	// ErrNullArgument: a method was called on a nil *Manager or *Lock.

@@ -3,10 +3,10 @@ package redlock
 import "time"
 
 // LockOption configures one acquisition; pass options to Manager.Acquire (or Lock, TryLock,
-// LockWait):
+// LockWait, LockContext):
 //
 //	l, err := m.Acquire("orders:42", 10*time.Second,
-//		redlock.Wait(5*time.Second),     // retry until 5 s have passed (NoWait: one attempt)
+//		redlock.Wait(5*time.Second),     // wait up to 5 s for a release (NoWait: one attempt)
 //		redlock.Fenced(),                // l.FencingToken() orders this grant
 //		redlock.AutoRenew(time.Hour),    // renewed until Unlock, for at most an hour
 //		redlock.OnLost(func(l *redlock.Lock) { log.Print("lost: ", l.LostReason()) }))
@@ -22,7 +22,7 @@ type waitMode uint8
 const (
 	waitRetries waitMode = iota // the manager's retry policy (WithRetry): the default
 	waitNone                    // one attempt (NoWait, Wait(0), TryLock)
-	waitFor                     // retry until waitMs have passed (Wait, LockWait)
+	waitFor                     // wait until waitMs have passed (Wait, LockWait, LockContext)
 )
 
 type lockOptions struct {
@@ -33,6 +33,7 @@ type lockOptions struct {
 	waitSet bool   // a Wait or NoWait option was given
 
 	fenced bool
+	poll   bool // WithNotify(false): a waitFor wait polls with random pauses
 
 	renew         bool
 	maxHold       uint32 // ms; 0 = the library's default, one hour
@@ -90,11 +91,13 @@ func NoWait() LockOption {
 	}
 }
 
-// Wait makes Acquire retry, after random pauses of up to the retry delay set by WithRetry,
-// until d has passed; no attempt starts after that, and the retry count does not apply
-// (LockWait is Acquire with Wait). d must be in [0, MaxTTL] and is rounded up to whole
-// milliseconds; Wait(0) is NoWait. Without NoWait or Wait, Acquire retries as the manager's
-// retry policy says (WithRetry).
+// Wait makes Acquire wait while the resource is held elsewhere, until d has passed: woken as
+// soon as the holder releases it (or when its TTL runs out), it attempts again (see
+// WithNotify; WithNotify(false) polls after random pauses of up to the retry delay set by
+// WithRetry instead). No attempt starts after d, and the retry count does not apply (LockWait
+// is Acquire with Wait). d must be in [0, MaxTTL] and is rounded up to whole milliseconds;
+// Wait(0) is NoWait. Without NoWait or Wait, Acquire retries as the manager's retry policy
+// says (WithRetry), and LockContext waits until its context ends.
 func Wait(d time.Duration) LockOption {
 	return func(o *lockOptions) {
 		ms, ok := millis(d)
@@ -105,6 +108,24 @@ func Wait(d time.Duration) LockOption {
 		o.waitSet = true
 		o.setWait(ms)
 	}
+}
+
+// WithNotify chooses how a wait (Wait, LockWait, LockContext) waits while the resource is
+// held elsewhere: by notification (true, the default) or by polling (false).
+//
+// By notification, the waiter sleeps until the holder releases the resource, which the
+// library announces through Redis pub/sub, or until the holder's TTL runs out, and then
+// attempts at once: it gets a released lock within about a round trip, however long the
+// retry delay. Waiters of one manager queue, so that a release wakes one of them. It costs one
+// subscriber connection per node and manager, shared by every waiter, opened on the first
+// wait. When notifications cannot be relied on (a subscriber connection is lost, nodes fail)
+// the waiter falls back to random pauses until they can.
+//
+// By polling, the waiter attempts again after random pauses of up to the retry delay
+// (WithRetry), as before notifications existed. Without a wait (NoWait, TryLock, the retry
+// policy) the option changes nothing.
+func WithNotify(notify bool) LockOption {
+	return func(o *lockOptions) { o.poll = !notify }
 }
 
 // Fenced asks for a fencing token: the lock's FencingToken is strictly greater than that of

@@ -6,6 +6,8 @@ package redlock
 import "C"
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -179,8 +181,9 @@ type options struct {
 // NoWait nor Wait: up to count more attempts after the first, each after a random pause drawn
 // uniformly from [0, delay]. The defaults are 3 and 200 ms. count must be ≥ 0 and delay ≥ 0
 // (rounded up to whole milliseconds, at most MaxTTL); New returns ErrInvalidArgument
-// otherwise. Wait (and LockWait) use the delay but not the count; NoWait (and TryLock) use
-// neither.
+// otherwise. Waits (Wait, LockWait, LockContext) use the delay but not the count: for their
+// random pauses with WithNotify(false), and, waiting by notification, for the pauses while
+// notifications cannot be relied on; NoWait (and TryLock) use neither.
 func WithRetry(count int, delay time.Duration) Option {
 	return func(o *options) {
 		if count < 0 || uint64(count) > math.MaxUint32 {
@@ -313,6 +316,13 @@ type Manager struct {
 	// the package's tests to check that nothing leaks.
 	optsLive atomic.Int64
 
+	// The cancel handles of the LockContext calls in progress, which Close fires (so that a
+	// call waiting for a context that never ends cannot hold Close up); closing is set by
+	// Close before it fires them, and refuses new ones. Guarded by cancelMu.
+	cancelMu sync.Mutex
+	closing  bool
+	cancels  map[*C.redlock_cancel]struct{}
+
 	// afterAcquire, when set (by the package's tests only), runs between a successful
 	// acquisition and the start of auto-renewal requested by the AutoRenew option.
 	afterAcquire func(*Lock)
@@ -398,7 +408,7 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 	}
 	for i := range m.fixedOpts {
 		wait, fenced := fixedOptsKey(i)
-		o, err := m.newAcquireOpts(wait, 0, fenced)
+		o, err := m.newAcquireOpts(wait, 0, fenced, false)
 		if err != nil {
 			m.free()
 			return nil, err
@@ -414,7 +424,14 @@ func newInternal(msg string) error {
 }
 
 // free releases the C manager once. It is Close's body and the finalizer; it never unlocks.
+// It first cancels the LockContext calls in progress, then waits for every call.
 func (m *Manager) free() {
+	m.cancelMu.Lock()
+	m.closing = true
+	for c := range m.cancels {
+		C.redlock_cancel_fire(c)
+	}
+	m.cancelMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ptr != nil {
@@ -435,8 +452,10 @@ func (m *Manager) free() {
 	}
 }
 
-// Close frees the manager and its idle connections. It waits for calls in progress on this
-// manager (a Lock may block for its retries) and makes later calls return ErrClosed. It never
+// Close frees the manager and its idle connections. It cancels the LockContext calls in
+// progress, which return ErrClosed, waits for the other calls in progress on this manager (a
+// Lock may block for its retries, an Acquire for its Wait) and makes later calls return
+// ErrClosed. It never
 // unlocks anything: locks made by this manager stay usable and can still be unlocked,
 // extended and freed. Close is idempotent and always returns nil.
 func (m *Manager) Close() error {
@@ -475,6 +494,7 @@ const maxWaitOpts = 32
 type waitKey struct {
 	ms     uint32
 	fenced bool
+	poll   bool // WithNotify(false)
 }
 
 // fixedOptsKey gives the options in Manager.fixedOpts[i]: the manager's retry policy with a
@@ -497,8 +517,9 @@ func fixedOptsIndex(wait waitMode, fenced bool) int {
 	return 2
 }
 
-// newAcquireOpts makes C acquisition options. They are never changed afterwards.
-func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced bool) (*C.redlock_acquire_opts, error) {
+// newAcquireOpts makes C acquisition options. Shared ones are never changed afterwards.
+// poll (WithNotify(false)) matters with waitFor only.
+func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll bool) (*C.redlock_acquire_opts, error) {
 	o := C.redlock_acquire_opts_new()
 	if o == nil {
 		return nil, newInternal("redlock_acquire_opts_new: out of memory")
@@ -510,6 +531,9 @@ func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced bool) (*C.
 		st = C.redlock_acquire_opts_set_wait_ms(o, 0)
 	case waitFor:
 		st = C.redlock_acquire_opts_set_wait_ms(o, C.uint32_t(waitMs))
+		if st == C.REDLOCK_STATUS_OK && poll {
+			st = C.redlock_acquire_opts_set_notify(o, false)
+		}
 	}
 	if st == C.REDLOCK_STATUS_OK && fenced {
 		st = C.redlock_acquire_opts_set_fenced(o, true)
@@ -536,11 +560,11 @@ func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, tem
 		}
 		return nil, false, nil
 	}
-	k := waitKey{o.waitMs, o.fenced}
+	k := waitKey{o.waitMs, o.fenced, o.poll}
 	m.waitMu.Lock()
 	opts = m.waitOpts[k]
 	if opts == nil && len(m.waitOpts) < maxWaitOpts { // first use: kept
-		opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced)
+		opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll)
 		if err == nil {
 			if m.waitOpts == nil {
 				m.waitOpts = make(map[waitKey]*C.redlock_acquire_opts)
@@ -555,14 +579,14 @@ func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, tem
 		return opts, false, nil
 	}
 	// The manager keeps enough: options for this call only.
-	opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced)
+	opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll)
 	return opts, err == nil, err
 }
 
-// acquire is the body of Acquire, Lock, TryLock and LockWait. fixed, when non-nil, is the
-// wait the method itself prescribes (TryLock, LockWait): a Wait or NoWait option then
-// contradicts it and is refused.
-func (m *Manager) acquire(method, resource string, ttl time.Duration, fixed *lockOptions, opts []LockOption) (*Lock, error) {
+// acquire is the body of Acquire, Lock, TryLock, LockWait and LockContext. fixed, when
+// non-nil, is the wait the method itself prescribes (TryLock, LockWait): a Wait or NoWait
+// option then contradicts it and is refused. ctx is LockContext's context, nil for the others.
+func (m *Manager) acquire(ctx context.Context, method, resource string, ttl time.Duration, fixed *lockOptions, opts []LockOption) (*Lock, error) {
 	if m == nil {
 		return nil, nilReceiver("*Manager")
 	}
@@ -586,8 +610,17 @@ func (m *Manager) acquire(method, resource string, ttl time.Duration, fixed *loc
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	if ctx != nil {
+		// A context that has ended: nothing is sent.
+		if err := contextEnded(ctx, time.Now()); err != nil {
+			return nil, err
+		}
+		if !o.waitSet {
+			o.wait, o.waitMs = waitFor, contextWaitMs(ctx, time.Now())
+		}
+	}
 
-	l, err := m.acquireLease(resource, ttlMs, &o)
+	l, err := m.acquireLease(ctx, resource, ttlMs, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -618,15 +651,27 @@ func (m *Manager) acquire(method, resource string, ttl time.Duration, fixed *loc
 }
 
 // acquireLease makes the one C call of an acquisition, under the manager's read lock, and
-// wraps the lease.
-func (m *Manager) acquireLease(resource string, ttlMs C.uint32_t, o *lockOptions) (*Lock, error) {
+// wraps the lease. ctx is LockContext's context, nil for the other methods.
+func (m *Manager) acquireLease(ctx context.Context, resource string, ttlMs C.uint32_t, o *lockOptions) (*Lock, error) {
 	s := newScratch(resource)
 	defer s.free()
-	out, st, err := m.acquireCall(s, ttlMs, o)
+	var (
+		out *C.redlock_lease
+		st  C.enum_redlock_status
+		err error
+	)
+	if ctx == nil {
+		out, st, err = m.acquireCall(s, ttlMs, o)
+	} else {
+		out, st, err = m.acquireCallContext(ctx, s, ttlMs, o)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if st != C.REDLOCK_STATUS_OK {
+		if ctx != nil {
+			return nil, contextError(ctx, Status(st), C.GoString(s.err), time.Now())
+		}
 		return nil, statusError(st, s.err)
 	}
 	return newLock(out, resource, s), nil
@@ -651,10 +696,155 @@ func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out
 	return out, st, nil
 }
 
+// acquireCallContext is the C call of LockContext: with options of its own that carry a
+// cancel handle, fired when ctx ends (context.AfterFunc) or by Close. err is ErrClosed when
+// the manager is closed, or was closed during the call and cancelled it.
+func (m *Manager) acquireCallContext(ctx context.Context, s cScratch, ttlMs C.uint32_t, o *lockOptions) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.ptr == nil {
+		return nil, 0, ErrClosed
+	}
+	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer m.freeAcquireOpts(opts)
+	c := C.redlock_cancel_new()
+	if c == nil {
+		return nil, 0, newInternal("redlock_cancel_new: out of memory")
+	}
+	// Freed last, after the AfterFunc below is done with it (the options keep a reference of
+	// their own).
+	defer C.redlock_cancel_free(c)
+	if st := C.redlock_acquire_opts_set_cancel(opts, c); st != C.REDLOCK_STATUS_OK { // only NULL_ARGUMENT
+		return nil, 0, &Error{Status: Status(st), Message: "internal error: setting the cancel handle failed"}
+	}
+
+	// Registered for Close, unless Close has begun.
+	m.cancelMu.Lock()
+	if m.closing {
+		m.cancelMu.Unlock()
+		return nil, 0, ErrClosed
+	}
+	if m.cancels == nil {
+		m.cancels = make(map[*C.redlock_cancel]struct{})
+	}
+	m.cancels[c] = struct{}{}
+	m.cancelMu.Unlock()
+	defer func() {
+		m.cancelMu.Lock()
+		delete(m.cancels, c)
+		m.cancelMu.Unlock()
+	}()
+
+	// Fired in a goroutine of its own as soon as ctx ends (at once if it has ended already).
+	// The handle is freed only once that function is stopped or has finished.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		C.redlock_cancel_fire(c)
+		close(fired)
+	})
+	defer func() {
+		if !stop() { // it has started: wait until it no longer uses c
+			<-fired
+		}
+	}()
+
+	st = C.redlock_acquire(m.ptr, s.res, s.n, ttlMs, opts, &out, s.err, errBufLen)
+	runtime.KeepAlive(m)
+	if st == C.REDLOCK_STATUS_CANCELLED && ctx.Err() == nil {
+		// Only Close fires the handle besides ctx.
+		return nil, 0, ErrClosed
+	}
+	return out, st, nil
+}
+
+// noDeadlineWait is LockContext's wait for a context without a deadline, when no Wait or
+// NoWait option is given: the longest the C ABI can express, MaxTTL (about 49.7 days), which
+// is as good as until the context is cancelled.
+const noDeadlineWait = math.MaxUint32
+
+// contextWaitMs is LockContext's wait for ctx when no Wait or NoWait option is given: until
+// its deadline (rounded up to whole milliseconds; at most MaxTTL), or noDeadlineWait.
+func contextWaitMs(ctx context.Context, now time.Time) uint32 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return noDeadlineWait
+	}
+	ms, ok := millis(dl.Sub(now))
+	switch {
+	case !ok && dl.After(now): // further away than MaxTTL
+		return noDeadlineWait
+	case !ok || ms == 0: // passed meanwhile: one attempt, which the deadline cancels
+		return 1
+	}
+	return ms
+}
+
+// deadlinePassed reports whether ctx has a deadline that is not after now (ctx.Err() may not
+// say so yet: its timer fires a moment later).
+func deadlinePassed(ctx context.Context, now time.Time) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !dl.After(now)
+}
+
+// contextCause is what an error ended by ctx wraps: ctx.Err(), and with it the context's
+// cause when it has one of its own (context.WithCancelCause), so that errors.Is matches both.
+// nil while ctx has not ended; context.DeadlineExceeded once its deadline has passed.
+func contextCause(ctx context.Context, now time.Time) error {
+	err := ctx.Err()
+	if err == nil {
+		if !deadlinePassed(ctx, now) {
+			return nil
+		}
+		err = context.DeadlineExceeded
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// contextEnded is LockContext's error for a context that ended before the first attempt, or
+// nil: ErrCancelled for a cancelled context, ErrNotAcquired for one whose deadline has passed,
+// each wrapping the context's error.
+func contextEnded(ctx context.Context, now time.Time) error {
+	cause := contextCause(ctx, now)
+	switch {
+	case cause == nil:
+		return nil
+	case errors.Is(cause, context.DeadlineExceeded):
+		return &Error{Status: StatusNotAcquired, cause: cause,
+			Message: "not acquired: the context's deadline passed before the first attempt (" + cause.Error() + ")"}
+	}
+	return &Error{Status: StatusCancelled, Message: "cancelled: " + cause.Error(), cause: cause}
+}
+
+// contextError is LockContext's error for a failed call with status st and the library's
+// message msg. Once ctx has ended, the error wraps the context's error, and a cancellation
+// that the deadline caused (by firing the handle) is ErrNotAcquired: a deadline ends a wait
+// as Wait's time running out does. A cancellation by ctx stays ErrCancelled; a call that had
+// failed on its own keeps its status.
+func contextError(ctx context.Context, st Status, msg string, now time.Time) error {
+	cause := contextCause(ctx, now)
+	switch {
+	case cause == nil:
+		return &Error{Status: st, Message: msg}
+	case st == StatusCancelled && errors.Is(cause, context.DeadlineExceeded):
+		return &Error{Status: StatusNotAcquired, cause: cause,
+			Message: "not acquired: the context's deadline passed while waiting (" + cause.Error() + ")"}
+	case st == StatusCancelled:
+		return &Error{Status: st, Message: "cancelled: " + cause.Error(), cause: cause}
+	}
+	return &Error{Status: st, Message: msg + " (" + cause.Error() + ")", cause: cause}
+}
+
 // Acquire acquires resource for ttl. By default it retries as configured by WithRetry (by
 // default up to 3 more attempts, each after a random pause of up to 200 ms); NoWait makes it
-// a single attempt, and Wait(d) has it retry until d has passed. It blocks for a bounded
-// time, never forever.
+// a single attempt, and Wait(d) has it wait until d has passed, woken by the release (see
+// WithNotify). It blocks for a bounded time, never forever (LockContext waits until a
+// context ends).
 //
 // The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key "redlock:"
 // followed by them. The TTL must be > 0 and at most the manager's maximum TTL (WithMaxTTL;
@@ -678,13 +868,13 @@ func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out
 // returned Lock must eventually be unlocked (or left to expire) and freed (or left to the
 // garbage collector).
 func (m *Manager) Acquire(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire("Acquire", resource, ttl, nil, opts)
+	return m.acquire(nil, "Acquire", resource, ttl, nil, opts)
 }
 
 // Lock is Acquire: it acquires resource for ttl, retrying as configured by WithRetry unless a
 // NoWait or Wait option says otherwise. Arguments, options and errors are those of Acquire.
 func (m *Manager) Lock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire("Lock", resource, ttl, nil, opts)
+	return m.acquire(nil, "Lock", resource, ttl, nil, opts)
 }
 
 // TryLock makes one attempt to acquire resource for ttl, with no retry: Acquire with NoWait.
@@ -692,15 +882,16 @@ func (m *Manager) Lock(resource string, ttl time.Duration, opts ...LockOption) (
 // (use Acquire to choose the wait with an option); arguments and errors are those of
 // Acquire.
 func (m *Manager) TryLock(resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return m.acquire("TryLock", resource, ttl, &tryLockWait, opts)
+	return m.acquire(nil, "TryLock", resource, ttl, &tryLockWait, opts)
 }
 
 // tryLockWait is TryLock's wait: one attempt.
 var tryLockWait = lockOptions{wait: waitNone}
 
-// LockWait acquires resource for ttl, retrying after random pauses (up to the retry delay set
-// by WithRetry) until wait has passed; no attempt starts after that, and the retry count does
-// not apply: Acquire with Wait(wait). wait must be ≥ 0 (0 means a single attempt) and at most
+// LockWait acquires resource for ttl, waiting while it is held elsewhere until wait has
+// passed, woken by the release (WithNotify(false): retrying after random pauses of up to the
+// retry delay set by WithRetry); no attempt starts after that, and the retry count does not
+// apply: Acquire with Wait(wait). wait must be ≥ 0 (0 means a single attempt) and at most
 // MaxTTL; it is rounded up to whole milliseconds. It takes the options of Acquire except
 // NoWait and Wait, which are ErrInvalidArgument here; other arguments and errors are those of
 // Acquire.
@@ -711,5 +902,41 @@ func (m *Manager) LockWait(resource string, ttl, wait time.Duration, opts ...Loc
 	} else {
 		w.err = invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
 	}
-	return m.acquire("LockWait", resource, ttl, &w, opts)
+	return m.acquire(nil, "LockWait", resource, ttl, &w, opts)
+}
+
+// LockContext acquires resource for ttl, waiting while it is held elsewhere until ctx ends:
+// woken as soon as the holder releases it (or when its TTL runs out), it attempts again (see
+// WithNotify). Without a Wait or NoWait option it waits until ctx's deadline (rounded up to
+// whole milliseconds), or, without a deadline, until ctx is cancelled (at most MaxTTL, about
+// 49.7 days, the longest wait the C ABI can express); with one, as that option says, and ctx
+// still ends it early. The retry count of WithRetry does not apply.
+//
+// When ctx ends, the call returns at once if it waits, or within one round trip if an attempt
+// is under way, and leaves no key behind on any node. A context that has already ended
+// returns at once, without contacting any node. The arguments and other options are those of
+// Acquire (including Fenced and AutoRenew); a nil ctx is ErrInvalidArgument.
+//
+// Errors: those of Acquire, and:
+//   - ctx cancelled: ErrCancelled, which also matches ctx.Err() (errors.Is(err,
+//     context.Canceled)) and the context's cause (context.WithCancelCause);
+//   - ctx's deadline passed: ErrNotAcquired, which also matches context.DeadlineExceeded,
+//     never ErrCancelled: a deadline ends the wait as Wait's time running out does. The
+//     message is that of the last attempt when the library's wait ended with the deadline
+//     (so it names each node's outcome; ErrUnavailable or ErrAuth when nodes were failing),
+//     otherwise it says the deadline passed;
+//   - Close called meanwhile: ErrClosed (Close cancels the LockContext calls in progress
+//     rather than wait for them).
+//
+// In general, a failed LockContext whose ctx had ended by the time it returned wraps ctx's
+// error; its Status is StatusCancelled only for a cancellation. Each call makes (and frees)
+// options and a cancel handle of its own, about a microsecond next to the round trips.
+func (m *Manager) LockContext(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		if m == nil {
+			return nil, nilReceiver("*Manager")
+		}
+		return nil, invalidf("LockContext: nil context")
+	}
+	return m.acquire(ctx, "LockContext", resource, ttl, nil, opts)
 }

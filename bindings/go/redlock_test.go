@@ -752,6 +752,7 @@ func TestErrors(t *testing.T) {
 		redlock.StatusNotHeld:         redlock.ErrNotHeld,
 		redlock.StatusUnavailable:     redlock.ErrUnavailable,
 		redlock.StatusAuth:            redlock.ErrAuth,
+		redlock.StatusCancelled:       redlock.ErrCancelled,
 		redlock.StatusInvalidArgument: redlock.ErrInvalidArgument,
 		redlock.StatusNullArgument:    redlock.ErrNullArgument,
 		redlock.StatusInternal:        redlock.ErrInternal,
@@ -782,7 +783,7 @@ func TestErrors(t *testing.T) {
 		redlock.StatusUnavailable: "unavailable", redlock.StatusAuth: "authentication failed",
 		redlock.StatusInvalidArgument: "invalid argument", redlock.StatusNullArgument: "null argument",
 		redlock.StatusInternal: "internal error", redlock.StatusPanic: "panic",
-		redlock.Status(5): "unknown status", redlock.Status(-1): "unknown status",
+		redlock.StatusCancelled: "cancelled", redlock.Status(6): "unknown status", redlock.Status(-1): "unknown status",
 	} {
 		if got := st.String(); got != want {
 			t.Fatalf("Status(%d).String() = %q, want %q", int32(st), got, want)
@@ -806,7 +807,7 @@ func TestErrors(t *testing.T) {
 		}
 	}
 	if redlock.NodeSuccess != 0 || redlock.NodeProtocol != 7 || redlock.NodeQuarantined != 8 || redlock.StatusPanic != 99 ||
-		redlock.StatusAuth != 4 {
+		redlock.StatusAuth != 4 || redlock.StatusCancelled != 5 {
 		t.Fatal("the stable numbers of the C ABI changed")
 	}
 	for r, want := range map[redlock.QuarantineReason]string{
