@@ -150,6 +150,8 @@ struct Waiting<'a> {
     reg: Option<Registration>,
     /// Registering failed: poll with random pauses.
     no_listener: bool,
+    /// Split votes in a row.
+    collisions: u32,
     waker: Option<Arc<Waker>>,
 }
 
@@ -172,6 +174,7 @@ impl<'a> Waiting<'a> {
             deadline,
             reg: None,
             no_listener: false,
+            collisions: 0,
             waker: None,
         }
     }
@@ -325,9 +328,14 @@ impl<'a> Waiting<'a> {
             return self.pause(sh.cfg.retry_delay);
         }
         if report.is_some_and(|r| r.nodes.iter().any(|n| n.outcome.is_success())) {
-            // A split vote: nobody may hold the lock, so nobody may release it.
-            return self.pause(short);
+            // A split vote: nobody may hold the lock, so nobody may release it. Contenders
+            // that collide again back off exponentially, as on a shared Ethernet segment, so
+            // that many processes woken by one release sort themselves out in a few rounds.
+            let backoff = short.saturating_mul(1 << self.collisions.min(8));
+            self.collisions += 1;
+            return self.pause(backoff.min(sh.cfg.retry_delay));
         }
+        self.collisions = 0;
         if !relied {
             // No quorum of subscriptions before that attempt (a subscriber connection was
             // lost): a random pause, or less if the subscriptions come back first.

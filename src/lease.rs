@@ -506,7 +506,7 @@ impl Lease {
         drop(st);
         let round = round?;
         let successes = round.successes();
-        if successes > 0 {
+        if successes >= sh.cluster.quorum() {
             // The nodes announce the release too; this wakes a waiter of this manager without
             // waiting for their message.
             sh.listener.released(&inner.key, inner.token.as_bytes());

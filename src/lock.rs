@@ -125,7 +125,10 @@ pub(crate) fn attempt(
     let q = sh.cluster.quorum();
     let granted = round.successes();
     if granted < q || expires <= sh.now() {
-        a.release_everywhere();
+        // Everywhere but where the script refused: there it ran and set nothing of ours
+        // (the token is this attempt's own), so a release would only cost the node work,
+        // which adds up when many waiters attempt at once.
+        a.release_on(&|i| round.outcomes[i] != NodeOutcome::Rejected);
         let detail = (granted >= q).then(|| {
             format!(
                 "validity exhausted: the quorum answered after {} ms of a {} ms TTL",

@@ -13,7 +13,7 @@ use redlock::{Cancel, Error, LockOptions, Redlock, Wait};
 use support::{Cluster, eventually};
 
 /// Far above every wake-up these tests expect: a waiter that polled would take this long.
-const RETRY_DELAY: Duration = Duration::from_secs(5);
+const RETRY_DELAY: Duration = Duration::from_secs(10);
 /// The holder's TTL, where the holder is meant to release: far above every expected wait.
 const LONG_TTL: Duration = Duration::from_secs(30);
 
@@ -268,9 +268,10 @@ fn thirty_two_waiters_in_one_process_each_get_it_once_without_overlap_or_herd() 
     );
     assert_eq!(m.grants, WAITERS as u64);
     // A release that woke every waiter would cost about WAITERS / 2 attempts per grant (over
-    // 500 here). Waking one, and the next when it leaves, costs a few per grant.
+    // 500 here). Waking one, and the next when it leaves, costs a few per grant (130 to 163
+    // in 30 runs under load).
     assert!(
-        m.acquire_attempts <= 6 * WAITERS as u64,
+        m.acquire_attempts <= 8 * WAITERS as u64,
         "{} attempts for {WAITERS} grants: a herd",
         m.acquire_attempts
     );

@@ -70,8 +70,8 @@ struct Channel {
     confirmed: Vec<bool>,
     /// Since when nobody waits here.
     idle_since: Option<Instant>,
-    /// The token of the latest release announced: each node announces it, and the local
-    /// holder too, but it wakes a waiter once.
+    /// The token of the latest release this manager made itself (see
+    /// [`Listener::released`]): the nodes' messages about it wake nobody again.
     last_release: Vec<u8>,
     /// When the holder's TTL runs out at the latest, as the waiters last learned it: what a
     /// waiter that becomes the first sleeps until, if no release comes.
@@ -97,13 +97,20 @@ impl Channel {
         }
     }
 
-    /// A release of the lease with `token` was announced: wakes the first waiter, unless this
-    /// release already did.
-    fn announced(&mut self, token: &[u8]) {
-        if !token.is_empty() && self.last_release == token {
+    /// A release of the lease with `token` was announced, by this manager (`local`) or by a
+    /// node: wakes the first waiter.
+    ///
+    /// Every node's message wakes again, even about the same release: a release is not
+    /// atomic across nodes, so the attempt that the first message caused may still have met
+    /// the key on the others (and been refused) before they deleted it. Only a release made
+    /// here, which returned once a quorum had deleted the key, makes the nodes' messages
+    /// about it redundant: the attempt it causes comes after that quorum.
+    fn announced(&mut self, token: &[u8], local: bool) {
+        if local {
+            self.last_release = token.to_vec();
+        } else if !token.is_empty() && self.last_release == token {
             return;
         }
-        self.last_release = token.to_vec();
         self.notify_first();
     }
 
@@ -200,12 +207,13 @@ impl Listener {
         })
     }
 
-    /// This manager released the lease with `token` on `channel`: wakes its first waiter here
-    /// at once, without waiting for the nodes' messages (which then wake nobody else).
+    /// This manager released the lease with `token` on `channel`, confirmed by a quorum: wakes
+    /// its first waiter here at once, without waiting for the nodes' messages (which then wake
+    /// nobody else).
     pub(crate) fn released(&self, channel: &[u8], token: &[u8]) {
         let mut st = self.inner.lock();
         if let Some(ch) = st.channels.get_mut(channel) {
-            ch.announced(token);
+            ch.announced(token, true);
         }
     }
 }
@@ -477,7 +485,7 @@ fn apply(st: &mut State, events: &mut Vec<(usize, SubEvent)>, quorum: usize) {
             }
             SubEvent::Message(k, token) => {
                 if let Some(c) = st.channels.get_mut(&k) {
-                    c.announced(&token);
+                    c.announced(&token, false);
                 }
             }
         }
