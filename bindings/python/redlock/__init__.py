@@ -19,8 +19,15 @@ Example::
             lk.fencing_token                                # int, larger than every earlier one
         with mgr.acquire("job:9", 5_000, wait_ms=2_000, auto_renew=True) as lk:
             lk.renewing                                     # True: renewed from the grant on
+        with redlock.Cancel() as cancel:                    # cancel.fire() from any thread
+            lk = mgr.lock("job:10", 5_000, wait_ms=30_000, cancel=cancel)  # or: Cancelled
+            lk.unlock()                                     # (a wait is woken by the release)
         mgr.node_states()           # [NodeState(index, quarantined, remaining_ms, reason)]
         mgr.metrics()               # Prometheus text
+
+A wait (``wait_ms``) is woken by the holder's release (``notify=False``: polling instead). On
+the main thread, a Ctrl-C during a waiting acquisition raises ``KeyboardInterrupt`` at once,
+and leaves no key behind.
 
 Restart quarantine is on by default: a node that may have lost the keys it held (it
 restarted, or its keyspace was flushed, as its marker key ``redlock-marker`` tells) does not
@@ -38,10 +45,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import Lease, NodeState, Redlock, Resource, version
+from ._core import Cancel, Lease, NodeState, Redlock, Resource, version
 from ._errors import (
     STATUS_EXCEPTIONS,
     AuthFailed,
+    Cancelled,
     HandleClosed,
     Internal,
     InvalidArgument,
@@ -61,6 +69,7 @@ from ._ffi import MAX_RESOURCE_LEN, LibraryNotFoundError, library_path
 for _cls in (
     Redlock,
     Lease,
+    Cancel,
     NodeState,
     Status,
     NodeOutcome,
@@ -70,6 +79,7 @@ for _cls in (
     NotHeld,
     Unavailable,
     AuthFailed,
+    Cancelled,
     InvalidArgument,
     NullArgument,
     HandleClosed,
@@ -86,6 +96,7 @@ MAX_TTL_MS = 2**32 - 1
 __all__ = [
     "Redlock",
     "Lease",
+    "Cancel",
     "NodeState",
     "Resource",
     "Status",
@@ -96,6 +107,7 @@ __all__ = [
     "NotHeld",
     "Unavailable",
     "AuthFailed",
+    "Cancelled",
     "InvalidArgument",
     "NullArgument",
     "HandleClosed",

@@ -7,7 +7,10 @@ import ctypes
 import itertools
 import math
 import os
+import queue
+import sys
 import threading
+import time
 import weakref
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
@@ -22,7 +25,7 @@ from ._errors import (
     error_for_status,
 )
 
-__all__ = ["Redlock", "Lease", "NodeState", "Resource", "version"]
+__all__ = ["Redlock", "Lease", "Cancel", "NodeState", "Resource", "version"]
 
 #: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
 Resource = Union[str, bytes]
@@ -58,17 +61,32 @@ LOCK_ONCE = 2
 LOCK_WAIT = 4
 
 #: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
-#: ``(wait_ms, fenced, auto-renewal bounds)`` it was asked for. ``try_lock``, and ``lock``
+#: ``(wait_ms, fenced, auto-renewal bounds, notify)`` it was asked for. ``try_lock``, and ``lock``
 #: without ``wait_ms``, need four at most; a program that passes ever new ``wait_ms`` values
 #: fills the rest, after which each new combination gets an options object made and freed
 #: around its one call.
 _OPTS_CACHE_MAX = 64
 
+#: How long one slice of the calling thread's wait for an acquisition run on a helper thread
+#: lasts (see ``_Call``). A signal's Python handler (Ctrl-C's ``KeyboardInterrupt``) runs
+#: between two slices at the latest; on Linux it also cuts a slice short.
+_WAIT_SLICE_S = 0.02
+
+#: How long an interrupted caller waits, at most, for the cancelled acquisition to return
+#: (it returns within one round trip of the cancel); only a safety net, as the helper thread
+#: cleans up after itself whenever it returns.
+_ABANDON_WAIT_S = 30.0
+
+#: How long a helper thread stays for the next call before it ends. Kept between calls: the
+#: library sets up per-thread state on a thread's first call, which costs far more than
+#: handing a call to a thread that already runs.
+_HELPER_IDLE_S = 30.0
+
 _UINT32_MAX = _ffi.UINT32_MAX
 _byref = ctypes.byref
 
-# The loaded library, set by the first Redlock (every Lease comes from one): the hot paths
-# read a module global instead of calling ``_ffi.lib()``.
+# The loaded library, set by the first Redlock or Cancel (every Lease comes from a Redlock):
+# the hot paths read a module global instead of calling ``_ffi.lib()``.
 _c: Any = None
 
 
@@ -79,10 +97,19 @@ class _Process:
 
     pid = os.getpid()
     exiting = False
+    #: The main thread's id: the only thread Python runs signal handlers on, hence the only
+    #: one whose waits are made interruptible (``Redlock._acquire``).
+    main_ident = threading.main_thread().ident
 
 
 def _after_fork_in_child() -> None:
+    global _helpers_lock
     _Process.pid = os.getpid()
+    # The forking thread is the child's only thread, and its main thread.
+    _Process.main_ident = threading.get_ident()
+    # The helper threads did not survive the fork (and another thread may have held the lock).
+    _helpers_lock = threading.Lock()
+    _idle_helpers.clear()
 
 
 def _at_exit() -> None:
@@ -241,6 +268,14 @@ class _Handle:
                 return self._ptr
         raise HandleClosed(f"the {self._what} is closed")
 
+    def hold(self) -> None:
+        """One more hold on the pointer, for a caller that holds one already (from
+        :meth:`acquire`), to hand to another thread; pair with :meth:`release`. Unlike
+        :meth:`acquire` it works on a closed handle too: one that a call holds is not freed."""
+        with self._mutex:
+            assert self._users > 0, "hold() without a hold"
+            self._users += 1
+
     def release(self) -> None:
         with self._mutex:
             self._users -= 1
@@ -298,26 +333,34 @@ def _close_dropped_lease(handle: _Handle) -> None:
 
 # ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
 
-#: The key of an options object: ``(wait_ms, fenced, renew)``, with ``wait_ms`` ``None`` for
-#: the manager's retry policy and ``renew`` ``None`` or ``(max_hold_ms, max_extensions)``.
-_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]]]
+#: The key of an options object: ``(wait_ms, fenced, renew, notify)``, with ``wait_ms``
+#: ``None`` for the manager's retry policy, ``renew`` ``None`` or ``(max_hold_ms,
+#: max_extensions)``, and ``notify`` whether a ``wait_ms`` wait is woken by releases (always
+#: ``True`` without a ``wait_ms`` wait, where it does not apply).
+_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool]
 
 
-def _new_opts(key: _OptsKey) -> Any:
-    """A new ``redlock_acquire_opts`` set to ``key``; the caller owns (and frees) it."""
-    wait_ms, fenced, renew = key
+def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
+    """A new ``redlock_acquire_opts`` set to ``key`` (and cancellable through the C handle
+    ``cancel``, if given); the caller owns (and frees) it."""
+    wait_ms, fenced, renew, notify = key
     c = _c
     opts = c.redlock_acquire_opts_new()
     if not opts:
         raise MemoryError("redlock_acquire_opts_new returned NULL")
     try:
-        # The defaults are the manager's retry policy, no fencing token, no renewal.
+        # The defaults are the manager's retry policy, no fencing token, no renewal, waits
+        # woken by releases, no cancel handle.
         if wait_ms is not None:
             _check_status(c.redlock_acquire_opts_set_wait_ms(opts, wait_ms))
         if fenced:
             _check_status(c.redlock_acquire_opts_set_fenced(opts, True))
         if renew is not None:
             _check_status(c.redlock_acquire_opts_set_auto_renew(opts, renew[0], renew[1]))
+        if not notify:
+            _check_status(c.redlock_acquire_opts_set_notify(opts, False))
+        if cancel is not None:
+            _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
     except BaseException:
         c.redlock_acquire_opts_free(opts)
         raise
@@ -816,6 +859,271 @@ def _watch_lost(
         w.alive = False
 
 
+# ---- cancellation: Cancel, and acquisitions that stay interruptible while they wait ----
+
+
+class Cancel:
+    """A cancellation handle (``redlock_cancel``): pass it as ``cancel=`` to
+    :meth:`Redlock.acquire`, :meth:`Redlock.lock` or :meth:`Redlock.try_lock`, and
+    :meth:`fire` it, from any thread, to stop every acquisition that carries it. Such an
+    acquisition raises :class:`~redlock.Cancelled`: at once while it waits, within one round
+    trip while it is talking to the nodes, and it leaves no key behind (a lock granted as the
+    handle fired is released before the call returns).
+
+    A handle that has fired stays fired: an acquisition started with it raises
+    :class:`~redlock.Cancelled` without contacting any node. Use a new handle for each
+    operation you may want to cancel. One handle may serve any number of acquisitions, on
+    any number of threads, at once.
+
+    A ``KeyboardInterrupt`` (Ctrl-C) that ends a waiting acquisition on the main thread fires
+    the handle that acquisition carries (see :meth:`Redlock.acquire`).
+
+    Free it with :meth:`close` or a ``with`` block (or leave it to garbage collection);
+    closing it while an acquisition uses it is safe (the acquisition keeps what it needs), but
+    it can then no longer be fired. After :meth:`close`, :meth:`fire` and :attr:`fired` raise
+    :class:`~redlock.HandleClosed`.
+    """
+
+    __slots__ = ("_handle", "__weakref__")
+
+    def __init__(self) -> None:
+        global _c
+        c = _c = _ffi.lib()
+        ptr = c.redlock_cancel_new()
+        if not ptr:
+            raise MemoryError("redlock_cancel_new returned NULL")
+        self._handle = _Handle(ptr, c.redlock_cancel_free, "cancel handle")
+
+    def fire(self) -> None:
+        """Fires the handle: every acquisition carrying it stops with
+        :class:`~redlock.Cancelled` (waking at once if it waits), now and later. Thread-safe
+        and idempotent; never blocks on the acquisitions it stops.
+
+        Raises:
+            HandleClosed: the handle was closed.
+        """
+        h = self._handle
+        p = h.acquire()
+        try:
+            _c.redlock_cancel_fire(p)
+        finally:
+            h.release()
+
+    @property
+    def fired(self) -> bool:
+        """True once :meth:`fire` was called (by you, or by a Ctrl-C that ended an acquisition
+        carrying this handle). Raises :class:`~redlock.HandleClosed` after :meth:`close`."""
+        h = self._handle
+        p = h.acquire()
+        try:
+            return bool(_c.redlock_cancel_is_fired(p))
+        finally:
+            h.release()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (or the ``with`` block ended)."""
+        return self._handle.closed
+
+    def close(self) -> None:
+        """Frees the handle (idempotent). Does not fire it: acquisitions that carry it go on,
+        no longer cancellable through it."""
+        self._handle.close()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a redlock.Cancel cannot be pickled or sent to another process")
+
+    def __enter__(self) -> "Cancel":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        h = self._handle
+        if h.closed:
+            return "<redlock.Cancel closed>"
+        try:
+            state = "fired" if self.fired else "not fired"
+        except RedlockError:  # closed meanwhile
+            state = "closed"
+        return f"<redlock.Cancel {state}>"
+
+
+def _discard(lease_h: _Handle) -> None:
+    """Unlocks (whatever the outcome: a lock not released expires after its TTL) and frees a
+    lease that was granted to a caller that gave up on it."""
+    try:
+        _c.redlock_unlock(lease_h._ptr, _ffi.err_buffer(), _ffi.ERR_LEN)
+    finally:
+        lease_h.close()
+
+
+def _wait_out(done: threading.Event, limit_s: float) -> None:
+    """Waits until ``done`` is set, or ``limit_s`` seconds have passed, whatever exceptions
+    (another Ctrl-C, say) arrive meanwhile: they are dropped, and the caller re-raises the one
+    it is handling."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            if done.wait(_WAIT_SLICE_S) or time.monotonic() >= deadline:
+                return
+        except BaseException:  # noqa: BLE001 - see above
+            pass
+
+
+class _Call:
+    """One ``redlock_acquire`` run on a helper thread (see :func:`_hand_over`) for a caller on
+    the main thread, which must stay interruptible: a ctypes call holds its thread in C, where
+    Python cannot run a signal handler, so a Ctrl-C during a wait in the main thread itself
+    would be seen only when the wait ended. The caller waits for ``done`` in short slices
+    instead, and when an exception arrives meanwhile it fires the call's cancel handle, which
+    makes the library return at once (within one round trip if it is talking to the nodes),
+    without a key left.
+
+    Who cleans up is settled by two claims, each taken once, by whichever side comes first
+    (``dict.setdefault`` on ``gate`` is atomic under the GIL):
+
+    * ``"start"``: the helper takes it before calling the library. A caller interrupted first
+      (the thread may not even have begun) takes it instead, and the helper then does
+      nothing. Whoever takes it releases the manager, the options and the helper's hold on
+      the cancel handle (:meth:`release`).
+    * ``"end"``: the helper takes it as soon as the library returns. A caller interrupted
+      first takes it instead and fires the cancel handle; the helper then unlocks and frees
+      a lease granted all the same. If the helper came first, the caller does that itself.
+
+    The helper owns everything the library call uses until it ends, so nothing that happens
+    in the calling thread (not even a second Ctrl-C during the clean-up) frees memory under
+    it."""
+
+    __slots__ = ("gate", "done", "status", "err", "lease_h", "args", "manager", "opts",
+                 "cancel", "cancel_ptr")  # fmt: skip
+
+    def __init__(
+        self, manager: _Handle, opts: Any, cancel: _Handle, lease_h: _Handle, args: Tuple[Any, ...]
+    ) -> None:
+        # The caller has acquired ``manager`` and ``cancel`` (and keeps its own hold on
+        # ``cancel`` until it returns); this call owns the manager's hold, ``opts`` and the
+        # hold on ``cancel`` taken last here, until released by :meth:`release`.
+        self.gate: Dict[str, str] = {}
+        self.done = threading.Event()
+        self.status: Any = None
+        self.err = args[-2]
+        self.lease_h = lease_h
+        self.args = args
+        self.manager = manager
+        self.opts = opts
+        self.cancel = cancel
+        self.cancel_ptr = cancel._ptr
+        cancel.hold()
+
+    def release(self) -> None:
+        try:
+            self.manager.release()
+        finally:
+            try:
+                _c.redlock_acquire_opts_free(self.opts)
+            finally:
+                self.cancel.release()
+
+    def run(self) -> None:
+        """Runs the call on a helper thread (which then sets ``done``)."""
+        gate = self.gate
+        if gate.setdefault("start", "helper") != "helper":
+            return  # the caller gave up first and cleaned up
+        try:
+            try:
+                st = _c.redlock_acquire(*self.args)
+            except BaseException as e:  # noqa: BLE001 - not expected; handed to the caller
+                st = e
+            self.status = st
+            if gate.setdefault("end", "helper") != "helper" and st == 0:
+                _discard(self.lease_h)  # granted, but the caller has given up
+        finally:
+            self.release()
+
+    def abandon(self) -> None:
+        """Called by the caller when an exception arrives: makes sure the call ends and leaves
+        no key behind, waiting (bounded) for the cancelled call to return."""
+        gate = self.gate
+        if gate.setdefault("start", "caller") == "caller":
+            self.release()  # the library was never called
+            return
+        if gate.setdefault("end", "caller") == "caller":
+            _c.redlock_cancel_fire(self.cancel_ptr)
+            _wait_out(self.done, _ABANDON_WAIT_S)  # the helper discards a lease granted anyway
+        elif self.status == 0:
+            _discard(self.lease_h)
+
+
+class _Helper:
+    """A helper thread's mailbox: the thread runs the calls put there, one at a time."""
+
+    __slots__ = ("jobs", "served")
+
+    def __init__(self) -> None:
+        self.jobs: "queue.SimpleQueue[_Call]" = queue.SimpleQueue()
+        self.served = False
+
+
+# The helper threads waiting for a call (normally one at most: only the main thread hands
+# calls over, one at a time, unless a signal handler acquires while a call waits).
+_helpers_lock = threading.Lock()
+_idle_helpers: List[_Helper] = []
+
+
+def _helper_loop(helper: _Helper) -> None:
+    """A helper thread: runs the calls put in its mailbox, going back to the idle list before
+    each call's ``done`` is set (so that the caller's next call finds it there), and ends
+    after :data:`_HELPER_IDLE_S` without one. It never ends with a call pending: one taken from
+    the idle list is no longer there when it gives up waiting."""
+    jobs = helper.jobs
+    while True:
+        try:
+            call = jobs.get(timeout=_HELPER_IDLE_S)
+        except queue.Empty:
+            with _helpers_lock:
+                if helper in _idle_helpers:
+                    _idle_helpers.remove(helper)
+                    return
+                if not helper.served:
+                    return  # new, and its creator gave up before handing it a call
+            continue  # taken from the idle list: its call is on the way
+        helper.served = True
+        try:
+            call.run()
+        except BaseException:  # noqa: BLE001 - not expected: reported, and the thread goes on
+            try:
+                args = (*sys.exc_info(), threading.current_thread())
+                threading.excepthook(threading.ExceptHookArgs(args))  # type: ignore[arg-type]
+            except BaseException:  # noqa: BLE001
+                pass
+        finally:
+            with _helpers_lock:
+                _idle_helpers.append(helper)
+            call.done.set()
+            del call  # nothing of the call is kept (its lease's handle, say) until the next
+
+
+def _hand_over(call: _Call) -> None:
+    """Hands ``call`` to an idle helper thread, or to a new one."""
+    with _helpers_lock:
+        helper = _idle_helpers.pop() if _idle_helpers else None
+        if helper is not None:
+            helper.jobs.put(call)
+            return
+    helper = _Helper()
+    threading.Thread(
+        target=_helper_loop, args=(helper,), name="redlock-acquire", daemon=True
+    ).start()
+    helper.jobs.put(call)
+
+
 class NodeState(NamedTuple):
     """What a :class:`Redlock` manager knows of one node now (:meth:`Redlock.node_states`)."""
 
@@ -880,10 +1188,11 @@ class Redlock:
     connection is made until the first lock.
 
     The manager is thread-safe: any number of threads may lock through it at once, and each
-    blocking call releases the GIL. Close it with :meth:`close` or a ``with`` block; closing
-    never unlocks anything, and leases it made stay usable. If a thread is inside a call on the
-    manager when it is closed, the C handle is freed when that call returns. At garbage
-    collection an unclosed manager is freed (never unlocked).
+    blocking call releases the GIL; on the main thread, a Ctrl-C interrupts an acquisition
+    that waits at once (see :meth:`acquire`). Close it with :meth:`close` or a ``with``
+    block; closing never unlocks anything, and leases it made stay usable. If a thread is
+    inside a call on the manager when it is closed, the C handle is freed when that call
+    returns. At garbage collection an unclosed manager is freed (never unlocked).
     """
 
     __slots__ = (
@@ -893,6 +1202,7 @@ class Redlock:
         "_metrics_len",
         "_opts",
         "_opts_lock",
+        "_retry_pauses",
         "__weakref__",
     )
 
@@ -990,6 +1300,8 @@ class Redlock:
         self._node_count = int(c.redlock_manager_node_count(out))
         self._quorum = int(c.redlock_manager_quorum(out))
         self._metrics_len = _METRICS_FIRST_LEN
+        # Whether the retry policy (``wait_ms=None``) may pause between attempts.
+        self._retry_pauses = retry is None or retry[0] > 0
 
     @property
     def node_count(self) -> int:
@@ -1016,12 +1328,24 @@ class Redlock:
         auto_renew: bool = False,
         max_hold_ms: Optional[int] = 0,
         max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
         :meth:`lock` and :meth:`try_lock` are this with fixed options.
 
         It blocks, never forever, with the GIL released: at most about ``wait_ms``, or, with
         the retry policy, ``(retry_count + 1) × (node timeout + retry_delay_ms)``.
+
+        **Ctrl-C.** On the main thread, an acquisition that may wait (``wait_ms`` > 0, or the
+        retry policy with ``retry_count`` > 0) runs on a helper thread while the main thread
+        waits for it in short slices, so that a ``KeyboardInterrupt`` (or any exception a
+        signal handler raises) is delivered at once: the acquisition is then cancelled (the
+        handle given as ``cancel`` is fired, or one of the call's own), a lock granted all the
+        same is unlocked and freed, so no key is left behind, and the exception is re-raised
+        (within one round trip of the signal; a second Ctrl-C meanwhile is dropped). Other
+        threads, and ``wait_ms=0``, call the library directly (Python delivers signals to
+        the main thread only).
 
         Args:
             resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
@@ -1031,8 +1355,18 @@ class Redlock:
             wait_ms: how long to keep trying while the resource is held elsewhere. ``None``
                 (the default): the manager's retry policy (``retry_count`` more attempts, each
                 after a random pause of up to ``retry_delay_ms``); ``0``: one attempt, no
-                retry; ``> 0``: retry after such pauses until ``wait_ms`` milliseconds have
-                passed, whatever the retry count (no attempt starts after that).
+                retry; ``> 0``: attempt again whenever the holder releases the resource (or
+                its TTL runs out) until ``wait_ms`` milliseconds have passed, whatever the
+                retry count (no attempt starts after that). See ``notify``.
+            notify: with ``wait_ms`` > 0, ``True`` (the default) sleeps until the holder's
+                release is announced (one subscriber connection per node and manager, shared
+                by every waiter, opened on the first wait), so the lock changes hands within
+                a round trip of the release; ``False`` polls instead, after random pauses of
+                up to ``retry_delay_ms``. No effect otherwise.
+            cancel: a :class:`Cancel` handle: firing it (from any thread) ends the
+                acquisition with :class:`Cancelled`, at once while it waits, leaving no key
+                behind; a handle that has already fired raises :class:`Cancelled` without
+                contacting any node. A Ctrl-C that interrupts the acquisition fires it.
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
                 round trip to the nodes per acquisition.
@@ -1057,11 +1391,13 @@ class Redlock:
             the ``with`` statement raises it, unless the block is already propagating an
             exception, which then wins (the unlock failure is added to it as a note). If an
             exception (e.g. ``KeyboardInterrupt``) arrives after the library granted the lock
-            but before the lease is returned, the lease is freed, as a dropped lease is (not
-            unlocked: it expires after its TTL, and its renewal stops).
+            but before the lease is returned, the lease is unlocked and freed when the call
+            ran on a helper thread (see Ctrl-C above), and otherwise freed, as a dropped lease
+            is (not unlocked: it expires after its TTL, and its renewal stops).
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
+            Cancelled: ``cancel`` was fired (no key was left behind).
             Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
@@ -1069,8 +1405,8 @@ class Redlock:
                 included), ``wait_ms`` or a renewal bound out of range, or a bound without
                 ``auto_renew``. Nothing is sent.
             TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms`` and
-                ``max_extensions`` are ``int``; ``fenced`` and ``auto_renew`` are ``bool``).
-                Nothing is sent.
+                ``max_extensions`` are ``int``; ``fenced``, ``auto_renew`` and ``notify`` are
+                ``bool``; ``cancel`` is a :class:`Cancel` or ``None``). Nothing is sent.
             Internal: the renewal thread could not be started (the lock was released).
             HandleClosed: the manager was closed.
         """
@@ -1096,7 +1432,11 @@ class Redlock:
             renew = None
         else:
             raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew)
+        if notify is not True and notify is not False:
+            raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew, notify, cancel)
 
     def lock(
         self,
@@ -1105,15 +1445,19 @@ class Redlock:
         *,
         wait_ms: Optional[int] = None,
         fenced: bool = False,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
         auto-renewal.
 
         With ``wait_ms=None`` it retries as configured (``retry_count`` more attempts, each
-        after a random pause of up to ``retry_delay_ms``); with ``wait_ms`` it retries after
-        such pauses until ``wait_ms`` milliseconds have passed, whatever the retry count (no
-        attempt starts after that; ``0`` makes one attempt). It blocks, never forever, with
-        the GIL released.
+        after a random pause of up to ``retry_delay_ms``); with ``wait_ms`` it attempts again
+        whenever the holder releases the resource (``notify=False``: after such pauses) until
+        ``wait_ms`` milliseconds have passed, whatever the retry count (no attempt starts after
+        that; ``0`` makes one attempt). It blocks, never forever, with the GIL released; on
+        the main thread a Ctrl-C interrupts a wait at once, leaving no key behind (see
+        :meth:`acquire`).
 
         Args:
             resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
@@ -1124,6 +1468,10 @@ class Redlock:
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
                 round trip to the nodes per acquisition.
+            notify: with ``wait_ms`` > 0, wake on the holder's release (``True``, the default)
+                or poll (``False``), as for :meth:`acquire`.
+            cancel: a :class:`Cancel` handle that ends the acquisition with
+                :class:`Cancelled` when fired, as for :meth:`acquire`.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -1133,6 +1481,7 @@ class Redlock:
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
+            Cancelled: ``cancel`` was fired (no key was left behind).
             Unavailable: too many nodes failed, or were in restart quarantine, for a quorum.
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
@@ -1143,13 +1492,26 @@ class Redlock:
         """
         if wait_ms is not None and (type(wait_ms) is not int or not 0 <= wait_ms <= _UINT32_MAX):
             wait_ms = _u32("wait_ms", wait_ms)
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, None)
+        if notify is not True and notify is not False:
+            raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, None, notify, cancel)
 
-    def try_lock(self, resource: Resource, ttl_ms: int, *, fenced: bool = False) -> Lease:
+    def try_lock(
+        self,
+        resource: Resource,
+        ttl_ms: int,
+        *,
+        fenced: bool = False,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
-        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced`` included), result and
-        exceptions as :meth:`lock`."""
-        return self._acquire(resource, ttl_ms, 0, fenced, None)
+        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced`` and ``cancel``
+        included), result and exceptions as :meth:`lock`."""
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel)
 
     def _acquire(
         self,
@@ -1158,10 +1520,12 @@ class Redlock:
         wait_ms: Optional[int],
         fenced: Any,
         renew: Optional[Tuple[int, int]],
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
     ) -> Lease:
-        # The hot path (``wait_ms`` and ``renew`` are checked by the callers): cheap exact-type
-        # checks first, the full ones only to report an error; one C call, with an options
-        # object made once per manager and key.
+        # The hot path (``wait_ms``, ``renew``, ``notify`` and ``cancel`` are checked by the
+        # callers): cheap exact-type checks first, the full ones only to report an error; one
+        # C call, with an options object made once per manager and key.
         if type(resource) is bytes:
             res = resource
         else:
@@ -1170,7 +1534,17 @@ class Redlock:
             ttl_ms = _ttl("ttl_ms", ttl_ms)
         if fenced is not True and fenced is not False:
             raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
-        key = (wait_ms, fenced, renew)
+        # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
+        key = (wait_ms, fenced, renew, notify or not wait_ms)
+        # A call that may wait, on the main thread (the only one where Python delivers a
+        # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
+        waits = (
+            wait_ms != 0
+            and (wait_ms is not None or self._retry_pauses)
+            and threading.get_ident() == _Process.main_ident
+        )
+        if waits or cancel is not None:
+            return self._acquire_cancellable(res, ttl_ms, key, cancel, waits)
         c = _c
         # The lease's owner exists before the call and the library writes the new lease's
         # pointer straight into it: from that moment the pointer is freed exactly once,
@@ -1197,6 +1571,80 @@ class Redlock:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
         return Lease(lease_h, res, fenced, self._node_count, renew is not None)
+
+    def _acquire_cancellable(
+        self, res: bytes, ttl_ms: int, key: _OptsKey, cancel: Optional[Cancel], waits: bool
+    ) -> Lease:
+        """An acquisition with a cancel handle: the caller's, or one of its own when the call
+        ``waits`` on the main thread. Its options object is made for this call (a handle
+        belongs to one call, while the cached objects are shared) and freed after it."""
+        c = _c
+        if cancel is None:
+            ptr = c.redlock_cancel_new()
+            if not ptr:
+                raise MemoryError("redlock_cancel_new returned NULL")
+            ch = _Handle(ptr, c.redlock_cancel_free, "cancel handle")
+            cp = ch.acquire()
+            ch.close()  # freed when the last hold on it is released
+        else:
+            ch = cancel._handle
+            cp = ch.acquire()  # this call's hold: closing the Cancel now waits for the call
+        try:
+            lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
+            h = self._handle
+            m = h.acquire()
+            try:
+                opts = _new_opts(key, cp)
+            except BaseException:
+                h.release()
+                raise
+            if waits:
+                try:
+                    err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
+                    args = (m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err,
+                            _ffi.ERR_LEN)  # fmt: skip
+                    call = _Call(h, opts, ch, lease_h, args)  # owns h's hold and opts now
+                except BaseException:
+                    h.release()
+                    c.redlock_acquire_opts_free(opts)
+                    raise
+                return self._acquire_on_helper(res, key, call)
+            err = _err_buf()
+            try:
+                st = c.redlock_acquire(
+                    m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
+                )
+            finally:
+                h.release()
+                c.redlock_acquire_opts_free(opts)
+        finally:
+            ch.release()
+        if st:
+            lease_h._freed = True  # nothing was written: nothing to free
+            _raise(st, err)
+        return Lease(lease_h, res, key[1], self._node_count, key[2] is not None)
+
+    def _acquire_on_helper(self, res: bytes, key: _OptsKey, call: _Call) -> Lease:
+        """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
+        (any exception a signal handler raises) is seen at once: it then cancels the call,
+        makes sure no key is left (a lease granted all the same is unlocked and freed), and
+        is re-raised."""
+        try:
+            _hand_over(call)
+            done = call.done
+            while not done.wait(_WAIT_SLICE_S):
+                pass
+            st = call.status
+            if st == 0:
+                return Lease(call.lease_h, res, key[1], self._node_count, key[2] is not None)
+        except BaseException:
+            call.abandon()
+            raise
+        if type(st) is not int:
+            raise st  # the call itself raised (not expected)
+        call.lease_h._freed = True  # nothing was written: nothing to free
+        _raise(st, call.err)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _opts_miss(self, key: _OptsKey) -> Tuple[Any, Any]:
         """The options object for ``key``, not found in the cache: ``(opts, None)`` once made

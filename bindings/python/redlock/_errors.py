@@ -14,6 +14,7 @@ __all__ = [
     "NotHeld",
     "Unavailable",
     "AuthFailed",
+    "Cancelled",
     "InvalidArgument",
     "NullArgument",
     "HandleClosed",
@@ -32,6 +33,7 @@ class Status(enum.IntEnum):
     NOT_HELD = 2
     UNAVAILABLE = 3
     AUTH = 4
+    CANCELLED = 5
     INVALID_ARGUMENT = 10
     NULL_ARGUMENT = 11
     INTERNAL = 20
@@ -150,6 +152,17 @@ class AuthFailed(Unavailable):
     default_status = Status.AUTH.value
 
 
+class Cancelled(RedlockError):
+    """The acquisition was cancelled through the :class:`~redlock.Cancel` handle passed as
+    ``cancel=``: it was fired (from another thread, say) while the acquisition ran, or had
+    fired before, in which case no node was contacted. No key was left behind. (A
+    ``KeyboardInterrupt`` that ends a wait is re-raised as itself, not as this; it fires the
+    handle, though, so later acquisitions with that handle raise this.) Status ``CANCELLED``
+    (5)."""
+
+    default_status = Status.CANCELLED.value
+
+
 class InvalidArgument(RedlockError, ValueError):
     """Bad input (a malformed URL, a TTL out of range, an empty resource, …); nothing was
     sent. Also a :class:`ValueError`. Status ``INVALID_ARGUMENT`` (10)."""
@@ -189,6 +202,7 @@ STATUS_EXCEPTIONS: Dict[int, Type[RedlockError]] = {
     Status.NOT_HELD: NotHeld,
     Status.UNAVAILABLE: Unavailable,
     Status.AUTH: AuthFailed,
+    Status.CANCELLED: Cancelled,
     Status.INVALID_ARGUMENT: InvalidArgument,
     Status.NULL_ARGUMENT: NullArgument,
     Status.INTERNAL: Internal,

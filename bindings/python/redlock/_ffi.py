@@ -84,10 +84,15 @@ class AcquireOpts(Structure):
     """``struct redlock_acquire_opts`` (opaque): the options of one acquisition."""
 
 
+class Cancel(Structure):
+    """``struct redlock_cancel`` (opaque): a cancellation handle."""
+
+
 ConfigPtr = POINTER(Config)
 ManagerPtr = POINTER(Manager)
 LeasePtr = POINTER(Lease)
 AcquireOptsPtr = POINTER(AcquireOpts)
+CancelPtr = POINTER(Cancel)
 
 #: ``enum redlock_status`` (returned by every fallible function).
 status_t = c_int
@@ -113,6 +118,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_acquire_opts_new": (AcquireOptsPtr, ()),
     "redlock_acquire_opts_free": (None, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_wait_ms": (status_t, (AcquireOptsPtr, c_uint32)),
+    "redlock_acquire_opts_set_notify": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_auto_renew": (status_t, (AcquireOptsPtr, c_uint32, c_uint32)),
@@ -164,6 +170,11 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
             c_size_t,
         ),
     ),
+    "redlock_cancel_new": (CancelPtr, ()),
+    "redlock_cancel_fire": (None, (CancelPtr,)),
+    "redlock_cancel_is_fired": (c_bool, (CancelPtr,)),
+    "redlock_cancel_free": (None, (CancelPtr,)),
+    "redlock_acquire_opts_set_cancel": (status_t, (AcquireOptsPtr, CancelPtr)),
     "redlock_config_new": (ConfigPtr, ()),
     "redlock_config_free": (None, (ConfigPtr,)),
     "redlock_config_add_node": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),

@@ -381,25 +381,52 @@ def test_closed_manager(cluster, resource):
 
 
 # ---- the cache of options objects ----
+#
+# The cache serves the direct calls: one attempt (``wait_ms=0``) anywhere, and every call on a
+# thread other than the main one. A call that may wait on the main thread runs on a helper
+# thread with a cancel handle of its own, hence an options object of its own (test_cancel.py).
+
+
+def _on_a_thread(body) -> None:
+    """Runs ``body()`` on a thread other than the main one; re-raises what it raised."""
+    t, box = _run(body)
+    t.join(120)
+    assert not t.is_alive()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
 
 
 def test_options_objects_are_made_once_per_combination(cluster, new_manager, resource):
     m = new_manager(cluster.urls)
     for _ in range(5):
         m.try_lock(resource, 2_000).unlock()
-    assert list(m._opts) == [(0, False, None)]
-    for _ in range(3):
-        m.acquire(resource, 2_000, wait_ms=0).unlock()  # try_lock's options
-        m.lock(resource, 2_000).unlock()
-        m.acquire(resource, 2_000).unlock()  # lock's options
-        m.lock(resource, 2_000, fenced=True).unlock()
-        m.acquire(resource, 2_000, auto_renew=True, max_extensions=9).unlock()
+    assert list(m._opts) == [(0, False, None, True)]
+
+    def body() -> None:
+        for _ in range(3):
+            m.acquire(resource, 2_000, wait_ms=0).unlock()  # try_lock's options
+            m.acquire(resource, 2_000, wait_ms=0, notify=False).unlock()  # the same
+            m.lock(resource, 2_000).unlock()
+            m.acquire(resource, 2_000).unlock()  # lock's options
+            m.acquire(resource, 2_000, notify=False).unlock()  # the same: no wait_ms
+            m.lock(resource, 2_000, fenced=True).unlock()
+            m.acquire(resource, 2_000, auto_renew=True, max_extensions=9).unlock()
+            m.lock(resource, 2_000, wait_ms=1_000).unlock()
+            m.lock(resource, 2_000, wait_ms=1_000, notify=False).unlock()
+
+    _on_a_thread(body)
     assert set(m._opts) == {
-        (0, False, None),
-        (None, False, None),
-        (None, True, None),
-        (None, False, (0, 9)),
+        (0, False, None, True),
+        (None, False, None, True),
+        (None, True, None, True),
+        (None, False, (0, 9), True),
+        (1_000, False, None, True),
+        (1_000, False, None, False),
     }
+    # Calls that may wait, made on the main thread, leave the cache alone.
+    m.lock(resource, 2_000, wait_ms=2_000).unlock()
+    m.lock(resource, 2_000, fenced=True).unlock()
+    assert len(m._opts) == 6
 
 
 def test_the_cache_is_bounded_and_acquisitions_beyond_it_still_work(
@@ -407,23 +434,28 @@ def test_the_cache_is_bounded_and_acquisitions_beyond_it_still_work(
 ):
     m = new_manager(cluster.urls)
     n = _core._OPTS_CACHE_MAX + 10
-    for wait in range(1, n + 1):
-        lk = m.acquire(resource, 2_000, wait_ms=wait)
-        lk.unlock()
-        lk.close()
-    assert len(m._opts) == _core._OPTS_CACHE_MAX
-    assert counters(m)['redlock_acquire_total{result="granted"}'] == n
-    # An uncached combination with a fencing token and renewal, beyond the bound.
-    with m.acquire(resource, 2_000, wait_ms=n + 1, fenced=True, auto_renew=True) as lk:
-        assert lk.renewing and lk.fencing_token is not None
-    assert len(m._opts) == _core._OPTS_CACHE_MAX
+
+    def body() -> None:
+        for wait in range(1, n + 1):
+            lk = m.acquire(resource, 2_000, wait_ms=wait)
+            lk.unlock()
+            lk.close()
+        assert len(m._opts) == _core._OPTS_CACHE_MAX
+        assert counters(m)['redlock_acquire_total{result="granted"}'] == n
+        # An uncached combination with a fencing token and renewal, beyond the bound.
+        with m.acquire(resource, 2_000, wait_ms=n + 1, fenced=True, auto_renew=True) as lk:
+            assert lk.renewing and lk.fencing_token is not None
+        assert len(m._opts) == _core._OPTS_CACHE_MAX
+
+    _on_a_thread(body)
 
 
 def test_close_frees_the_cached_options(cluster, resource):
     m = redlock.Redlock(cluster.urls)
     m.try_lock(resource, 1_000).unlock()
-    m.lock(resource, 1_000, fenced=True).unlock()
-    assert len(m._opts) == 2
+    m.try_lock(resource, 1_000, fenced=True).unlock()
+    _on_a_thread(lambda: m.lock(resource, 1_000).unlock())
+    assert len(m._opts) == 3
     m.close()
     assert m._handle.freed and m._opts == {}
 

@@ -77,6 +77,8 @@ ACCEPTED = {
     "enum redlock_quarantine_reason": (c_int,),
     "enum redlock_node_outcome *": (POINTER(c_int),),
     "struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
+    "struct redlock_cancel *": (_ffi.CancelPtr,),
+    "const struct redlock_cancel *": (_ffi.CancelPtr,),
     "const struct redlock_acquire_opts *": (_ffi.AcquireOptsPtr,),
     "struct redlock_config *": (_ffi.ConfigPtr,),
     "const struct redlock_config *": (_ffi.ConfigPtr,),
@@ -206,7 +208,7 @@ def test_status_strings_from_the_library():
     for s in redlock.Status:
         text = cdll.redlock_status_str(s.value).decode()
         assert text and text != "unknown status", s
-    assert cdll.redlock_status_str(5).decode() == "unknown status"
+    assert cdll.redlock_status_str(6).decode() == "unknown status"
 
 
 def test_constants_match_header():
