@@ -150,6 +150,41 @@ impl Floor {
         good
     }
 
+    /// Acquires `key`: the token when a quorum granted it; otherwise releases whatever was
+    /// granted (without waiting) and returns None.
+    pub fn acquire(&mut self, key: &str, ttl_ms: u64) -> Option<String> {
+        let token = self.token();
+        let ttl = ttl_ms.to_string();
+        let set = format!(
+            "*6\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$40\r\n{token}\r\n$2\r\nNX\r\n$2\r\nPX\r\n${}\r\n{ttl}\r\n",
+            key.len(),
+            ttl.len()
+        );
+        if self.step(set.as_bytes(), &|l| l == b"+OK") >= self.quorum {
+            return Some(token);
+        }
+        let release = self.release_cmd(key, &token);
+        for c in &mut self.conns {
+            let _ = c.sock.write_all(release.as_bytes());
+            c.owed += 1;
+        }
+        None
+    }
+
+    /// Releases `key` held with `token`, returning once a quorum confirmed.
+    pub fn release(&mut self, key: &str, token: &str) {
+        let release = self.release_cmd(key, token);
+        self.step(release.as_bytes(), &|l| l == b":1");
+    }
+
+    fn release_cmd(&self, key: &str, token: &str) -> String {
+        format!(
+            "*5\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n${}\r\n{key}\r\n$40\r\n{token}\r\n",
+            self.sha,
+            key.len()
+        )
+    }
+
     /// Acquire then release `key`; false when the acquisition did not reach a quorum (then
     /// the release is sent without waiting).
     pub fn cycle(&mut self, key: &str, ttl_ms: u64) -> bool {

@@ -4,6 +4,7 @@
 //!     cargo run --release --example bench                 # the full table (about 5 minutes)
 //!     cargo run --release --example bench -- --secs 1 --nodes 5 --delays 1ms
 //!     cargo run --release --example bench -- --long 1000000   # memory over a long run
+//!     cargo run --release --example bench -- --handoff --secs 10   # hot resource (handoff.rs)
 //!
 //! Rows: N = 1, 3, 5 nodes × delay (none; 1 ms one-way on every node; mixed 0.5/1/1/2/5 ms,
 //! the first N of them) × scenario (one client uncontended; 8 threads contending for one
@@ -25,6 +26,7 @@
 mod support;
 
 mod floor;
+mod handoff;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -130,6 +132,10 @@ struct Opts {
     long: Option<u64>,
     bindings: bool,
     rounds: usize,
+    handoff: bool,
+    clients: Vec<usize>,
+    thinks: Vec<u64>,
+    delays_given: bool,
 }
 
 fn parse() -> Opts {
@@ -146,6 +152,10 @@ fn parse() -> Opts {
         long: None,
         bindings: false,
         rounds: 4,
+        handoff: false,
+        clients: vec![8, 32],
+        thinks: vec![0, 10],
+        delays_given: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -158,7 +168,23 @@ fn parse() -> Opts {
                     .map(|n| n.parse().expect("--nodes"))
                     .collect()
             }
-            "--delays" => o.delays = v().split(',').map(str::to_string).collect(),
+            "--delays" => {
+                o.delays = v().split(',').map(str::to_string).collect();
+                o.delays_given = true;
+            }
+            "--handoff" => o.handoff = true,
+            "--think" => {
+                o.thinks = v()
+                    .split(',')
+                    .map(|n| n.parse().expect("--think"))
+                    .collect()
+            }
+            "--clients" => {
+                o.clients = v()
+                    .split(',')
+                    .map(|n| n.parse().expect("--clients"))
+                    .collect()
+            }
             "--scenarios" => {
                 o.scenarios = v()
                     .split(',')
@@ -188,7 +214,7 @@ fn parse() -> Opts {
                 println!(
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
-                     --rounds R --long CYCLES --bindings"
+                     --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10]"
                 );
                 std::process::exit(0);
             }
@@ -529,6 +555,15 @@ fn main() {
     }
     if o.bindings {
         bindings(&servers, o.secs);
+        return;
+    }
+    if o.handoff {
+        let delays = if o.delays_given {
+            o.delays.clone()
+        } else {
+            vec!["none".into(), "1ms".into()]
+        };
+        handoff::run(&servers, o.secs, &o.clients, &delays, &o.thinks);
         return;
     }
     let (rtt50, rtt99) = set_rtt(servers[0], 5000);
