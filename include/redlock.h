@@ -55,6 +55,17 @@ typedef enum redlock_status {
   REDLOCK_STATUS_INVALID_ARGUMENT = 10,
   // A required pointer was NULL.
   REDLOCK_STATUS_NULL_ARGUMENT = 11,
+  // A handle argument is not a live handle of its type: it was freed already (a
+  // use-after-free or a double free), or it never was one (a forged or mistyped pointer).
+  // Functions that return a value instead of a status return their NULL fallback for such a
+  // handle, and `*_free` ignores it.
+  //
+  // A best-effort diagnostic, not a guarantee: each handle carries a magic number that is
+  // checked on entry and overwritten when the handle is freed, but freed memory may have been
+  // reused (by a new handle of the same type, which then passes the check, or by anything
+  // else), and reading it is undefined behaviour that may still crash. Never rely on this
+  // status: a program that sees it has a bug to fix.
+  REDLOCK_STATUS_INVALID_HANDLE = 12,
   // An operating-system facility failed (random source, poll(2)).
   REDLOCK_STATUS_INTERNAL = 20,
   // A bug: the library panicked. The panic was caught; the process is intact.
@@ -197,7 +208,8 @@ const char *redlock_version(void);
 // `redlock_acquire_opts_free`. Returns NULL only if memory is exhausted.
 struct redlock_acquire_opts *redlock_acquire_opts_new(void);
 
-// Frees acquisition options. NULL is a no-op.
+// Frees acquisition options. NULL is a no-op, and so is a handle found freed already (best
+// effort: see `REDLOCK_STATUS_INVALID_HANDLE`).
 //
 // # Safety
 // `opts` must be NULL or a pointer from `redlock_acquire_opts_new` not yet freed.
@@ -209,7 +221,7 @@ void redlock_acquire_opts_free(struct redlock_acquire_opts *opts);
 // count does not apply. `redlock_acquire_opts_set_notify(opts, false)` makes this wait poll
 // with random pauses (up to the retry delay) instead.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `opts` must be live options.
@@ -221,7 +233,7 @@ enum redlock_status redlock_acquire_opts_set_wait_ms(struct redlock_acquire_opts
 // A notification costs one subscriber connection per node and manager, shared by every
 // waiter, opened on the first wait.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `opts` must be live options.
@@ -229,7 +241,7 @@ enum redlock_status redlock_acquire_opts_set_notify(struct redlock_acquire_opts 
 
 // Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `opts` must be live options.
@@ -240,7 +252,7 @@ enum redlock_status redlock_acquire_opts_set_retries(struct redlock_acquire_opts
 // its data. Costs a second round trip: the token is read from the granting quorum's counters
 // (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `opts` must be live options.
@@ -251,7 +263,7 @@ enum redlock_status redlock_acquire_opts_set_fenced(struct redlock_acquire_opts 
 // (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
 // callback, call `redlock_lease_auto_renew` on the lease instead.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `opts` must be live options.
@@ -269,8 +281,9 @@ enum redlock_status redlock_acquire_opts_set_auto_renew(struct redlock_acquire_o
 // manager's maximum TTL.
 //
 // Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
-// non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
+// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT,
+// NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero length), INVALID_HANDLE (`mgr`,
+// `opts`), INTERNAL. `*out` is written only on success; `err` names each node's
 // outcome.
 //
 // # Safety
@@ -353,20 +366,22 @@ enum redlock_status redlock_lock_opts(struct redlock_manager *mgr,
 struct redlock_cancel *redlock_cancel_new(void);
 
 // Fires the handle: every acquisition using it stops, waking at once if it waits. Thread-safe
-// and idempotent; a fired handle stays fired. NULL is a no-op.
+// and idempotent; a fired handle stays fired. NULL is a no-op, and so is an invalid handle
+// (best effort: see `REDLOCK_STATUS_INVALID_HANDLE`).
 //
 // # Safety
 // `c` must be NULL or a live handle (it may be used by other threads meanwhile).
 void redlock_cancel_fire(const struct redlock_cancel *c);
 
-// Whether the handle has fired. False for NULL.
+// Whether the handle has fired. False for NULL or an invalid handle.
 //
 // # Safety
 // `c` must be NULL or a live handle.
 bool redlock_cancel_is_fired(const struct redlock_cancel *c);
 
 // Frees the handle. Options that carry it keep their own reference, so freeing it while they
-// live is safe (they can no longer be fired through it). NULL is a no-op.
+// live is safe (they can no longer be fired through it). NULL is a no-op, and so is a handle
+// found freed already (best effort: see `REDLOCK_STATUS_INVALID_HANDLE`).
 //
 // # Safety
 // `c` must be NULL or a pointer from `redlock_cancel_new` not yet freed, which no other
@@ -377,7 +392,8 @@ void redlock_cancel_free(struct redlock_cancel *c);
 // default). An acquisition that is cancelled returns `REDLOCK_STATUS_CANCELLED`; one started
 // with a handle that has already fired returns it without contacting any node.
 //
-// Statuses: OK, NULL_ARGUMENT (`opts`).
+// Statuses: OK, NULL_ARGUMENT (`opts`), INVALID_HANDLE (`opts`, or `c` when not NULL; the
+// options are unchanged).
 //
 // # Safety
 // `opts` must be live options; `c` NULL or a live handle.
@@ -389,7 +405,8 @@ enum redlock_status redlock_acquire_opts_set_cancel(struct redlock_acquire_opts 
 // from the TTL). Free it with `redlock_config_free`. Returns NULL only if memory is exhausted.
 struct redlock_config *redlock_config_new(void);
 
-// Frees a configuration. NULL is a no-op. Managers created from it are unaffected.
+// Frees a configuration. NULL is a no-op, and so is a handle found freed already (best
+// effort: see `REDLOCK_STATUS_INVALID_HANDLE`). Managers created from it are unaffected.
 //
 // # Safety
 // `cfg` must be NULL or a pointer from `redlock_config_new` not yet freed.
@@ -400,7 +417,7 @@ void redlock_config_free(struct redlock_config *cfg);
 // 0, a database number beyond 2^31 − 1, …); duplicates and host names are checked by
 // `redlock_manager_new`. Error messages never contain the password.
 //
-// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_HANDLE (`cfg`), INVALID_ARGUMENT.
 //
 // # Safety
 // `cfg` must be a live config; `url` a NUL-terminated string; `err` NULL or `err_len`
@@ -414,7 +431,7 @@ enum redlock_status redlock_config_add_node(struct redlock_config *cfg,
 // first, each after a random pause drawn uniformly from [0, `retry_delay_ms`]. Defaults: 3
 // and 200 ms.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -427,7 +444,7 @@ enum redlock_status redlock_config_set_retry(struct redlock_config *cfg,
 // Sets the clock-drift factor: validity is shortened by `TTL × factor + 2 ms`. Must be finite
 // and in [0, 1). Default 0.01.
 //
-// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (the config is unchanged).
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (the config is unchanged).
 //
 // # Safety
 // `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -442,7 +459,8 @@ enum redlock_status redlock_config_set_drift_factor(struct redlock_config *cfg,
 // four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at most); a node
 // not measured yet gets that upper bound.
 //
-// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (`connect_ms` = 0; the config is unchanged).
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (`connect_ms` = 0; the config
+// is unchanged).
 //
 // # Safety
 // `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -456,7 +474,8 @@ enum redlock_status redlock_config_set_timeouts(struct redlock_config *cfg,
 // also how long a node that may have lost keys stays in restart quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
 // 60000 (60 s). Hold locks longer with auto-renewal.
 //
-// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (out of range; the config is
+// unchanged).
 //
 // # Safety
 // `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -473,7 +492,7 @@ enum redlock_status redlock_config_set_max_ttl(struct redlock_config *cfg,
 // every write (`appendfsync always`); with it off, a warning is logged once for each node
 // that does not, and no marker is read or written.
 //
-// Statuses: OK, NULL_ARGUMENT.
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 //
 // # Safety
 // `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -486,7 +505,8 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
 // ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 // validity already ended or that was unlocked.
 //
-// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
+// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT,
+// INVALID_HANDLE, INTERNAL.
 //
 // # Safety
 // `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
@@ -499,23 +519,24 @@ enum redlock_status redlock_extend(struct redlock_lease *lease,
 // not free the lease. From this call on the lease's validity reads 0.
 //
 // Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
-// UNAVAILABLE, AUTH, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
+// UNAVAILABLE, AUTH, NULL_ARGUMENT, INVALID_HANDLE, INTERNAL. A second unlock returns NOT_HELD
+// at once.
 //
 // # Safety
 // `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
 enum redlock_status redlock_unlock(struct redlock_lease *lease, char *err, size_t err_len);
 
 // The lease's fencing token (see `redlock_acquire_opts_set_fenced`); 0 for a lease taken
-// without one, and for NULL. Exact over the whole 64-bit range: a counter that reached
-// `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`, "fencing counter …
-// exhausted") rather than repeat a token.
+// without one, and for NULL or an invalid handle. Exact over the whole 64-bit range: a counter
+// that reached `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`,
+// "fencing counter … exhausted") rather than repeat a token.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 uint64_t redlock_lease_fencing_token(const struct redlock_lease *lease);
 
 // True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
-// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL.
+// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL or an invalid handle.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
@@ -526,7 +547,7 @@ bool redlock_lease_is_renewing(const struct redlock_lease *lease);
 // `maximum hold time reached after 3000 ms` or `renewal failed: 1/5 extended (quorum 3);
 // node 2 (…): connection refused; …`, and returns the reason's full length (so a return
 // value `>= len` means it was cut short). Returns 0, writing nothing, if the lease is not lost
-// (or NULL).
+// (or NULL, or invalid).
 //
 // # Safety
 // `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
@@ -545,34 +566,35 @@ uint32_t redlock_lease_ttl_ms(const struct redlock_lease *lease);
 // `lease` must be NULL or a live lease.
 uint32_t redlock_lease_validity_ms(const struct redlock_lease *lease);
 
-// True while the remaining validity is positive (false for NULL).
+// True while the remaining validity is positive (false for NULL or an invalid handle).
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 bool redlock_lease_is_valid(const struct redlock_lease *lease);
 
 // The lease's token: 40 hex characters, NUL-terminated, owned by the lease (valid until
-// `redlock_lease_free`). NULL for NULL.
+// `redlock_lease_free`). NULL for NULL or an invalid handle.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 const char *redlock_lease_token(const struct redlock_lease *lease);
 
 // The resource name: `*len` receives its length (if `len` is not NULL); the bytes are owned
-// by the lease and are not NUL-terminated. NULL for NULL.
+// by the lease and are not NUL-terminated. NULL for NULL or an invalid handle.
 //
 // # Safety
 // `lease` must be NULL or a live lease; `len` NULL or writable.
 const uint8_t *redlock_lease_resource(const struct redlock_lease *lease, size_t *len);
 
-// The number of nodes in the lease's acquisition report (0 for NULL).
+// The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 size_t redlock_lease_node_count(const struct redlock_lease *lease);
 
 // How many nodes had granted the lock when the acquisition was decided (at least the
-// quorum; 0 for NULL). Nodes that answered after the decision count as PENDING, not here.
+// quorum; 0 for NULL or an invalid handle). Nodes that answered after the decision count as
+// PENDING, not here.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
@@ -580,7 +602,7 @@ size_t redlock_lease_granted(const struct redlock_lease *lease);
 
 // Copies each node's acquisition outcome, in configuration order, into `out[0..cap)` and
 // returns the number of nodes (which may exceed `cap`; call with `cap` = 0 to size the
-// array). `out` may be NULL when `cap` is 0. Returns 0 for a NULL lease.
+// array). `out` may be NULL when `cap` is 0. Returns 0 for a NULL or invalid lease.
 //
 // # Safety
 // `lease` must be NULL or a live lease; `out` must have room for `cap` elements.
@@ -588,7 +610,8 @@ size_t redlock_lease_node_outcomes(const struct redlock_lease *lease,
                                    enum redlock_node_outcome *out,
                                    size_t cap);
 
-// Frees a lease. NULL is a no-op. Does **not** unlock: an unreleased lock expires after its
+// Frees a lease. NULL is a no-op, and so is a lease found freed already (best effort: see
+// `REDLOCK_STATUS_INVALID_HANDLE`). Does **not** unlock: an unreleased lock expires after its
 // TTL. Stops auto-renewal (waiting for a renewal round or an `on_lost` callback in flight,
 // unless called from that callback). No network I/O.
 //
@@ -609,8 +632,8 @@ void redlock_lease_free(struct redlock_lease *lease);
 // stops renewal first and waits for a renewal in flight; freeing the lease stops it too.
 // Calling this again replaces the settings.
 //
-// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INTERNAL (the renewal
-// thread could not be started).
+// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INVALID_HANDLE, INTERNAL
+// (the renewal thread could not be started).
 //
 // # Safety
 // `lease` must be a live lease; `userdata` is passed through untouched; `err` NULL or
@@ -624,14 +647,14 @@ enum redlock_status redlock_lease_auto_renew(struct redlock_lease *lease,
                                              size_t err_len);
 
 // Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect when
-// renewal is off or `lease` is NULL.
+// renewal is off or `lease` is NULL or invalid.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
 void redlock_lease_stop_renewal(struct redlock_lease *lease);
 
 // True once the lease is known lost (auto-renewal failed or reached its bound). A lost lease
-// never becomes valid again. False for NULL.
+// never becomes valid again. False for NULL or an invalid handle.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
@@ -639,7 +662,7 @@ bool redlock_lease_is_lost(const struct redlock_lease *lease);
 
 // Blocks while auto-renewal is on, until the lease is lost or `timeout_ms` pass. Returns
 // true if lost; false on timeout, and as soon as renewal stops otherwise (never started,
-// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL.
+// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL or an invalid handle.
 //
 // # Safety
 // `lease` must be NULL or a live lease.
@@ -648,7 +671,8 @@ bool redlock_lease_wait_lost(const struct redlock_lease *lease, uint32_t timeout
 // Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
 // every option and resolves every host; no connection is made until the first lock.
 //
-// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
+// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_HANDLE
+// (`cfg`), INVALID_ARGUMENT
 // (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
 // on success.
 //
@@ -661,20 +685,21 @@ enum redlock_status redlock_manager_new(const struct redlock_config *cfg,
                                         size_t err_len);
 
 // Frees a manager and closes its connections once its last lease is freed too. NULL is a
-// no-op. Never unlocks anything; leases made by this manager remain usable and must still be
-// freed.
+// no-op, and so is a handle found freed already (best effort: see
+// `REDLOCK_STATUS_INVALID_HANDLE`). Never unlocks anything; leases made by this manager remain
+// usable and must still be freed.
 //
 // # Safety
 // `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
 void redlock_manager_free(struct redlock_manager *mgr);
 
-// The number of nodes (0 for NULL).
+// The number of nodes (0 for NULL or an invalid handle).
 //
 // # Safety
 // `mgr` must be NULL or a live manager.
 size_t redlock_manager_node_count(const struct redlock_manager *mgr);
 
-// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
+// The number of nodes that must agree, N / 2 + 1 (0 for NULL or an invalid handle).
 //
 // # Safety
 // `mgr` must be NULL or a live manager.
@@ -685,7 +710,8 @@ size_t redlock_manager_quorum(const struct redlock_manager *mgr);
 // (0 when not; see `redlock_manager_node_quarantine_reason` for why). Either out-pointer may
 // be NULL; both are written only on success.
 //
-// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_HANDLE (`mgr`), INVALID_ARGUMENT (`index` out
+// of range).
 //
 // # Safety
 // `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
@@ -698,7 +724,8 @@ enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr
                                                size_t err_len);
 
 // Why node `index` (from 0, in configuration order) is in restart quarantine, or
-// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL manager or an index out of range).
+// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL or invalid manager handle, or an
+// index out of range).
 //
 // # Safety
 // `mgr` must be NULL or a live manager.
@@ -708,7 +735,8 @@ enum redlock_quarantine_reason redlock_manager_node_quarantine_reason(const stru
 // Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
 // `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
 // and returns the length of the whole text, so a return value `>= len` means it was cut
-// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL or
+// an invalid handle.
 //
 // Counters and histograms: acquisitions by result, attempts and retries, wait and hold
 // times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined

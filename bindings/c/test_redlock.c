@@ -66,9 +66,10 @@ static void test_status_strings(void) {
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_CANCELLED), "cancelled") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INVALID_ARGUMENT), "invalid argument") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_NULL_ARGUMENT), "null argument") == 0);
+  CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INVALID_HANDLE), "invalid handle") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_INTERNAL), "internal error") == 0);
   CHECK(strcmp(redlock_status_str(REDLOCK_STATUS_PANIC), "panic") == 0);
-  int out_of_range[] = {-1, 6, 9, 12, 21, 98, 100, INT32_MIN, INT32_MAX};
+  int out_of_range[] = {-1, 6, 9, 13, 21, 98, 100, INT32_MIN, INT32_MAX};
   for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
     const char *s = redlock_status_str(out_of_range[i]);
     CHECK(s != NULL && strcmp(s, "unknown status") == 0);
@@ -134,6 +135,61 @@ static void test_null_arguments(void) {
   CHECK(strstr(err, "resource") != NULL);
   CHECK(lease == (redlock_lease *)0x1);
   redlock_manager_free(live);
+}
+
+/* Handles that are not live handles: forged from a zeroed buffer (what valgrind accepts; a real
+ * use after free would be an invalid read under valgrind). The check is best effort: it catches
+ * a freed handle only while its memory is not reused. */
+static void test_invalid_handles(void) {
+  static uint64_t zeros[512]; /* 4 KiB of zeroes, 8-aligned: bigger than any handle */
+  char err[128];
+  const uint8_t *r = (const uint8_t *)"r";
+  redlock_config *cfg = (redlock_config *)zeros;
+  redlock_manager *mgr = (redlock_manager *)zeros;
+  redlock_acquire_opts *opts = (redlock_acquire_opts *)zeros;
+  redlock_cancel *cancel = (redlock_cancel *)zeros;
+  redlock_lease *lease = (redlock_lease *)zeros;
+  redlock_lease *out = (redlock_lease *)0x1; /* sentinel: must stay untouched */
+  redlock_manager *out_mgr = (redlock_manager *)0x1;
+
+  CHECK_STATUS(redlock_config_add_node(cfg, "127.0.0.1:1", err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(strstr(err, "cfg is not a live redlock_config") != NULL);
+  CHECK_STATUS(redlock_config_set_retry(cfg, 1, 1, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK_STATUS(redlock_manager_new(cfg, &out_mgr, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(out_mgr == (redlock_manager *)0x1);
+
+  CHECK_STATUS(redlock_lock(mgr, r, 1, 1000, &out, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(strstr(err, "mgr is not a live redlock_manager") != NULL);
+  CHECK_STATUS(redlock_acquire(mgr, r, 1, 1000, NULL, &out, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(out == (redlock_lease *)0x1);
+  CHECK(redlock_manager_node_count(mgr) == 0);
+  CHECK(redlock_manager_quorum(mgr) == 0);
+  CHECK(redlock_manager_metrics(mgr, NULL, 0) == 0);
+
+  CHECK_STATUS(redlock_acquire_opts_set_wait_ms(opts, 10), REDLOCK_STATUS_INVALID_HANDLE);
+  redlock_acquire_opts *live_opts = redlock_acquire_opts_new();
+  CHECK_STATUS(redlock_acquire_opts_set_cancel(live_opts, cancel), REDLOCK_STATUS_INVALID_HANDLE);
+  redlock_acquire_opts_free(live_opts);
+  redlock_cancel_fire(cancel); /* a no-op */
+  CHECK(!redlock_cancel_is_fired(cancel));
+
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(strstr(err, "lease is not a live redlock_lease") != NULL);
+  CHECK_STATUS(redlock_extend(lease, 1000, err, sizeof err), REDLOCK_STATUS_INVALID_HANDLE);
+  CHECK(redlock_lease_validity_ms(lease) == 0);
+  CHECK(!redlock_lease_is_valid(lease));
+  CHECK(redlock_lease_token(lease) == NULL);
+  CHECK(redlock_lease_fencing_token(lease) == 0);
+
+  /* The frees ignore them and write nothing. */
+  redlock_config_free(cfg);
+  redlock_manager_free(mgr);
+  redlock_acquire_opts_free(opts);
+  redlock_cancel_free(cancel);
+  redlock_lease_free(lease);
+  int all_zero = 1;
+  for (size_t i = 0; i < sizeof zeros / sizeof *zeros; i++) all_zero &= zeros[i] == 0;
+  CHECK(all_zero);
 }
 
 static void test_bad_input(void) {
@@ -732,6 +788,7 @@ int main(int argc, char **argv) {
   n_urls = argc - 1;
   test_status_strings();
   test_null_arguments();
+  test_invalid_handles();
   test_bad_input();
   test_lock_unlock_extend();
   test_expiry();

@@ -6,7 +6,8 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::{
-    FfiError, bytes, guard, guard_or, manager_ref, redlock_lease, redlock_manager, redlock_status,
+    FfiError, bytes, guard, guard_or, handle, live, live_mut, manager_ref, redlock_lease,
+    redlock_manager, redlock_status, release, take,
 };
 use crate::{LockOptions, RenewOptions, Wait};
 
@@ -21,8 +22,12 @@ use crate::{LockOptions, RenewOptions, Wait};
 /// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
 /// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`.
 pub struct redlock_acquire_opts {
+    /// `Handle::MAGIC` while live (see `super::Handle`).
+    magic: u64,
     inner: LockOptions,
 }
+
+handle!(redlock_acquire_opts, b"RLKACQOP");
 
 /// Creates acquisition options with every option at its default. Free them with
 /// `redlock_acquire_opts_free`. Returns NULL only if memory is exhausted.
@@ -30,40 +35,41 @@ pub struct redlock_acquire_opts {
 pub extern "C" fn redlock_acquire_opts_new() -> *mut redlock_acquire_opts {
     guard_or(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(redlock_acquire_opts {
+            magic: <redlock_acquire_opts as super::Handle>::MAGIC,
             inner: LockOptions::new(),
         }))
     })
 }
 
-/// Frees acquisition options. NULL is a no-op.
+/// Frees acquisition options. NULL is a no-op, and so is a handle found freed already (best
+/// effort: see `REDLOCK_STATUS_INVALID_HANDLE`).
 ///
 /// # Safety
 /// `opts` must be NULL or a pointer from `redlock_acquire_opts_new` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_acquire_opts_free(opts: *mut redlock_acquire_opts) {
-    if opts.is_null() {
-        return;
-    }
     guard_or((), || {
-        // SAFETY: from Box::into_raw in redlock_acquire_opts_new, freed at most once.
-        drop(unsafe { Box::from_raw(opts) });
+        // SAFETY: from Box::into_raw in redlock_acquire_opts_new, freed at most once per the
+        // contract; a second free is detected (best effort) by `take`.
+        if let Some(b) = unsafe { take(opts) } {
+            release(b);
+        }
     });
 }
 
-/// Applies `f` to the options behind `opts`.
+/// Applies `f` to the options behind `opts`; on error they are left unchanged.
 ///
 /// # Safety
 /// `opts` must be NULL or live options used by one thread at a time.
 pub(super) unsafe fn with_opts(
     opts: *mut redlock_acquire_opts,
-    f: impl FnOnce(LockOptions) -> LockOptions,
+    f: impl FnOnce(LockOptions) -> Result<LockOptions, FfiError>,
 ) -> redlock_status {
     let run = || {
-        // SAFETY: NULL or live, used by one thread at a time, per the contract.
-        let Some(o) = (unsafe { opts.as_mut() }) else {
-            return Err(FfiError::null("opts"));
-        };
-        o.inner = f(o.inner.clone());
+        // SAFETY: NULL or live, used by one thread at a time, per the contract (checked, best
+        // effort).
+        let o = unsafe { live_mut(opts, "opts") }?;
+        o.inner = f(o.inner.clone())?;
         Ok(())
     };
     // SAFETY: no error buffer.
@@ -76,7 +82,7 @@ pub(super) unsafe fn with_opts(
 /// count does not apply. `redlock_acquire_opts_set_notify(opts, false)` makes this wait poll
 /// with random pauses (up to the retry delay) instead.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `opts` must be live options.
@@ -90,7 +96,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
         ms => Wait::For(Duration::from_millis(ms.into())),
     };
     // SAFETY: per the contract.
-    unsafe { with_opts(opts, |o| o.wait(wait)) }
+    unsafe { with_opts(opts, |o| Ok(o.wait(wait))) }
 }
 
 /// Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is
@@ -98,7 +104,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
 /// A notification costs one subscriber connection per node and manager, shared by every
 /// waiter, opened on the first wait.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `opts` must be live options.
@@ -108,12 +114,12 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_notify(
     notify: bool,
 ) -> redlock_status {
     // SAFETY: per the contract.
-    unsafe { with_opts(opts, |o| o.notify(notify)) }
+    unsafe { with_opts(opts, |o| Ok(o.notify(notify))) }
 }
 
 /// Restores the default wait: the manager's retry policy (`redlock_config_set_retry`).
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `opts` must be live options.
@@ -122,7 +128,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_retries(
     opts: *mut redlock_acquire_opts,
 ) -> redlock_status {
     // SAFETY: per the contract.
-    unsafe { with_opts(opts, |o| o.wait(Wait::Retries)) }
+    unsafe { with_opts(opts, |o| Ok(o.wait(Wait::Retries))) }
 }
 
 /// Whether the lease carries a fencing token (`redlock_lease_fencing_token`): strictly greater
@@ -130,7 +136,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_retries(
 /// its data. Costs a second round trip: the token is read from the granting quorum's counters
 /// (`redlock-fence:<resource>`, which never expire) and written back before the grant counts.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `opts` must be live options.
@@ -140,7 +146,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_fenced(
     fenced: bool,
 ) -> redlock_status {
     // SAFETY: per the contract.
-    unsafe { with_opts(opts, |o| o.fenced(fenced)) }
+    unsafe { with_opts(opts, |o| Ok(o.fenced(fenced))) }
 }
 
 /// Turns on auto-renewal for the lease as soon as it is granted, as
@@ -148,7 +154,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_fenced(
 /// (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
 /// callback, call `redlock_lease_auto_renew` on the lease instead.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `opts` must be live options.
@@ -160,7 +166,7 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_auto_renew(
 ) -> redlock_status {
     let renew = renew_options(max_hold_ms, max_extensions);
     // SAFETY: per the contract.
-    unsafe { with_opts(opts, |o| o.auto_renew(renew)) }
+    unsafe { with_opts(opts, |o| Ok(o.auto_renew(renew))) }
 }
 
 /// Renewal options from the C arguments (0: the default).
@@ -185,8 +191,9 @@ pub(crate) fn renew_options(max_hold_ms: u32, max_extensions: u32) -> RenewOptio
 /// manager's maximum TTL.
 ///
 /// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED,
-/// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, `out`, or `resource` with a
-/// non-zero length), INTERNAL. `*out` is written only on success; `err` names each node's
+/// UNAVAILABLE, AUTH, CANCELLED (`redlock_acquire_opts_set_cancel`), INVALID_ARGUMENT,
+/// NULL_ARGUMENT (`mgr`, `out`, or `resource` with a non-zero length), INVALID_HANDLE (`mgr`,
+/// `opts`), INTERNAL. `*out` is written only on success; `err` names each node's
 /// outcome.
 ///
 /// # Safety
@@ -204,8 +211,16 @@ pub unsafe extern "C" fn redlock_acquire(
     err_len: usize,
 ) -> redlock_status {
     let defaults = LockOptions::new();
-    // SAFETY: NULL or live options per the contract; only read.
-    let opts = unsafe { opts.as_ref() }.map_or(&defaults, |o| &o.inner);
+    let opts = if opts.is_null() {
+        &defaults
+    } else {
+        // SAFETY: live options per the contract (checked, best effort); only read.
+        match unsafe { live(opts, "opts") } {
+            Ok(o) => &o.inner,
+            // SAFETY: `err` per the contract.
+            Err(e) => return unsafe { guard(err, err_len, || Err(e)) },
+        }
+    };
     // SAFETY: per the contract.
     unsafe {
         acquire(
@@ -229,10 +244,9 @@ type Out = (*mut *mut redlock_lease, *mut c_char, usize);
 unsafe fn acquire(what: What, to: Out, opts: &LockOptions) -> redlock_status {
     let ((mgr, resource, resource_len, ttl_ms), (out, err, err_len)) = (what, to);
     let f = || {
-        // SAFETY: NULL or a live manager per the contract; shared access is thread-safe.
-        let Some(m) = (unsafe { manager_ref(mgr) }) else {
-            return Err(FfiError::null("mgr"));
-        };
+        // SAFETY: NULL or a live manager per the contract (checked, best effort); shared
+        // access is thread-safe.
+        let m = unsafe { manager_ref(mgr) }?;
         if out.is_null() {
             return Err(FfiError::null("out"));
         }

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use super::{FfiError, c_str, guard, guard_or, redlock_status};
+use super::{FfiError, c_str, guard, guard_or, handle, live_mut, redlock_status, release, take};
 use crate::{Config, NodeAddr};
 
 /// Options for a manager: an opaque builder with one setter per option.
@@ -16,8 +16,12 @@ use crate::{Config, NodeAddr};
 /// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
 /// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`.
 pub struct redlock_config {
+    /// `Handle::MAGIC` while live (see `super::Handle`).
+    magic: u64,
     pub(crate) inner: Config,
 }
+
+handle!(redlock_config, b"RLKCONFG");
 
 /// Creates a configuration with no nodes and every option at its default (3 retries, a
 /// 200 ms retry delay, drift factor 0.01, a 250 ms connect timeout, per-node timeouts derived
@@ -26,23 +30,25 @@ pub struct redlock_config {
 pub extern "C" fn redlock_config_new() -> *mut redlock_config {
     guard_or(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(redlock_config {
+            magic: <redlock_config as super::Handle>::MAGIC,
             inner: Config::default(),
         }))
     })
 }
 
-/// Frees a configuration. NULL is a no-op. Managers created from it are unaffected.
+/// Frees a configuration. NULL is a no-op, and so is a handle found freed already (best
+/// effort: see `REDLOCK_STATUS_INVALID_HANDLE`). Managers created from it are unaffected.
 ///
 /// # Safety
 /// `cfg` must be NULL or a pointer from `redlock_config_new` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_config_free(cfg: *mut redlock_config) {
-    if cfg.is_null() {
-        return;
-    }
     guard_or((), || {
-        // SAFETY: from Box::into_raw in redlock_config_new, freed at most once per contract.
-        drop(unsafe { Box::from_raw(cfg) });
+        // SAFETY: from Box::into_raw in redlock_config_new, freed at most once per contract;
+        // a second free is detected (best effort) by `take`.
+        if let Some(b) = unsafe { take(cfg) } {
+            release(b);
+        }
     });
 }
 
@@ -59,11 +65,9 @@ unsafe fn with_cfg(
     f: impl FnOnce(Config) -> Result<Config, FfiError>,
 ) -> redlock_status {
     let run = || {
-        if cfg.is_null() {
-            return Err(FfiError::null("cfg"));
-        }
-        // SAFETY: non-NULL; the caller guarantees a live config used by one thread at a time.
-        let c = unsafe { &mut (*cfg).inner };
+        // SAFETY: NULL or a live config used by one thread at a time, per the contract
+        // (checked, best effort).
+        let c = &mut unsafe { live_mut(cfg, "cfg") }?.inner;
         *c = f(c.clone())?;
         Ok(())
     };
@@ -76,7 +80,7 @@ unsafe fn with_cfg(
 /// 0, a database number beyond 2^31 − 1, …); duplicates and host names are checked by
 /// `redlock_manager_new`. Error messages never contain the password.
 ///
-/// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT (`cfg` or `url`), INVALID_HANDLE (`cfg`), INVALID_ARGUMENT.
 ///
 /// # Safety
 /// `cfg` must be a live config; `url` a NUL-terminated string; `err` NULL or `err_len`
@@ -102,7 +106,7 @@ pub unsafe extern "C" fn redlock_config_add_node(
 /// first, each after a random pause drawn uniformly from [0, `retry_delay_ms`]. Defaults: 3
 /// and 200 ms.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -126,7 +130,7 @@ pub unsafe extern "C" fn redlock_config_set_retry(
 /// Sets the clock-drift factor: validity is shortened by `TTL × factor + 2 ms`. Must be finite
 /// and in [0, 1). Default 0.01.
 ///
-/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (the config is unchanged).
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (the config is unchanged).
 ///
 /// # Safety
 /// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -152,7 +156,8 @@ pub unsafe extern "C" fn redlock_config_set_drift_factor(
 /// four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at most); a node
 /// not measured yet gets that upper bound.
 ///
-/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (`connect_ms` = 0; the config is unchanged).
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (`connect_ms` = 0; the config
+/// is unchanged).
 ///
 /// # Safety
 /// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -183,7 +188,8 @@ pub unsafe extern "C" fn redlock_config_set_timeouts(
 /// also how long a node that may have lost keys stays in restart quarantine. 3 ms to `REDLOCK_MAX_TTL_MS`; default
 /// 60000 (60 s). Hold locks longer with auto-renewal.
 ///
-/// Statuses: OK, NULL_ARGUMENT, INVALID_ARGUMENT (out of range; the config is unchanged).
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (out of range; the config is
+/// unchanged).
 ///
 /// # Safety
 /// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
@@ -213,7 +219,7 @@ pub unsafe extern "C" fn redlock_config_set_max_ttl(
 /// every write (`appendfsync always`); with it off, a warning is logged once for each node
 /// that does not, and no marker is read or written.
 ///
-/// Statuses: OK, NULL_ARGUMENT.
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
 ///
 /// # Safety
 /// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.

@@ -6,7 +6,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use super::{FfiError, guard, guard_or, redlock_status, renew_options, write_str};
+use super::{
+    FfiError, guard, guard_or, handle, live, redlock_status, release, renew_options, take,
+    write_str,
+};
 use crate::{Lease, NodeOutcome};
 
 /// A held lock (named lease because the function `redlock_lock` takes the name).
@@ -24,6 +27,8 @@ use crate::{Lease, NodeOutcome};
 /// `redlock_lease_is_lost`, `redlock_lease_wait_lost`, `redlock_lease_lost_reason`,
 /// `redlock_lease_ttl_ms`, `redlock_lease_fencing_token`, `redlock_lease_free`.
 pub struct redlock_lease {
+    /// `Handle::MAGIC` while live (see `super::Handle`).
+    magic: u64,
     inner: Lease,
     token: CString,
     /// Keeps an `on_lost` callback from running with this handle once it is freed.
@@ -34,6 +39,7 @@ impl redlock_lease {
     pub(crate) fn new(inner: Lease) -> Result<redlock_lease, FfiError> {
         let token = CString::new(inner.token()).map_err(|_| FfiError::invalid("token"))?;
         Ok(redlock_lease {
+            magic: <redlock_lease as super::Handle>::MAGIC,
             inner,
             token,
             gate: Arc::default(),
@@ -41,7 +47,10 @@ impl redlock_lease {
     }
 }
 
-/// Reads something of the lease behind `lease`: `fallback` for NULL (or a panic).
+handle!(redlock_lease, b"RLKLEASE");
+
+/// Reads something of the lease behind `lease`: `fallback` for NULL, an invalid handle (best
+/// effort) or a panic.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -50,8 +59,11 @@ unsafe fn read<T: Copy>(
     fallback: T,
     f: impl FnOnce(&redlock_lease) -> T,
 ) -> T {
-    // SAFETY: NULL or live per this function's contract; only shared access.
-    guard_or(fallback, || unsafe { lease.as_ref() }.map_or(fallback, f))
+    // SAFETY: NULL or live per this function's contract (checked, best effort); only shared
+    // access.
+    guard_or(fallback, || {
+        unsafe { live(lease, "lease") }.map_or(fallback, f)
+    })
 }
 
 /// Runs `f` on the lease behind `lease`, turning its error into a status and `err`.
@@ -65,12 +77,9 @@ unsafe fn with_lease(
     f: impl FnOnce(&redlock_lease) -> Result<(), FfiError>,
 ) -> redlock_status {
     let run = || {
-        // SAFETY: NULL or a live lease per the contract; Lease methods take &self and
-        // serialise internally.
-        match unsafe { lease.as_ref() } {
-            Some(l) => f(l),
-            None => Err(FfiError::null("lease")),
-        }
+        // SAFETY: NULL or a live lease per the contract (checked, best effort); Lease methods
+        // take &self and serialise internally.
+        f(unsafe { live(lease, "lease") }?)
     };
     // SAFETY: `err` per the contract.
     unsafe { guard(err, err_len, run) }
@@ -167,7 +176,8 @@ impl From<&NodeOutcome> for redlock_node_outcome {
 /// ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 /// validity already ended or that was unlocked.
 ///
-/// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT, INTERNAL.
+/// Statuses: OK, NOT_HELD, UNAVAILABLE, AUTH, INVALID_ARGUMENT (TTL), NULL_ARGUMENT,
+/// INVALID_HANDLE, INTERNAL.
 ///
 /// # Safety
 /// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
@@ -187,7 +197,8 @@ pub unsafe extern "C" fn redlock_extend(
 /// not free the lease. From this call on the lease's validity reads 0.
 ///
 /// Statuses: OK, NOT_HELD (expired, already unlocked, or not confirmed by a quorum),
-/// UNAVAILABLE, AUTH, NULL_ARGUMENT, INTERNAL. A second unlock returns NOT_HELD at once.
+/// UNAVAILABLE, AUTH, NULL_ARGUMENT, INVALID_HANDLE, INTERNAL. A second unlock returns NOT_HELD
+/// at once.
 ///
 /// # Safety
 /// `lease` must be a live lease; `err` NULL or `err_len` writable bytes.
@@ -202,9 +213,9 @@ pub unsafe extern "C" fn redlock_unlock(
 }
 
 /// The lease's fencing token (see `redlock_acquire_opts_set_fenced`); 0 for a lease taken
-/// without one, and for NULL. Exact over the whole 64-bit range: a counter that reached
-/// `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`, "fencing counter …
-/// exhausted") rather than repeat a token.
+/// without one, and for NULL or an invalid handle. Exact over the whole 64-bit range: a counter
+/// that reached `UINT64_MAX` refuses the next fenced grant (`REDLOCK_STATUS_INTERNAL`,
+/// "fencing counter … exhausted") rather than repeat a token.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -215,7 +226,7 @@ pub unsafe extern "C" fn redlock_lease_fencing_token(lease: *const redlock_lease
 }
 
 /// True while auto-renewal is on for the lease (started, not stopped, unlocked, lost or at
-/// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL.
+/// its bound). Never waits (nor does `redlock_lease_is_lost`). False for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -230,7 +241,7 @@ pub unsafe extern "C" fn redlock_lease_is_renewing(lease: *const redlock_lease) 
 /// `maximum hold time reached after 3000 ms` or `renewal failed: 1/5 extended (quorum 3);
 /// node 2 (…): connection refused; …`, and returns the reason's full length (so a return
 /// value `>= len` means it was cut short). Returns 0, writing nothing, if the lease is not lost
-/// (or NULL).
+/// (or NULL, or invalid).
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease; `buf` NULL or `len` writable bytes.
@@ -241,14 +252,16 @@ pub unsafe extern "C" fn redlock_lease_lost_reason(
     len: usize,
 ) -> usize {
     let text = |l: &redlock_lease| l.inner.lost_reason().map(|r| r.to_string());
-    // SAFETY: per the contract.
-    guard_or(0, || match unsafe { lease.as_ref() }.and_then(text) {
-        Some(t) => {
-            // SAFETY: `buf` is NULL or `len` writable bytes per the contract.
-            unsafe { write_str(buf, len, &t) };
-            t.len()
+    // SAFETY: per the contract (checked, best effort).
+    guard_or(0, || {
+        match unsafe { live(lease, "lease") }.ok().and_then(text) {
+            Some(t) => {
+                // SAFETY: `buf` is NULL or `len` writable bytes per the contract.
+                unsafe { write_str(buf, len, &t) };
+                t.len()
+            }
+            None => 0,
         }
-        None => 0,
     })
 }
 
@@ -277,7 +290,7 @@ pub unsafe extern "C" fn redlock_lease_validity_ms(lease: *const redlock_lease) 
     unsafe { read(lease, 0, |l| millis(l.inner.validity())) }
 }
 
-/// True while the remaining validity is positive (false for NULL).
+/// True while the remaining validity is positive (false for NULL or an invalid handle).
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -288,7 +301,7 @@ pub unsafe extern "C" fn redlock_lease_is_valid(lease: *const redlock_lease) -> 
 }
 
 /// The lease's token: 40 hex characters, NUL-terminated, owned by the lease (valid until
-/// `redlock_lease_free`). NULL for NULL.
+/// `redlock_lease_free`). NULL for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -299,7 +312,7 @@ pub unsafe extern "C" fn redlock_lease_token(lease: *const redlock_lease) -> *co
 }
 
 /// The resource name: `*len` receives its length (if `len` is not NULL); the bytes are owned
-/// by the lease and are not NUL-terminated. NULL for NULL.
+/// by the lease and are not NUL-terminated. NULL for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease; `len` NULL or writable.
@@ -320,7 +333,7 @@ pub unsafe extern "C" fn redlock_lease_resource(
     unsafe { read(lease, std::ptr::null(), f) }
 }
 
-/// The number of nodes in the lease's acquisition report (0 for NULL).
+/// The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -331,7 +344,8 @@ pub unsafe extern "C" fn redlock_lease_node_count(lease: *const redlock_lease) -
 }
 
 /// How many nodes had granted the lock when the acquisition was decided (at least the
-/// quorum; 0 for NULL). Nodes that answered after the decision count as PENDING, not here.
+/// quorum; 0 for NULL or an invalid handle). Nodes that answered after the decision count as
+/// PENDING, not here.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -343,7 +357,7 @@ pub unsafe extern "C" fn redlock_lease_granted(lease: *const redlock_lease) -> u
 
 /// Copies each node's acquisition outcome, in configuration order, into `out[0..cap)` and
 /// returns the number of nodes (which may exceed `cap`; call with `cap` = 0 to size the
-/// array). `out` may be NULL when `cap` is 0. Returns 0 for a NULL lease.
+/// array). `out` may be NULL when `cap` is 0. Returns 0 for a NULL or invalid lease.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease; `out` must have room for `cap` elements.
@@ -367,7 +381,8 @@ pub unsafe extern "C" fn redlock_lease_node_outcomes(
     unsafe { read(lease, 0, f) }
 }
 
-/// Frees a lease. NULL is a no-op. Does **not** unlock: an unreleased lock expires after its
+/// Frees a lease. NULL is a no-op, and so is a lease found freed already (best effort: see
+/// `REDLOCK_STATUS_INVALID_HANDLE`). Does **not** unlock: an unreleased lock expires after its
 /// TTL. Stops auto-renewal (waiting for a renewal round or an `on_lost` callback in flight,
 /// unless called from that callback). No network I/O.
 ///
@@ -375,15 +390,17 @@ pub unsafe extern "C" fn redlock_lease_node_outcomes(
 /// `lease` must be NULL or a lease not yet freed, with no other call on it in progress.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_lease_free(lease: *mut redlock_lease) {
-    if lease.is_null() {
-        return;
-    }
     guard_or((), || {
-        // SAFETY: from Box::into_raw in `acquire`, freed at most once per the contract.
-        let l = unsafe { Box::from_raw(lease) };
+        // SAFETY: from Box::into_raw in `acquire`, freed at most once per the contract; a
+        // second free is detected (best effort) by `take`.
+        let Some(l) = (unsafe { take(lease) }) else {
+            return;
+        };
+        // An `on_lost` callback in flight may still use the handle: the magic stays valid
+        // until it has returned, and is overwritten only by `release`.
         l.gate.close();
         l.inner.stop_renewal();
-        drop(l);
+        release(l);
     });
 }
 
@@ -411,8 +428,8 @@ pub type redlock_lost_fn =
 /// stops renewal first and waits for a renewal in flight; freeing the lease stops it too.
 /// Calling this again replaces the settings.
 ///
-/// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INTERNAL (the renewal
-/// thread could not be started).
+/// Statuses: OK, NOT_HELD (unlocked, lost or expired), NULL_ARGUMENT, INVALID_HANDLE, INTERNAL
+/// (the renewal thread could not be started).
 ///
 /// # Safety
 /// `lease` must be a live lease; `userdata` is passed through untouched; `err` NULL or
@@ -449,7 +466,7 @@ pub unsafe extern "C" fn redlock_lease_auto_renew(
 }
 
 /// Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect when
-/// renewal is off or `lease` is NULL.
+/// renewal is off or `lease` is NULL or invalid.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -460,7 +477,7 @@ pub unsafe extern "C" fn redlock_lease_stop_renewal(lease: *mut redlock_lease) {
 }
 
 /// True once the lease is known lost (auto-renewal failed or reached its bound). A lost lease
-/// never becomes valid again. False for NULL.
+/// never becomes valid again. False for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -472,7 +489,7 @@ pub unsafe extern "C" fn redlock_lease_is_lost(lease: *const redlock_lease) -> b
 
 /// Blocks while auto-renewal is on, until the lease is lost or `timeout_ms` pass. Returns
 /// true if lost; false on timeout, and as soon as renewal stops otherwise (never started,
-/// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL.
+/// `redlock_lease_stop_renewal`, `redlock_unlock`). False for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.

@@ -2,7 +2,10 @@
 
 use std::ffi::c_char;
 
-use super::{FfiError, guard, guard_or, redlock_config, redlock_status, write_str};
+use super::{
+    FfiError, guard, guard_or, handle, live, redlock_config, redlock_status, release, take,
+    write_str,
+};
 use crate::{QuarantineReason, Redlock};
 
 /// A lock manager over N independent Redis masters.
@@ -17,22 +20,28 @@ use crate::{QuarantineReason, Redlock};
 /// `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
 /// `redlock_manager_node_quarantine_reason`, `redlock_manager_metrics`.
 pub struct redlock_manager {
+    /// `Handle::MAGIC` while live (see `super::Handle`).
+    magic: u64,
     pub(crate) inner: Redlock,
 }
 
-/// The manager behind `mgr`, if not NULL.
+handle!(redlock_manager, b"RLKMANGR");
+
+/// The manager behind `mgr`: NULL_ARGUMENT for NULL, INVALID_HANDLE for a handle found freed or
+/// forged (best effort).
 ///
 /// # Safety
 /// `mgr` must be NULL or a live manager (shared access is thread-safe).
-pub(crate) unsafe fn manager_ref<'a>(mgr: *const redlock_manager) -> Option<&'a Redlock> {
-    // SAFETY: NULL or live per this function's contract.
-    unsafe { mgr.as_ref() }.map(|m| &m.inner)
+pub(crate) unsafe fn manager_ref<'a>(mgr: *const redlock_manager) -> Result<&'a Redlock, FfiError> {
+    // SAFETY: NULL or live per this function's contract (checked, best effort).
+    unsafe { live(mgr, "mgr") }.map(|m| &m.inner)
 }
 
 /// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
 /// every option and resolves every host; no connection is made until the first lock.
 ///
-/// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_ARGUMENT
+/// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_HANDLE
+/// (`cfg`), INVALID_ARGUMENT
 /// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
 /// on success.
 ///
@@ -47,16 +56,17 @@ pub unsafe extern "C" fn redlock_manager_new(
     err_len: usize,
 ) -> redlock_status {
     let f = || {
-        if cfg.is_null() {
-            return Err(FfiError::null("cfg"));
-        }
+        // SAFETY: NULL or a live config per the contract (checked, best effort); only read.
+        let cfg = unsafe { live(cfg, "cfg") }?;
         if out.is_null() {
             return Err(FfiError::null("out"));
         }
-        // SAFETY: non-NULL, a live config per the contract; only read.
-        let config = unsafe { (*cfg).inner.clone() };
+        let config = cfg.inner.clone();
         let mgr = Redlock::new(config)?;
-        let raw = Box::into_raw(Box::new(redlock_manager { inner: mgr }));
+        let raw = Box::into_raw(Box::new(redlock_manager {
+            magic: <redlock_manager as super::Handle>::MAGIC,
+            inner: mgr,
+        }));
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { *out = raw };
         Ok(())
@@ -66,41 +76,42 @@ pub unsafe extern "C" fn redlock_manager_new(
 }
 
 /// Frees a manager and closes its connections once its last lease is freed too. NULL is a
-/// no-op. Never unlocks anything; leases made by this manager remain usable and must still be
-/// freed.
+/// no-op, and so is a handle found freed already (best effort: see
+/// `REDLOCK_STATUS_INVALID_HANDLE`). Never unlocks anything; leases made by this manager remain
+/// usable and must still be freed.
 ///
 /// # Safety
 /// `mgr` must be NULL or a manager not yet freed, with no call on it in progress.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_manager_free(mgr: *mut redlock_manager) {
-    if mgr.is_null() {
-        return;
-    }
     guard_or((), || {
-        // SAFETY: from Box::into_raw in redlock_manager_new, freed at most once.
-        drop(unsafe { Box::from_raw(mgr) });
+        // SAFETY: from Box::into_raw in redlock_manager_new, freed at most once per the
+        // contract; a second free is detected (best effort) by `take`.
+        if let Some(b) = unsafe { take(mgr) } {
+            release(b);
+        }
     });
 }
 
-/// The number of nodes (0 for NULL).
+/// The number of nodes (0 for NULL or an invalid handle).
 ///
 /// # Safety
 /// `mgr` must be NULL or a live manager.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_manager_node_count(mgr: *const redlock_manager) -> usize {
-    // SAFETY: NULL or live per the contract.
+    // SAFETY: NULL or live per the contract (checked, best effort).
     guard_or(0, || {
         unsafe { manager_ref(mgr) }.map_or(0, |m| m.node_count())
     })
 }
 
-/// The number of nodes that must agree, N / 2 + 1 (0 for NULL).
+/// The number of nodes that must agree, N / 2 + 1 (0 for NULL or an invalid handle).
 ///
 /// # Safety
 /// `mgr` must be NULL or a live manager.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> usize {
-    // SAFETY: NULL or live per the contract.
+    // SAFETY: NULL or live per the contract (checked, best effort).
     guard_or(0, || unsafe { manager_ref(mgr) }.map_or(0, |m| m.quorum()))
 }
 
@@ -109,7 +120,8 @@ pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> 
 /// (0 when not; see `redlock_manager_node_quarantine_reason` for why). Either out-pointer may
 /// be NULL; both are written only on success.
 ///
-/// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_ARGUMENT (`index` out of range).
+/// Statuses: OK, NULL_ARGUMENT (`mgr`), INVALID_HANDLE (`mgr`), INVALID_ARGUMENT (`index` out
+/// of range).
 ///
 /// # Safety
 /// `mgr` must be a live manager; the out-pointers NULL or writable; `err` NULL or `err_len`
@@ -124,10 +136,8 @@ pub unsafe extern "C" fn redlock_manager_node_state(
     err_len: usize,
 ) -> redlock_status {
     let f = || {
-        // SAFETY: NULL or a live manager per the contract.
-        let Some(m) = (unsafe { manager_ref(mgr) }) else {
-            return Err(FfiError::null("mgr"));
-        };
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
+        let m = unsafe { manager_ref(mgr) }?;
         let states = m.node_states();
         let Some(st) = states.get(index) else {
             return Err(FfiError::invalid(format!(
@@ -176,7 +186,8 @@ pub enum redlock_quarantine_reason {
 }
 
 /// Why node `index` (from 0, in configuration order) is in restart quarantine, or
-/// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL manager or an index out of range).
+/// `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL or invalid manager handle, or an
+/// index out of range).
 ///
 /// # Safety
 /// `mgr` must be NULL or a live manager.
@@ -187,8 +198,9 @@ pub unsafe extern "C" fn redlock_manager_node_quarantine_reason(
 ) -> redlock_quarantine_reason {
     use redlock_quarantine_reason::*;
     guard_or(REDLOCK_QUARANTINE_NONE, || {
-        // SAFETY: NULL or a live manager per the contract.
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
         let reason = unsafe { manager_ref(mgr) }
+            .ok()
             .and_then(|m| m.node_states().get(index).and_then(|s| s.quarantine_reason));
         match reason {
             None => REDLOCK_QUARANTINE_NONE,
@@ -204,7 +216,8 @@ pub unsafe extern "C" fn redlock_manager_node_quarantine_reason(
 /// Writes the manager's metrics in the Prometheus text exposition format into `buf`, like
 /// `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL or `len` is 0),
 /// and returns the length of the whole text, so a return value `>= len` means it was cut
-/// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL.
+/// short (call again with a buffer of at least the return value + 1). Returns 0 for NULL or
+/// an invalid handle.
 ///
 /// Counters and histograms: acquisitions by result, attempts and retries, wait and hold
 /// times, unlock and extend outcomes, renewals, keys restored, lost leases, quarantined
@@ -220,8 +233,8 @@ pub unsafe extern "C" fn redlock_manager_metrics(
     len: usize,
 ) -> usize {
     guard_or(0, || {
-        // SAFETY: NULL or a live manager per the contract.
-        let Some(m) = (unsafe { manager_ref(mgr) }) else {
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
+        let Ok(m) = (unsafe { manager_ref(mgr) }) else {
             return 0;
         };
         let text = m.metrics().to_prometheus();
