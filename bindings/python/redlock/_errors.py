@@ -18,6 +18,7 @@ __all__ = [
     "InvalidArgument",
     "NullArgument",
     "HandleClosed",
+    "InvalidHandle",
     "Internal",
     "Panic",
     "STATUS_EXCEPTIONS",
@@ -36,6 +37,7 @@ class Status(enum.IntEnum):
     CANCELLED = 5
     INVALID_ARGUMENT = 10
     NULL_ARGUMENT = 11
+    INVALID_HANDLE = 12
     INTERNAL = 20
     PANIC = 99
 
@@ -179,7 +181,17 @@ class NullArgument(RedlockError):
 class HandleClosed(NullArgument):
     """The :class:`~redlock.Redlock` manager or :class:`~redlock.Lease` was closed (its C
     handle is freed), so it cannot be used any more. Raised by the binding before any C call;
-    its status is ``NULL_ARGUMENT`` (11), what C would answer for the freed handle."""
+    its status is ``NULL_ARGUMENT`` (11), what C answers for the NULL pointer the closed object
+    holds (never :class:`InvalidHandle`: the freed pointer is not passed on)."""
+
+
+class InvalidHandle(RedlockError):
+    """The C library was given a handle that is not a live handle of its type: freed already,
+    or never one. This binding never passes such a handle (it raises :class:`HandleClosed`
+    before any C call on a closed object), so seeing this means a bug; the library's check is
+    best effort, not a guarantee. Status ``INVALID_HANDLE`` (12)."""
+
+    default_status = Status.INVALID_HANDLE.value
 
 
 class Internal(RedlockError):
@@ -205,6 +217,7 @@ STATUS_EXCEPTIONS: Dict[int, Type[RedlockError]] = {
     Status.CANCELLED: Cancelled,
     Status.INVALID_ARGUMENT: InvalidArgument,
     Status.NULL_ARGUMENT: NullArgument,
+    Status.INVALID_HANDLE: InvalidHandle,
     Status.INTERNAL: Internal,
     Status.PANIC: Panic,
 }

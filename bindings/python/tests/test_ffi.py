@@ -203,6 +203,20 @@ def test_every_error_status_has_one_exception_class():
     assert _errors.error_for_status(4242, "odd").status == 4242
 
 
+def test_invalid_handle_status():
+    assert redlock.Status.INVALID_HANDLE == 12
+    e = _errors.error_for_status(12, "lease is not a live redlock_lease")
+    assert type(e) is redlock.InvalidHandle and e.status == 12
+    # A forged handle (zeroes) is rejected by the library's magic check, not dereferenced.
+    cdll = _ffi.lib()
+    forged = (ctypes.c_uint64 * 512)()
+    lease = ctypes.cast(forged, _ffi.LeasePtr)
+    assert cdll.redlock_unlock(lease, None, 0) == redlock.Status.INVALID_HANDLE
+    assert cdll.redlock_lease_validity_ms(lease) == 0
+    cdll.redlock_lease_free(lease)  # ignored
+    assert all(w == 0 for w in forged)
+
+
 def test_status_strings_from_the_library():
     cdll = _ffi.lib()
     for s in redlock.Status:
