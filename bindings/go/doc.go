@@ -96,9 +96,9 @@
 //
 // Failures reported by the library are *Error values carrying the library's Status and
 // message; match them with errors.Is against ErrNotAcquired, ErrNotHeld, ErrUnavailable,
-// ErrAuth, ErrCancelled, ErrInvalidArgument, ErrNullArgument, ErrInternal and ErrPanic. An
-// error of LockContext whose context had ended also matches the context's error. Calls on a closed Manager,
-// and Unlock or Extend on a freed Lock, return ErrClosed.
+// ErrAuth, ErrCancelled, ErrInvalidArgument, ErrNullArgument, ErrInvalidHandle, ErrInternal and
+// ErrPanic. An error of LockContext whose context had ended also matches the context's error.
+// Calls on a closed Manager, and Unlock or Extend on a freed Lock, return ErrClosed.
 //
 // # Durations
 //

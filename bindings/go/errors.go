@@ -39,6 +39,11 @@ const (
 	// StatusNullArgument: a required pointer was NULL; in Go, a method was called on a nil
 	// *Manager or *Lock.
 	StatusNullArgument Status = C.REDLOCK_STATUS_NULL_ARGUMENT
+	// StatusInvalidHandle: the library was given a handle that is not a live handle of its
+	// type (freed already, or never one). This package never passes one (calls on a closed
+	// Manager or a freed Lock return ErrClosed first), so it means a bug; the library's check
+	// is best effort, not a guarantee.
+	StatusInvalidHandle Status = C.REDLOCK_STATUS_INVALID_HANDLE
 	// StatusInternal: an operating-system facility failed (random source, poll(2)).
 	StatusInternal Status = C.REDLOCK_STATUS_INTERNAL
 	// StatusPanic: a bug; the library panicked. The panic was caught and the process is intact.
@@ -123,6 +128,8 @@ var (
 	ErrInvalidArgument error = &Error{Status: StatusInvalidArgument}
 	// ErrNullArgument: a method was called on a nil *Manager or *Lock.
 	ErrNullArgument error = &Error{Status: StatusNullArgument}
+	// ErrInvalidHandle: the library was given a freed or forged handle (a bug; best effort).
+	ErrInvalidHandle error = &Error{Status: StatusInvalidHandle}
 	// ErrInternal: an operating-system facility failed inside the library.
 	ErrInternal error = &Error{Status: StatusInternal}
 	// ErrPanic: the library panicked (a bug); the panic was caught.

@@ -755,6 +755,7 @@ func TestErrors(t *testing.T) {
 		redlock.StatusCancelled:       redlock.ErrCancelled,
 		redlock.StatusInvalidArgument: redlock.ErrInvalidArgument,
 		redlock.StatusNullArgument:    redlock.ErrNullArgument,
+		redlock.StatusInvalidHandle:   redlock.ErrInvalidHandle,
 		redlock.StatusInternal:        redlock.ErrInternal,
 		redlock.StatusPanic:           redlock.ErrPanic,
 	}
@@ -783,7 +784,8 @@ func TestErrors(t *testing.T) {
 		redlock.StatusUnavailable: "unavailable", redlock.StatusAuth: "authentication failed",
 		redlock.StatusInvalidArgument: "invalid argument", redlock.StatusNullArgument: "null argument",
 		redlock.StatusInternal: "internal error", redlock.StatusPanic: "panic",
-		redlock.StatusCancelled: "cancelled", redlock.Status(6): "unknown status", redlock.Status(-1): "unknown status",
+		redlock.StatusCancelled: "cancelled", redlock.StatusInvalidHandle: "invalid handle",
+		redlock.Status(6): "unknown status", redlock.Status(13): "unknown status", redlock.Status(-1): "unknown status",
 	} {
 		if got := st.String(); got != want {
 			t.Fatalf("Status(%d).String() = %q, want %q", int32(st), got, want)
