@@ -1,7 +1,7 @@
 //! Cancellation: `redlock_cancel`, a handle that stops acquisitions from another thread.
 
 use super::acquire::{redlock_acquire_opts, with_opts};
-use super::{guard_or, handle, live, redlock_status, release, take};
+use super::{guard_or, handle, live, live_or_none, redlock_status, release, take};
 use crate::Cancel;
 
 /// A cancellation handle: `redlock_cancel_fire` stops every acquisition whose options carry it
@@ -42,7 +42,7 @@ pub extern "C" fn redlock_cancel_new() -> *mut redlock_cancel {
 pub unsafe extern "C" fn redlock_cancel_fire(c: *const redlock_cancel) {
     guard_or((), || {
         // SAFETY: NULL or live, per the contract (checked, best effort); only shared access.
-        if let Ok(c) = unsafe { live(c, "c") } {
+        if let Some(c) = unsafe { live_or_none(c) } {
             c.inner.fire();
         }
     });
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn redlock_cancel_fire(c: *const redlock_cancel) {
 pub unsafe extern "C" fn redlock_cancel_is_fired(c: *const redlock_cancel) -> bool {
     guard_or(false, || {
         // SAFETY: NULL or live, per the contract (checked, best effort); only shared access.
-        unsafe { live(c, "c") }.is_ok_and(|c| c.inner.is_fired())
+        unsafe { live_or_none(c) }.is_some_and(|c| c.inner.is_fired())
     })
 }
 

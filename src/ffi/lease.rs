@@ -7,8 +7,8 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use super::{
-    FfiError, guard, guard_or, handle, live, redlock_status, release, renew_options, take,
-    write_str,
+    FfiError, guard, guard_or, handle, live, live_or_none, redlock_status, release, renew_options,
+    take, write_str,
 };
 use crate::{Lease, NodeOutcome};
 
@@ -62,7 +62,7 @@ unsafe fn read<T: Copy>(
     // SAFETY: NULL or live per this function's contract (checked, best effort); only shared
     // access.
     guard_or(fallback, || {
-        unsafe { live(lease, "lease") }.map_or(fallback, f)
+        unsafe { live_or_none(lease) }.map_or(fallback, f)
     })
 }
 
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn redlock_lease_lost_reason(
     let text = |l: &redlock_lease| l.inner.lost_reason().map(|r| r.to_string());
     // SAFETY: per the contract (checked, best effort).
     guard_or(0, || {
-        match unsafe { live(lease, "lease") }.ok().and_then(text) {
+        match unsafe { live_or_none(lease) }.and_then(text) {
             Some(t) => {
                 // SAFETY: `buf` is NULL or `len` writable bytes per the contract.
                 unsafe { write_str(buf, len, &t) };

@@ -3,8 +3,8 @@
 use std::ffi::c_char;
 
 use super::{
-    FfiError, guard, guard_or, handle, live, redlock_config, redlock_status, release, take,
-    write_str,
+    FfiError, guard, guard_or, handle, live, live_or_none, redlock_config, redlock_status, release,
+    take, write_str,
 };
 use crate::{QuarantineReason, Redlock};
 
@@ -35,6 +35,16 @@ handle!(redlock_manager, b"RLKMANGR");
 pub(crate) unsafe fn manager_ref<'a>(mgr: *const redlock_manager) -> Result<&'a Redlock, FfiError> {
     // SAFETY: NULL or live per this function's contract (checked, best effort).
     unsafe { live(mgr, "mgr") }.map(|m| &m.inner)
+}
+
+/// The manager behind `mgr`, or `None` for NULL or an invalid handle (best effort), for
+/// functions that return a fallback.
+///
+/// # Safety
+/// As for [`manager_ref`].
+unsafe fn manager_or_none<'a>(mgr: *const redlock_manager) -> Option<&'a Redlock> {
+    // SAFETY: NULL or live per this function's contract (checked, best effort).
+    unsafe { live_or_none(mgr) }.map(|m| &m.inner)
 }
 
 /// Creates a manager from `cfg` (copied: `cfg` may be freed or changed afterwards). Validates
@@ -101,7 +111,7 @@ pub unsafe extern "C" fn redlock_manager_free(mgr: *mut redlock_manager) {
 pub unsafe extern "C" fn redlock_manager_node_count(mgr: *const redlock_manager) -> usize {
     // SAFETY: NULL or live per the contract (checked, best effort).
     guard_or(0, || {
-        unsafe { manager_ref(mgr) }.map_or(0, |m| m.node_count())
+        unsafe { manager_or_none(mgr) }.map_or(0, |m| m.node_count())
     })
 }
 
@@ -112,7 +122,9 @@ pub unsafe extern "C" fn redlock_manager_node_count(mgr: *const redlock_manager)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_manager_quorum(mgr: *const redlock_manager) -> usize {
     // SAFETY: NULL or live per the contract (checked, best effort).
-    guard_or(0, || unsafe { manager_ref(mgr) }.map_or(0, |m| m.quorum()))
+    guard_or(0, || {
+        unsafe { manager_or_none(mgr) }.map_or(0, |m| m.quorum())
+    })
 }
 
 /// What the manager knows of node `index` (from 0, in configuration order): `*quarantined`
@@ -199,8 +211,7 @@ pub unsafe extern "C" fn redlock_manager_node_quarantine_reason(
     use redlock_quarantine_reason::*;
     guard_or(REDLOCK_QUARANTINE_NONE, || {
         // SAFETY: NULL or a live manager per the contract (checked, best effort).
-        let reason = unsafe { manager_ref(mgr) }
-            .ok()
+        let reason = unsafe { manager_or_none(mgr) }
             .and_then(|m| m.node_states().get(index).and_then(|s| s.quarantine_reason));
         match reason {
             None => REDLOCK_QUARANTINE_NONE,
@@ -234,7 +245,7 @@ pub unsafe extern "C" fn redlock_manager_metrics(
 ) -> usize {
     guard_or(0, || {
         // SAFETY: NULL or a live manager per the contract (checked, best effort).
-        let Ok(m) = (unsafe { manager_ref(mgr) }) else {
+        let Some(m) = (unsafe { manager_or_none(mgr) }) else {
             return 0;
         };
         let text = m.metrics().to_prometheus();

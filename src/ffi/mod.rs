@@ -191,6 +191,18 @@ pub(crate) unsafe fn live<'a, T: Handle>(p: *const T, what: &str) -> Result<&'a 
     Ok(unsafe { &*p })
 }
 
+/// The handle at `p`, shared, if [`check`] accepts it: for functions that return a fallback
+/// rather than a status (allocates nothing, unlike [`live`]'s error).
+///
+/// # Safety
+/// As for [`live`].
+pub(crate) unsafe fn live_or_none<'a, T: Handle>(p: *const T) -> Option<&'a T> {
+    // SAFETY: per this function's contract.
+    unsafe { check(p.cast_mut()) }.ok()?;
+    // SAFETY: checked non-NULL, aligned and live (best effort); shared access per the contract.
+    Some(unsafe { &*p })
+}
+
 /// The handle at `p`, exclusive, after [`check`].
 ///
 /// # Safety
