@@ -58,9 +58,10 @@ fn truncate_chars(mut s: String, max: usize) -> String {
     s
 }
 
-/// The same reply as `redis-rs` sees it (the tests use redis-rs as a reference parser).
+/// The same reply as `redis-rs` sees it (the tests, and the fuzz tests in `tests/fuzz.rs`, use
+/// redis-rs as a reference parser).
 #[cfg(test)]
-fn convert(v: redis::Value) -> Reply {
+pub(crate) fn convert(v: redis::Value) -> Reply {
     use redis::Value as V;
     match v {
         V::Okay => Reply::Ok,
@@ -79,6 +80,31 @@ fn convert(v: redis::Value) -> Reply {
             Reply::Error { code, text }
         }
         other => panic!("a RESP3 value in a RESP2 test stream: {other:?}"),
+    }
+}
+
+/// A reader over a fixed byte slice that hands out at most `step` bytes per call and then
+/// answers `WouldBlock` at `limit` (or the end) instead of EOF, like a non-blocking socket.
+/// (Shared with the fuzz tests, `tests/fuzz.rs`, which include this file.)
+#[cfg(test)]
+pub(crate) struct Trickle<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) pos: usize,
+    pub(crate) step: usize,
+    pub(crate) limit: usize,
+}
+
+#[cfg(test)]
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let end = self.limit.min(self.data.len());
+        if self.pos >= end {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(self.step).min(end - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
     }
 }
 
@@ -121,6 +147,12 @@ impl ReplyReader {
             start: 0,
             end: 0,
         }
+    }
+
+    /// The size of the buffer: it grows only with bytes received, never with a declared length.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
     }
 
     /// Reads the next complete reply. `Ok(None)` means the reader returned `WouldBlock` before a
@@ -396,28 +428,6 @@ fn redact_redis_error(s: &str) -> String {
 mod tests {
     use super::*;
 
-    /// A reader over a fixed byte slice that hands out at most `step` bytes per call and then
-    /// answers `WouldBlock` at the end instead of EOF, like a non-blocking socket.
-    struct Trickle<'a> {
-        data: &'a [u8],
-        pos: usize,
-        step: usize,
-        limit: usize,
-    }
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let end = self.limit.min(self.data.len());
-            if self.pos >= end {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            let n = buf.len().min(self.step).min(end - self.pos);
-            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
-            self.pos += n;
-            Ok(n)
-        }
-    }
-
     const STREAM: &[u8] = b"+OK\r\n$-1\r\n:1\r\n:0\r\n$5\r\nab\r\nc\r\n-NOSCRIPT No matching script\r\n*2\r\n:7\r\n$0\r\n\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
     fn expected() -> Vec<Reply> {
@@ -583,6 +593,20 @@ mod tests {
             r.next(&b"+OK\rX"[..]),
             Err(ReadError::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn a_declared_length_is_not_allocated_ahead_of_the_bytes() {
+        let mut r = ReplyReader::new();
+        let head = format!("${MAX_REPLY}\r\nabc");
+        let mut src = Trickle {
+            data: head.as_bytes(),
+            pos: 0,
+            step: usize::MAX,
+            limit: usize::MAX,
+        };
+        assert!(r.next(&mut src).unwrap().is_none());
+        assert_eq!(r.capacity(), 1024);
     }
 
     #[test]
