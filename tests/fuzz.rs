@@ -38,8 +38,9 @@ where
     let config = Config {
         cases: cases(),
         source_file: Some(file!()),
-        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
-            "proptest-regressions",
+        // Relative to the package root, where cargo runs tests.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/fuzz.txt",
         ))),
         max_shrink_iters: 100_000,
         ..Config::default()
