@@ -369,9 +369,17 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
     };
     let scheme = with_scheme.split("://").next().unwrap_or_default();
     if scheme != "redis" {
-        return Err(format!(
-            "unsupported scheme {scheme:?}: only redis:// (plain TCP) is supported"
-        ));
+        // Name it only if it is a scheme's syntax (RFC 3986): what precedes a later "://"
+        // may be "user:password@host".
+        let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+        return Err(if is_scheme {
+            format!("unsupported scheme {scheme:?}: only redis:// (plain TCP) is supported")
+        } else {
+            "unsupported scheme: only redis:// (plain TCP) is supported".into()
+        });
     }
     if with_scheme.contains('?') {
         return Err("query parameters are not supported in node URLs".into());
@@ -700,6 +708,9 @@ mod tests {
             "redis://127.0.0.1:7001?protocol=resp3",
             "redis://user:hunter2@:7001",
             ":7001",
+            // Found by the fuzzer: the "scheme" before a later "://" held the password.
+            "alice:hunter2@127.0.0.1://",
+            "alice:hunter2@127.0.0.1:7001/x://y",
         ] {
             let e = parse_url(bad).expect_err(bad);
             assert!(!e.contains("hunter2"), "{e}");
