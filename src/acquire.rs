@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
+use crate::error::{Error, NodeOutcome, Report};
 use crate::lease::{Lease, RenewOptions, Shared};
 use crate::mux::{self, Waker};
 use crate::node::link::thread_waker;
@@ -139,6 +139,30 @@ pub(crate) fn acquire(
 
 /// The most attempts made at once, without a pause, after nodes became trusted.
 const MAX_AT_ONCE: u32 = 2;
+
+/// The nodes that refused in `r`, and how many of them must let go before a quorum can grant
+/// (the quorum less the voting nodes that did not refuse). None when the refusals alone do not
+/// explain the failure.
+fn blocking(r: &Report) -> Option<(Vec<bool>, usize)> {
+    let refused: Vec<bool> = r
+        .nodes
+        .iter()
+        .map(|n| n.outcome == NodeOutcome::Rejected)
+        .collect();
+    let voters = r
+        .nodes
+        .iter()
+        .filter(|n| {
+            !matches!(
+                n.outcome,
+                NodeOutcome::Quarantined { .. } | NodeOutcome::Duplicate { .. }
+            )
+        })
+        .count();
+    let n_refused = refused.iter().filter(|b| **b).count();
+    let need = r.quorum.checked_sub(voters.saturating_sub(n_refused))?;
+    (need > 0).then_some((refused, need))
+}
 
 /// One acquisition's wait.
 struct Waiting<'a> {
@@ -322,6 +346,8 @@ impl<'a> Waiting<'a> {
             let until = self.bounded(sh.now() + sh.cfg.retry_delay);
             return self.sleep_until(until, |r| r.subscribed());
         }
+        // Until this refusal says otherwise, any node's message wakes this waiter.
+        self.registration().clear_blocked();
         let report = e.report();
         if !matches!(e, Error::NotAcquired(_)) {
             // Nodes are failing: the retry policy's random pauses.
@@ -343,6 +369,11 @@ impl<'a> Waiting<'a> {
             let d = Duration::from_micros(token::uniform_inclusive(max)?);
             let until = self.bounded(sh.now() + d);
             return self.sleep_until(until, |r| r.subscribed());
+        }
+        // Only the nodes that refused can free the lock, and only once enough of them have:
+        // with many processes waiting, every other message would cost each of them an attempt.
+        if let Some((refused, need)) = report.and_then(blocking) {
+            self.registration().set_blocked(refused, need, started);
         }
         // The first waiter attempts when the holder's TTL has run out, if no release came;
         // the others wait for their turn.

@@ -70,6 +70,8 @@ struct Channel {
     confirmed: Vec<bool>,
     /// Since when nobody waits here.
     idle_since: Option<Instant>,
+    /// Per node: when its latest message arrived (see [`Registration::set_blocked`]).
+    last_message: Vec<Option<Instant>>,
     /// The token of the latest release this manager made itself (see
     /// [`Listener::released`]): the nodes' messages about it wake nobody again.
     last_release: Vec<u8>,
@@ -83,6 +85,29 @@ struct Waiter {
     waker: Arc<Waker>,
     /// A release was announced since this waiter last attempted.
     notified: bool,
+    /// What its latest refusal said (see [`Registration::set_blocked`]); `None`: any node's
+    /// message wakes it.
+    blocked: Option<Blocked>,
+}
+
+/// The nodes that refused a waiter's latest attempt, and how many of them must let go before
+/// a quorum can grant it.
+struct Blocked {
+    /// Per node: it refused, and has not announced a release since.
+    nodes: Vec<bool>,
+    /// How many more of them must announce a release.
+    need: usize,
+}
+
+impl Blocked {
+    /// Node `i` announced a release: true when enough have for an attempt to be worth it.
+    fn freed(&mut self, i: usize) -> bool {
+        if self.nodes.get(i).copied().unwrap_or(false) {
+            self.nodes[i] = false;
+            self.need = self.need.saturating_sub(1);
+        }
+        self.need == 0
+    }
 }
 
 impl Channel {
@@ -92,26 +117,42 @@ impl Channel {
             sent: vec![false; nodes],
             confirmed: vec![false; nodes],
             idle_since: None,
+            last_message: vec![None; nodes],
             last_release: Vec::new(),
             hint: None,
         }
     }
 
-    /// A release of the lease with `token` was announced, by this manager (`local`) or by a
-    /// node: wakes the first waiter.
+    /// A release of the lease with `token` was announced by this manager: wakes the first
+    /// waiter. The release returned once a quorum had deleted the key, so the nodes' messages
+    /// about it are redundant: the attempt it causes comes after that quorum.
+    fn released_here(&mut self, token: &[u8]) {
+        self.last_release = token.to_vec();
+        self.notify_first();
+    }
+
+    /// Node `i` announced the release of the lease with `token` (received at `now`): wakes the
+    /// first waiter if its latest refusal came from nodes of which enough have now let go
+    /// (any node's message, when it knows of no refusal).
     ///
-    /// Every node's message wakes again, even about the same release: a release is not
-    /// atomic across nodes, so the attempt that the first message caused may still have met
-    /// the key on the others (and been refused) before they deleted it. Only a release made
-    /// here, which returned once a quorum had deleted the key, makes the nodes' messages
-    /// about it redundant: the attempt it causes comes after that quorum.
-    fn announced(&mut self, token: &[u8], local: bool) {
-        if local {
-            self.last_release = token.to_vec();
-        } else if !token.is_empty() && self.last_release == token {
+    /// Counted per node, and not once per release: a release is not atomic across nodes, so
+    /// an attempt caused by the first node's message may still meet the key on the others and
+    /// be refused; their messages then wake it again.
+    fn announced_by(&mut self, i: usize, token: &[u8], now: Instant) {
+        if let Some(t) = self.last_message.get_mut(i) {
+            *t = Some(now);
+        }
+        if !token.is_empty() && self.last_release == token {
             return;
         }
-        self.notify_first();
+        let Some(w) = self.waiters.front_mut() else {
+            return;
+        };
+        if w.blocked.as_mut().is_none_or(|b| b.freed(i)) {
+            w.blocked = None;
+            w.notified = true;
+            w.waker.wake();
+        }
     }
 
     fn confirmations(&self) -> usize {
@@ -122,6 +163,7 @@ impl Channel {
     fn notify_first(&mut self) {
         if let Some(w) = self.waiters.front_mut() {
             w.notified = true;
+            w.blocked = None;
             w.waker.wake();
         }
     }
@@ -193,6 +235,7 @@ impl Listener {
             id,
             waker: Arc::clone(&waker),
             notified: false,
+            blocked: None,
         });
         let new = ch.sent.iter().any(|s| !s);
         drop(st);
@@ -213,7 +256,7 @@ impl Listener {
     pub(crate) fn released(&self, channel: &[u8], token: &[u8]) {
         let mut st = self.inner.lock();
         if let Some(ch) = st.channels.get_mut(channel) {
-            ch.announced(token, true);
+            ch.released_here(token);
         }
     }
 }
@@ -272,6 +315,50 @@ impl Registration {
         let mut st = self.inner.lock();
         if let Some(c) = st.channels.get_mut(&self.channel) {
             c.hint = Some(t);
+        }
+    }
+
+    /// Records what this waiter's latest refusal said, for an attempt that started at
+    /// `since`: the nodes that refused (`refused[i]`), of which `need` must announce a release
+    /// before a quorum can grant it. From then on only their messages wake it, once `need` of
+    /// them have come. Messages that arrived since `since` count already: one of them may be
+    /// the release that came right after the node refused.
+    pub(crate) fn set_blocked(&self, refused: Vec<bool>, need: usize, since: Instant) {
+        let mut st = self.inner.lock();
+        let Some(c) = st.channels.get_mut(&self.channel) else {
+            return;
+        };
+        let mut b = Blocked {
+            nodes: refused,
+            need,
+        };
+        let mut free = b.need == 0;
+        for (i, t) in c.last_message.iter().enumerate() {
+            if t.is_some_and(|t| t >= since) {
+                free |= b.freed(i);
+            }
+        }
+        let Some(w) = c.waiters.iter_mut().find(|w| w.id == self.id) else {
+            return;
+        };
+        if free {
+            w.blocked = None;
+            w.notified = true;
+            w.waker.wake();
+        } else {
+            w.blocked = Some(b);
+        }
+    }
+
+    /// Forgets the latest refusal: any node's message wakes this waiter again.
+    pub(crate) fn clear_blocked(&self) {
+        let mut st = self.inner.lock();
+        if let Some(w) = st
+            .channels
+            .get_mut(&self.channel)
+            .and_then(|c| c.waiters.iter_mut().find(|w| w.id == self.id))
+        {
+            w.blocked = None;
         }
     }
 
@@ -340,8 +427,10 @@ impl Drop for Registration {
             && let Some(next) = ch.waiters.front_mut()
         {
             // The next waiter is first now: it may need to attempt (a wake-up this one did
-            // not use), or at least to wait as the first does.
+            // not use), or at least to wait as the first does. What its own last refusal said
+            // may be out of date: any message wakes it.
             next.notified |= me.is_some_and(|w| w.notified);
+            next.blocked = None;
             next.waker.wake();
         }
         if ch.waiters.is_empty() {
@@ -408,7 +497,7 @@ fn run(inner: &Inner) {
                 sub.flush(now, s, &mut ev);
                 events.extend(ev.drain(..).map(|e| (i, e)));
             }
-            apply(&mut st, &mut events, inner.quorum);
+            apply(&mut st, &mut events, inner.quorum, now);
             for c in st.channels.values() {
                 if let Some(t) = c.idle_since {
                     next = Some(next.map_or(t + LINGER, |n| n.min(t + LINGER)));
@@ -452,13 +541,13 @@ fn run(inner: &Inner) {
             }
         }
         if !events.is_empty() {
-            apply(&mut inner.lock(), &mut events, inner.quorum);
+            apply(&mut inner.lock(), &mut events, inner.quorum, now);
         }
     }
 }
 
 /// Applies subscriber events to the waiters.
-fn apply(st: &mut State, events: &mut Vec<(usize, SubEvent)>, quorum: usize) {
+fn apply(st: &mut State, events: &mut Vec<(usize, SubEvent)>, quorum: usize, now: Instant) {
     for (i, e) in events.drain(..) {
         match e {
             SubEvent::Up => {}
@@ -485,7 +574,7 @@ fn apply(st: &mut State, events: &mut Vec<(usize, SubEvent)>, quorum: usize) {
             }
             SubEvent::Message(k, token) => {
                 if let Some(c) = st.channels.get_mut(&k) {
-                    c.announced(&token, false);
+                    c.announced_by(i, &token, now);
                 }
             }
         }
