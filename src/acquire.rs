@@ -51,6 +51,8 @@ pub struct LockOptions {
     pub(crate) cancel: Option<Cancel>,
     /// Waits of `Wait::For`/`Until` poll with random pauses instead of waiting for a release.
     pub(crate) poll: bool,
+    /// The owner of a reentrant acquisition.
+    pub(crate) owner: Option<Vec<u8>>,
 }
 
 impl LockOptions {
@@ -86,6 +88,34 @@ impl LockOptions {
     /// key behind. Works with every [`Wait`].
     pub fn cancel(mut self, cancel: Cancel) -> LockOptions {
         self.cancel = Some(cancel);
+        self
+    }
+
+    /// Makes the lock **reentrant** for `owner`, a caller-chosen id (a job id, a request id,
+    /// `host:pid:thread`; 1 to 512 bytes, any bytes): an acquisition by the same owner while it
+    /// holds the lock succeeds at once, and the resource stays held until every lease of that
+    /// owner has been released or has expired. Each acquisition returns its own lease, with its
+    /// own TTL, renewal and release; the key lives as long as the longest of them. Another
+    /// owner, or a plain acquisition, is refused meanwhile.
+    ///
+    /// The owner *is* the identity: a lease from another thread or process that presents the
+    /// same owner is the same owner. That is how a restarted worker reclaims its job's lock
+    /// without waiting out the TTL; it is also why two workers must never share an owner id.
+    /// The holds of a worker that died stay until their TTL, so the resource is free only then.
+    ///
+    /// Each node records one hold per lease (not a count), so a lost or repeated message never
+    /// frees a node early; see [`scripts::REENTRANT_ACQUIRE`](crate::scripts::REENTRANT_ACQUIRE).
+    /// With [`fenced`](Self::fenced), every lease of one tenure of the owner carries the same
+    /// fencing token. Without an owner (the default) the lock is not reentrant: a second
+    /// acquisition waits like anybody else's.
+    pub fn owner(mut self, owner: impl AsRef<[u8]>) -> LockOptions {
+        self.owner = Some(owner.as_ref().to_vec());
+        self
+    }
+
+    /// Removes the owner, if any: the lock is not reentrant.
+    pub fn no_owner(mut self) -> LockOptions {
+        self.owner = None;
         self
     }
 

@@ -502,6 +502,23 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// The longest owner id of a reentrant lock, in bytes.
+pub const MAX_OWNER_LEN: usize = 512;
+
+/// Checks a reentrant lock's owner id: 1 to [`MAX_OWNER_LEN`] bytes.
+pub(crate) fn check_owner(owner: &[u8]) -> Result<(), Error> {
+    if owner.is_empty() {
+        return Err(Error::invalid("owner id must not be empty"));
+    }
+    if owner.len() > MAX_OWNER_LEN {
+        return Err(Error::invalid(format!(
+            "owner id is {} bytes; the limit is {MAX_OWNER_LEN}",
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -631,5 +648,9 @@ mod tests {
         assert!(check_resource(b"\0\r\n\xff").is_ok());
         assert!(check_resource(&[b'a'; MAX_RESOURCE_LEN]).is_ok());
         assert!(check_resource(&[b'a'; MAX_RESOURCE_LEN + 1]).is_err());
+        assert!(check_owner(b"").is_err());
+        assert!(check_owner(b"host:1\0\xff").is_ok());
+        assert!(check_owner(&[b'a'; MAX_OWNER_LEN]).is_ok());
+        assert!(check_owner(&[b'a'; MAX_OWNER_LEN + 1]).is_err());
     }
 }

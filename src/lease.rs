@@ -12,7 +12,9 @@ use crate::error::{Error, Op, Report};
 use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
 use crate::resp::{self, Reply};
-use crate::scripts::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::scripts::{
+    EXTEND_SCRIPT, REENTRANT_EXTEND_SCRIPT, REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
+};
 use crate::timing::{Budget, Epoch, remaining};
 
 /// Everything a manager and its leases share.
@@ -252,6 +254,8 @@ pub(crate) struct Granted {
     pub resource: Vec<u8>,
     pub key: Vec<u8>,
     pub token: String,
+    /// The owner of a reentrant lock (whose key holds one hold per lease, named by `token`).
+    pub owner: Option<Vec<u8>>,
     pub fencing_token: Option<u64>,
     pub ttl: Duration,
     /// When the acquiring step started: validity and hold time count from here.
@@ -262,9 +266,11 @@ pub(crate) struct Granted {
 
 pub(crate) struct LeaseInner {
     pub(crate) shared: Arc<Shared>,
-    resource: Vec<u8>,
+    pub(crate) resource: Vec<u8>,
     pub(crate) key: Vec<u8>,
     pub(crate) token: String,
+    /// The owner of a reentrant lock; `token` is then this lease's hold id.
+    pub(crate) owner: Option<Vec<u8>>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.
@@ -338,10 +344,14 @@ impl LeaseInner {
         Some(Error::NotHeld(self.shared.no_io(op, detail)))
     }
 
-    /// The `EVALSHA` and `EVAL` forms of the owner-checked script `s` on this lease's key.
+    /// The `EVALSHA` and `EVAL` forms of the owner-checked script `s` on this lease's key: the
+    /// token, then `extra`, then the owner of a reentrant lock.
     fn script(&self, s: &crate::scripts::Script, extra: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
         let mut args: Vec<&[u8]> = vec![self.token.as_bytes()];
         args.extend_from_slice(extra);
+        if let Some(owner) = &self.owner {
+            args.push(owner);
+        }
         s.calls(&[&self.key], &args)
     }
 }
@@ -374,6 +384,7 @@ impl Lease {
             resource: g.resource,
             key: g.key,
             token: g.token,
+            owner: g.owner,
             fencing_token: g.fencing_token,
             expires: AtomicU64::new(shared.epoch.offset(g.expires)),
             state: Mutex::new(LeaseState {
@@ -403,7 +414,9 @@ impl Lease {
         &self.inner.key
     }
 
-    /// The random token (40 hex characters) stored under the key: the proof of ownership.
+    /// The random token (40 hex characters) stored under the key: the proof of ownership. For
+    /// a reentrant lock ([`LockOptions::owner`](crate::LockOptions::owner)) it names this
+    /// lease's hold (the key's field `hold:<token>`), and the owner is the proof.
     pub fn token(&self) -> &str {
         &self.inner.token
     }
@@ -493,7 +506,10 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = inner.script(&RELEASE_SCRIPT, &[]);
+        let (sha_cmd, eval_cmd) = match inner.owner {
+            Some(_) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
+            None => inner.script(&RELEASE_SCRIPT, &[]),
+        };
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
@@ -506,7 +522,13 @@ impl Lease {
         drop(st);
         let round = round?;
         let successes = round.successes();
-        if successes >= sh.cluster.quorum() {
+        // A reentrant release frees the resource only where no other hold is left (2).
+        let freed = inner.owner.is_none()
+            || round
+                .replies
+                .iter()
+                .any(|r| matches!(r, Some(Reply::Int(2))));
+        if successes >= sh.cluster.quorum() && freed {
             // The nodes announce the release too; this wakes a waiter of this manager without
             // waiting for their message.
             sh.listener.released(&inner.key, inner.token.as_bytes());
@@ -560,7 +582,10 @@ impl Lease {
         let old = inner.expires_at().expect("checked above");
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
-        let (sha_cmd, eval_cmd) = inner.script(&EXTEND_SCRIPT, &[ttl_ms]);
+        let (sha_cmd, eval_cmd) = match inner.owner {
+            Some(_) => inner.script(&REENTRANT_EXTEND_SCRIPT, &[ttl_ms]),
+            None => inner.script(&EXTEND_SCRIPT, &[ttl_ms]),
+        };
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
@@ -669,7 +694,9 @@ impl Lease {
 pub(crate) fn confirmed(op: Op, reply: &Reply) -> crate::error::NodeOutcome {
     use crate::error::NodeOutcome;
     match reply {
+        // 2: a reentrant release that left no hold on the node.
         Reply::Int(1) => NodeOutcome::Success,
+        Reply::Int(2) if op == Op::Release => NodeOutcome::Success,
         Reply::Int(0) => NodeOutcome::Rejected,
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply to {op:?}: {}", other.describe())),

@@ -80,8 +80,8 @@ mod token;
 
 pub use acquire::{LockOptions, Wait};
 pub use config::{
-    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_RESOURCE_LEN, MAX_TTL,
-    NodeAddr,
+    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_OWNER_LEN, MAX_RESOURCE_LEN,
+    MAX_TTL, NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
 pub use lease::{Lease, LeaseGuard, LostCallback, LostReason, RenewOptions};

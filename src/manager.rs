@@ -228,7 +228,8 @@ impl Redlock {
         let sh = &self.shared;
         let checked = config::check_resource(resource)
             .and_then(|_| config::check_ttl_for(ttl, &sh.cfg))
-            .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()));
+            .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()))
+            .and_then(|_| opts.owner.as_deref().map_or(Ok(()), config::check_owner));
         if let Err(e) = checked {
             sh.cluster
                 .metrics
@@ -237,7 +238,7 @@ impl Redlock {
         }
         let key = lock::key_for(resource);
         acquire::acquire(sh, opts, &key, || {
-            lock::attempt(sh, resource, ttl, opts.fenced)
+            lock::attempt(sh, resource, ttl, opts.fenced, opts.owner.as_deref())
         })
     }
 
@@ -364,6 +365,7 @@ mod tests {
                 resource: b"r".to_vec(),
                 key: lock::key_for(b"r"),
                 token: "0".repeat(40),
+                owner: None,
                 fencing_token: None,
                 ttl,
                 start,

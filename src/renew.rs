@@ -28,7 +28,7 @@ use crate::lease::{
 };
 use crate::quorum::{Cmd, Limits, Request, Round, Until};
 use crate::resp::Reply;
-use crate::scripts::RENEW_SCRIPT;
+use crate::scripts::{REENTRANT_ACQUIRE_SCRIPT, REENTRANT_RENEW_SCRIPT, RENEW_SCRIPT};
 
 /// The most keys one renewal command carries; more are split over several commands.
 const MAX_KEYS_PER_COMMAND: usize = 1000;
@@ -245,14 +245,19 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
             held.push((l, st));
         }
     }
-    for chunk in held.chunks_mut(MAX_KEYS_PER_COMMAND) {
-        if let Err(e) = renew_chunk(sh, chunk, fired) {
-            log::warn!("renewal round failed: {e}");
+    // Plain and reentrant leases renew through different scripts: one batch of each.
+    let (mut plain, mut reentrant): (Vec<Held<'_>>, Vec<Held<'_>>) =
+        held.into_iter().partition(|(l, _)| l.owner.is_none());
+    for batch in [&mut plain, &mut reentrant] {
+        for chunk in batch.chunks_mut(MAX_KEYS_PER_COMMAND) {
+            if let Err(e) = renew_chunk(sh, chunk, fired) {
+                log::warn!("renewal round failed: {e}");
+            }
         }
     }
 }
 
-/// One renewal round for up to 1000 leases.
+/// One renewal round for up to 1000 leases, all plain or all reentrant.
 fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result<(), Error> {
     let n = chunk.len();
     let ttls: Vec<String> = chunk
@@ -260,12 +265,20 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         .map(|(_, st)| st.ttl.as_millis().to_string())
         .collect();
     let keys: Vec<&[u8]> = chunk.iter().map(|(l, _)| &l.key[..]).collect();
-    let mut args: Vec<&[u8]> = Vec::with_capacity(2 * n);
+    let mut args: Vec<&[u8]> = Vec::with_capacity(3 * n);
     for ((l, _), ttl) in chunk.iter().zip(&ttls) {
         args.push(l.token.as_bytes());
         args.push(ttl.as_bytes());
+        if let Some(owner) = &l.owner {
+            args.push(owner);
+        }
     }
-    let (sha, eval) = RENEW_SCRIPT.calls(&keys, &args);
+    let script = if chunk.first().is_some_and(|(l, _)| l.owner.is_some()) {
+        &REENTRANT_RENEW_SCRIPT
+    } else {
+        &RENEW_SCRIPT
+    };
+    let (sha, eval) = script.calls(&keys, &args);
     let req = Request {
         cmd: Cmd::Same(&sha),
         fallback: Some(&eval),
@@ -386,10 +399,21 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
     }
 }
 
-/// `SET key token PX ttl NX` on the nodes where the key was missing, without waiting.
+/// `SET key token PX ttl NX` on the nodes where the key was missing, without waiting; for a
+/// reentrant lease, its hold added where the key is missing or is its owner's (the
+/// acquisition script, without marker or fencing), never over another owner's.
 fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[bool]) {
     let mut digits = [0u8; 20];
     let ttl_ms = crate::resp::decimal(ttl.as_millis() as u64, &mut digits);
+    if let Some(owner) = &l.owner {
+        let fence_key = [crate::config::FENCE_PREFIX, &l.resource].concat();
+        let (sha, eval) = REENTRANT_ACQUIRE_SCRIPT.calls(
+            &[&l.key, &fence_key],
+            &[l.token.as_bytes(), ttl_ms, owner, b"0"],
+        );
+        sh.cluster.detach(&sha, Some(&eval), &|i| missing[i]);
+        return;
+    }
     let mut cmd = Vec::new();
     let args: [&[u8]; 6] = [b"SET", &l.key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
     crate::resp::pack(&args, &mut cmd);

@@ -133,6 +133,141 @@ redis.call('hset', KEYS[1], 'fence', t, 'value', ARGV[2]) return 1 end \
 return 0"
 );
 
+/// Lua shared by the reentrant scripts. A reentrant lock key is a hash: `owner` holds the owner
+/// id, `fence` (when fenced) the fencing token of the owner's current tenure, and one field
+/// `hold:<id>` per lease, whose value is the server time in milliseconds at which that hold
+/// expires. `now()` is that server time; `prune(k, now)` deletes the holds of `k` that have
+/// expired and returns the latest expiry of those left (nil if none); `ours(k, owner)` tells
+/// whether `k` is a reentrant lock of `owner`. Times are whole milliseconds well below 2^53, so
+/// Lua's doubles hold them exactly, and they are written with `%d`, never in exponent form.
+macro_rules! reentrant_lua {
+    () => {
+        "local function now() local t = redis.call('time') \
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end \
+local function prune(k, t) \
+local all = redis.call('hgetall', k) local max = nil \
+for i = 1, #all, 2 do \
+if string.sub(all[i], 1, 5) == 'hold:' then \
+local e = tonumber(all[i + 1]) \
+if e == nil or e <= t then redis.call('hdel', k, all[i]) \
+elseif max == nil or e > max then max = e end end end \
+return max end \
+local function ours(k, owner) \
+return redis.call('type', k)['ok'] == 'hash' and redis.call('hget', k, 'owner') == owner end "
+    };
+}
+
+/// Reentrant acquisition. `KEYS[1]` the lock key, `KEYS[2]` the fencing counter, `KEYS[3]`
+/// (optional) the node's restart-quarantine marker, checked as [`ACQUIRE`] does; `ARGV[1]`
+/// the new hold's id, `ARGV[2]` its TTL in ms, `ARGV[3]` the owner, `ARGV[4]` "1" for a fenced
+/// acquisition. When the key is absent, or is a reentrant lock of the same owner, it adds the
+/// hold (expiring `ARGV[2]` ms from now) and sets the key's TTL to the latest expiry of its
+/// live holds; it returns 1, or, fenced, `{counter, tenure token or ""}`. Otherwise it refuses
+/// with `-2 - PTTL` (or -1 when the key has no TTL), like [`ACQUIRE`]; a plain lock's key,
+/// which is a string, is always another owner's.
+///
+/// Why holds and not a count (Redisson's `RLock` keeps owner → count): a count is not
+/// idempotent. If a re-entry's increment is lost on some nodes (a reply lost, a node paused),
+/// the later decrements delete the key there while the owner still believes it holds the lock,
+/// and enough such nodes leave it a minority without knowing. A hold is named by its lease:
+/// adding it twice is adding it once, and removing it where it never landed removes nothing,
+/// so no message, lost or repeated, ever removes another lease's hold. A node frees the key
+/// only when no live hold of any lease is left on it. A re-entry that does not reach a quorum
+/// is undone with [`REENTRANT_RELEASE`] wherever it was sent, which removes only its own hold.
+pub const REENTRANT_ACQUIRE: &str = concat!(
+    reentrant_lua!(),
+    "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local k = KEYS[1] \
+if redis.call('exists', k) == 0 then redis.call('hset', k, 'owner', ARGV[3]) \
+elseif not ours(k, ARGV[3]) then \
+local p = redis.call('pttl', k) if p < 0 then return -1 end return -2 - p end \
+local t = now() \
+redis.call('hset', k, 'hold:' .. ARGV[1], string.format('%d', t + tonumber(ARGV[2]))) \
+redis.call('pexpire', k, prune(k, t) - t) \
+if ARGV[4] == '1' then return {redis.call('get', KEYS[2]) or '0', redis.call('hget', k, 'fence') or ''} end \
+return 1"
+);
+
+/// Removes the hold `ARGV[1]` from the reentrant lock `KEYS[1]` of owner `ARGV[3]`. When no
+/// live hold is left, deletes the key and, if `ARGV[2]` is "1", announces the release as
+/// [`RELEASE`] does (a failed attempt's undo passes "0"), and returns 2; when other holds are
+/// left, sets the key's TTL to the latest of theirs and returns 1; returns 0 when the hold was
+/// not there (never landed, already removed, expired) or the key is not this owner's.
+pub const REENTRANT_RELEASE: &str = concat!(
+    reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) or redis.call('hdel', k, 'hold:' .. ARGV[1]) == 0 then return 0 end \
+local t = now() \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) \
+if ARGV[2] == '1' then redis.call('publish', k, ARGV[1]) end return 2 end \
+redis.call('pexpire', k, max - t) return 1"
+);
+
+/// Sets the hold `ARGV[1]` of owner `ARGV[3]` on `KEYS[1]` to expire `ARGV[2]` ms from now, and
+/// the key's TTL to the latest expiry of its live holds; returns 1. Returns 0, changing
+/// nothing, when the hold is not there or has expired, or the key is not this owner's. It
+/// never creates a key or a hold.
+pub const REENTRANT_EXTEND: &str = concat!(
+    reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) then return 0 end \
+local t = now() \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) return 0 end \
+local h = 'hold:' .. ARGV[1] \
+if redis.call('hexists', k, h) == 0 then redis.call('pexpire', k, max - t) return 0 end \
+local e = t + tonumber(ARGV[2]) \
+redis.call('hset', k, h, string.format('%d', e)) \
+redis.call('pexpire', k, prune(k, t) - t) return 1"
+);
+
+/// Renews a batch of reentrant holds, as [`RENEW`] does plain locks: `KEYS[i]` with hold
+/// `ARGV[3i-2]`, TTL `ARGV[3i-1]` ms and owner `ARGV[3i]`. For each it returns 1 if the hold
+/// was live (it now expires TTL from now, and the key lives until its latest hold), 2 if the
+/// key is missing or is this owner's without this hold (what a restart without persistence
+/// leaves), 0 if it is another owner's lock (a plain lock included), and -1 if the key holds a
+/// value of another type. It never creates a key or a hold.
+pub const REENTRANT_RENEW: &str = concat!(
+    reentrant_lua!(),
+    "local out = {} local t = now() \
+for i = 1, #KEYS do \
+local k = KEYS[i] local h = 'hold:' .. ARGV[3 * i - 2] \
+local ty = redis.call('type', k)['ok'] \
+if ty == 'none' then out[i] = 2 \
+elseif ty == 'string' then out[i] = 0 \
+elseif ty ~= 'hash' then out[i] = -1 \
+elseif redis.call('hget', k, 'owner') ~= ARGV[3 * i] then out[i] = 0 \
+else \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) out[i] = 2 \
+elseif redis.call('hexists', k, h) == 0 then redis.call('pexpire', k, max - t) out[i] = 2 \
+else redis.call('hset', k, h, string.format('%d', t + tonumber(ARGV[3 * i - 1]))) \
+redis.call('pexpire', k, prune(k, t) - t) out[i] = 1 end end \
+end \
+return out"
+);
+
+/// The second step of a fenced reentrant acquisition: if `KEYS[1]` is owner `ARGV[3]`'s and
+/// holds the hold `ARGV[1]`, raises the counter `KEYS[2]` and the tenure's token (the hash's
+/// `fence` field) to `ARGV[2]` (never lowering either) and returns 1; else 0. Counters are
+/// compared exactly, as in [`FENCE_WRITE`].
+pub const REENTRANT_FENCE_WRITE: &str = concat!(
+    counter_lua!(),
+    reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) or redis.call('hexists', k, 'hold:' .. ARGV[1]) == 0 then return 0 end \
+local c = redis.call('get', KEYS[2]) or '0' \
+local f = redis.call('hget', k, 'fence') or '0' \
+local tok = ARGV[2] \
+if not canon(c) or not canon(f) or not canon(tok) then \
+return redis.error_reply('ERR the fencing counter is not a decimal number below 2^64') end \
+if gt(tok, c) then redis.call('set', KEYS[2], tok) end \
+if gt(tok, f) then redis.call('hset', k, 'fence', tok) end \
+return 1"
+);
+
 /// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
 /// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the
 /// next cursor, then for each key found its name, its `PTTL` and its value if it is a string
@@ -149,7 +284,7 @@ end \
 return out";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 7] = [
+pub(crate) const ALL: [&str; 12] = [
     ACQUIRE,
     RELEASE,
     DISCARD,
@@ -157,6 +292,11 @@ pub(crate) const ALL: [&str; 7] = [
     RENEW,
     FENCED_ACQUIRE,
     FENCE_WRITE,
+    REENTRANT_ACQUIRE,
+    REENTRANT_RELEASE,
+    REENTRANT_EXTEND,
+    REENTRANT_RENEW,
+    REENTRANT_FENCE_WRITE,
 ];
 
 /// A script and its SHA1 name, computed once.
@@ -209,6 +349,16 @@ pub(crate) static RENEW_SCRIPT: Script = Script::new(RENEW);
 pub(crate) static FENCED_ACQUIRE_SCRIPT: Script = Script::new(FENCED_ACQUIRE);
 /// [`FENCE_WRITE`], for calls.
 pub(crate) static FENCE_WRITE_SCRIPT: Script = Script::new(FENCE_WRITE);
+/// [`REENTRANT_ACQUIRE`], for calls.
+pub(crate) static REENTRANT_ACQUIRE_SCRIPT: Script = Script::new(REENTRANT_ACQUIRE);
+/// [`REENTRANT_RELEASE`], for calls.
+pub(crate) static REENTRANT_RELEASE_SCRIPT: Script = Script::new(REENTRANT_RELEASE);
+/// [`REENTRANT_EXTEND`], for calls.
+pub(crate) static REENTRANT_EXTEND_SCRIPT: Script = Script::new(REENTRANT_EXTEND);
+/// [`REENTRANT_RENEW`], for calls.
+pub(crate) static REENTRANT_RENEW_SCRIPT: Script = Script::new(REENTRANT_RENEW);
+/// [`REENTRANT_FENCE_WRITE`], for calls.
+pub(crate) static REENTRANT_FENCE_WRITE_SCRIPT: Script = Script::new(REENTRANT_FENCE_WRITE);
 /// [`SCAN_KEYS`], for calls.
 pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
 

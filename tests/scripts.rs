@@ -338,3 +338,73 @@ fn release_announces_on_the_keys_channel_and_discard_does_not() {
     let msg = ps.get_message().expect("the release is announced");
     assert_eq!(msg.get_channel_name(), "k");
 }
+
+/// EVAL of `script` with `keys` and `args`, as any reply type.
+fn eval_keys<T: redis::FromRedisValue>(
+    c: &mut redis::Connection,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> T {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(c).expect("EVAL")
+}
+
+#[test]
+fn reentrant_holds_are_idempotent_and_the_key_lives_as_long_as_the_latest() {
+    use redlock::scripts::{REENTRANT_ACQUIRE, REENTRANT_EXTEND, REENTRANT_RELEASE};
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let acquire = |c: &mut redis::Connection, hold: &str, ttl: &str, owner: &str| -> i64 {
+        eval_keys(c, REENTRANT_ACQUIRE, &["k", "f"], &[hold, ttl, owner, "0"])
+    };
+    let release = |c: &mut redis::Connection, hold: &str, owner: &str| -> i64 {
+        eval_keys(c, REENTRANT_RELEASE, &["k"], &[hold, "1", owner])
+    };
+    assert_eq!(acquire(&mut c, "a", "10000", "o1"), 1);
+    // The same hold twice is one hold; a second hold of the same owner is added.
+    assert_eq!(acquire(&mut c, "a", "10000", "o1"), 1);
+    assert_eq!(acquire(&mut c, "b", "60000", "o1"), 1);
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("k").query(&mut c).unwrap();
+    assert_eq!(fields.len(), 3, "{fields:?}"); // owner, hold:a, hold:b
+    assert!(
+        s.pttl(b"k") > 59_000,
+        "the key lives as long as its latest hold"
+    );
+    // Another owner is refused with the remaining TTL; nothing of it is written.
+    let refused = acquire(&mut c, "x", "10000", "o2");
+    assert!(refused < -59_000, "{refused}");
+    // Releasing a hold that never landed, or twice, removes nothing.
+    assert_eq!(release(&mut c, "never", "o1"), 0);
+    assert_eq!(release(&mut c, "b", "o2"), 0, "another owner's release");
+    assert_eq!(release(&mut c, "b", "o1"), 1, "hold a is left");
+    assert_eq!(release(&mut c, "b", "o1"), 0);
+    assert!(s.pttl(b"k") <= 10_000, "now only hold a's TTL");
+    // Extend acts on its own hold only, and never creates one.
+    let extend = |c: &mut redis::Connection, hold: &str| -> i64 {
+        eval_keys(c, REENTRANT_EXTEND, &["k"], &[hold, "30000", "o1"])
+    };
+    assert_eq!(extend(&mut c, "b"), 0);
+    assert_eq!(extend(&mut c, "a"), 1);
+    assert!(s.pttl(b"k") > 29_000);
+    assert_eq!(release(&mut c, "a", "o1"), 2, "the last hold frees the key");
+    assert_eq!(s.pttl(b"k"), -2);
+    // A plain lock's key (a string) is another owner's.
+    redis::cmd("SET")
+        .arg("k")
+        .arg("token")
+        .arg("PX")
+        .arg(5000)
+        .exec(&mut c)
+        .unwrap();
+    assert!(acquire(&mut c, "a", "10000", "o1") <= -2);
+    assert_eq!(release(&mut c, "a", "o1"), 0);
+    assert_eq!(s.get(b"k").as_deref(), Some(&b"token"[..]));
+}

@@ -5,8 +5,13 @@
 //! round that writes the fencing token back to the granting quorum's counters. A failed
 //! attempt releases the key everywhere without waiting for the replies.
 //!
+//! With an owner id the lock is reentrant (reentrant.rs): the same rounds with the reentrant
+//! scripts, whose key records one hold per lease.
+//!
 //! Waiting, retries and auto-renewal are the acquisition driver's (acquire.rs); release and
 //! extension are the lease's.
+
+mod reentrant;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +45,7 @@ fn granted_checked(reply: &Reply) -> NodeOutcome {
 }
 
 /// A fencing counter as the fenced acquisition script returns it: a canonical decimal string.
-fn counter(reply: &Reply) -> Option<u64> {
+pub(crate) fn counter(reply: &Reply) -> Option<u64> {
     match reply {
         Reply::Bulk(b) if b.len() == 1 || b.first() != Some(&b'0') => {
             std::str::from_utf8(b).ok()?.parse().ok()
@@ -50,7 +55,7 @@ fn counter(reply: &Reply) -> Option<u64> {
 }
 
 /// What a reply to the fenced acquisition script means: the counter when granted.
-fn granted_fenced(reply: &Reply) -> NodeOutcome {
+pub(crate) fn granted_fenced(reply: &Reply) -> NodeOutcome {
     match reply {
         r @ Reply::Bulk(_) if counter(r).is_some() => NodeOutcome::Success,
         Reply::Int(n) if *n <= -1 => NodeOutcome::Rejected,
@@ -102,16 +107,20 @@ struct Attempt<'a> {
     ttl: Duration,
     key: Vec<u8>,
     fence_key: Vec<u8>,
+    /// The key's value for a plain lock; the hold's id for a reentrant one.
     token: String,
+    /// The owner of a reentrant lock.
+    owner: Option<&'a [u8]>,
 }
 
-/// One attempt to acquire `resource` for `ttl`: a lease, or why not. The arguments are
-/// already validated.
+/// One attempt to acquire `resource` for `ttl`, reentrant for `owner` if one is given: a
+/// lease, or why not. The arguments are already validated.
 pub(crate) fn attempt(
     sh: &Arc<Shared>,
     resource: &[u8],
     ttl: Duration,
     fenced: bool,
+    owner: Option<&[u8]>,
 ) -> Result<Lease, Error> {
     let a = Attempt {
         sh,
@@ -119,6 +128,7 @@ pub(crate) fn attempt(
         key: key_for(resource),
         fence_key: fence_key_for(resource),
         token: token::new_token()?,
+        owner,
     };
     let round = a.first_round(fenced)?;
     let expires = sh.budget.expiry(round.start, ttl);
@@ -166,6 +176,7 @@ pub(crate) fn attempt(
             resource: resource.to_vec(),
             key: a.key,
             token: a.token,
+            owner: owner.map(<[u8]>::to_vec),
             fencing_token,
             ttl,
             start: round.start,
@@ -180,6 +191,9 @@ impl Attempt<'_> {
     /// the node's restart-quarantine marker unless quarantine is off, and on a refusal says how
     /// long the holder has left), or the fenced one, which also reads the counter.
     fn first_round(&self, fenced: bool) -> Result<Round, Error> {
+        if let Some(owner) = self.owner {
+            return reentrant::first_round(self, owner, fenced);
+        }
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(self.ttl.as_millis() as u64, &mut digits);
         let checked = self.sh.cfg.restart_quarantine;
@@ -227,27 +241,42 @@ impl Attempt<'_> {
     /// the key still holds our token) before the validity ends.
     fn fence(&self, first: &Round, expires: std::time::Instant) -> Result<u64, Error> {
         let sh = self.sh;
-        let max = first
+        // Each granting node's candidate: one more than its counter (for a reentrant lock,
+        // the tenure's token where the node still holds it; see reentrant.rs). Exact in 64
+        // bits, and never a repeat: at the top of the range there is no next token, so the
+        // grant is refused (delete the counter keys to start over).
+        let mut t = 0u64;
+        for r in first
             .replies
             .iter()
             .zip(&first.outcomes)
             .filter(|(_, o)| o.is_success())
-            .filter_map(|(r, _)| r.as_ref().and_then(counter))
-            .max()
-            .unwrap_or(0);
-        // Exact in 64 bits, and never a repeat: at the top of the range there is no next
-        // token, so the grant is refused (delete the counter keys to start over).
-        let Some(t) = max.checked_add(1) else {
-            return Err(Error::Internal(format!(
-                "the fencing counter {} is exhausted (at {max}): no larger token exists",
-                String::from_utf8_lossy(&self.fence_key)
-            )));
-        };
+            .filter_map(|(r, _)| r.as_ref())
+        {
+            let (c, candidate) = match self.owner {
+                Some(_) => reentrant::fence_candidate(r),
+                None => (counter(r), counter(r).and_then(|c| c.checked_add(1))),
+            };
+            match (c, candidate) {
+                (_, Some(v)) => t = t.max(v),
+                (Some(c), None) => {
+                    return Err(Error::Internal(format!(
+                        "the fencing counter {} is exhausted (at {c}): no larger token exists",
+                        String::from_utf8_lossy(&self.fence_key)
+                    )));
+                }
+                (None, None) => {}
+            }
+        }
+        let t = t.max(1);
         let t_str = t.to_string();
-        let (sha, eval) = FENCE_WRITE_SCRIPT.calls(
-            &[&self.key, &self.fence_key],
-            &[self.token.as_bytes(), t_str.as_bytes()],
-        );
+        let (sha, eval) = match self.owner {
+            Some(owner) => reentrant::fence_write(self, owner, &t_str),
+            None => FENCE_WRITE_SCRIPT.calls(
+                &[&self.key, &self.fence_key],
+                &[self.token.as_bytes(), t_str.as_bytes()],
+            ),
+        };
         let req = Request {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
@@ -287,7 +316,10 @@ impl Attempt<'_> {
     }
 
     fn release_on(&self, to: &dyn Fn(usize) -> bool) {
-        let (sha, eval) = DISCARD_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]);
+        let (sha, eval) = match self.owner {
+            Some(owner) => reentrant::discard(self, owner),
+            None => DISCARD_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]),
+        };
         self.sh.cluster.detach(&sha, Some(&eval), to);
     }
 }
