@@ -9,6 +9,13 @@
 //!
 //! Other options: `--schedule NAME` (repeatable), `--workers N`. This file is its own test
 //! harness (`harness = false`); `faults worker …` is the worker process (the same binary).
+//!
+//! Workers with an odd id take the lock as a reentrant lock with an owner id of their own
+//! (one per process), and inside every critical section re-enter it 1 to 5 times and release
+//! those leases in a random order before the section's write: a re-entry that freed a node
+//! early would let another worker in while the outer lease still believes it holds the lock,
+//! which the checker counts as a violation. The others take the plain lock, so the two kinds
+//! also have to exclude each other.
 
 mod support;
 
@@ -166,6 +173,12 @@ struct Grant {
 enum Record {
     Grant(Grant),
     Error(String),
+    /// A re-entry inside a reentrant worker's section: granted, and with the outer lease's
+    /// fencing token.
+    Reentry {
+        granted: bool,
+        same_token: bool,
+    },
 }
 
 fn parse_record(worker: usize, line: &str) -> Option<Record> {
@@ -185,6 +198,10 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             write_start: f.get(6)?.parse().ok()?,
         })),
         "E" => Some(Record::Error(f.get(1)?.to_string())),
+        "R" => Some(Record::Reentry {
+            granted: *f.get(1)? == "1",
+            same_token: *f.get(2)? == "1",
+        }),
         _ => Option::None,
     }
 }
@@ -214,6 +231,11 @@ struct Verdict {
     secs: f64,
     /// Worker processes started, replacements included.
     processes: usize,
+    /// Re-entries tried, granted, and granted with a fencing token other than the outer
+    /// lease's (a tenure keeps its token while a majority keeps its data).
+    reentries: usize,
+    reentries_granted: usize,
+    reentries_new_token: usize,
 }
 
 fn check(records: &[Record], secs: f64) -> Verdict {
@@ -223,11 +245,20 @@ fn check(records: &[Record], secs: f64) -> Verdict {
     };
     let mut grants: Vec<&Grant> = Vec::new();
     for r in records {
-        v.attempts += 1;
         match r {
             Record::Grant(g) => grants.push(g),
             Record::Error(k) => *v.errors.entry(k.clone()).or_default() += 1,
+            Record::Reentry {
+                granted,
+                same_token,
+            } => {
+                v.reentries += 1;
+                v.reentries_granted += usize::from(*granted);
+                v.reentries_new_token += usize::from(*granted && !*same_token);
+                continue;
+            }
         }
+        v.attempts += 1;
     }
     v.grants = grants.len();
     grants.sort();
@@ -373,6 +404,7 @@ fn worker(args: &[String]) -> ExitCode {
         .open(&out)
         .expect("record file");
     let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
+    let owner = (id % 2 == 1).then(|| format!("worker-{id}-{}", std::process::id()));
     let mut end = Instant::now() + Duration::from_secs_f64(secs);
     if lifetime > 0 {
         end = end.min(Instant::now() + Duration::from_millis(lifetime));
@@ -380,10 +412,13 @@ fn worker(args: &[String]) -> ExitCode {
     while Instant::now() < end {
         // Waiting by notification (the default for a wait with a deadline), said explicitly:
         // the suite checks that waiters woken by releases keep mutual exclusion.
-        let opts = LockOptions::new()
+        let mut opts = LockOptions::new()
             .fenced(true)
             .wait(Wait::Until(Instant::now() + Duration::from_millis(300)))
             .notify(true);
+        if let Some(o) = &owner {
+            opts = opts.owner(o);
+        }
         match mgr.acquire("shared", TTL, &opts) {
             Ok(lease) => {
                 let start = mono_ns();
@@ -391,15 +426,39 @@ fn worker(args: &[String]) -> ExitCode {
                 let token = lease.fencing_token().unwrap_or(0);
                 // Who holds the lock now, for the harness's "GC pause" (it looks the lock's
                 // random token up in these files).
-                let _ = writeln!(file, "H {}", lease.token());
+                // (A reentrant lock's key names its owner instead.)
+                let _ = writeln!(file, "H {}", owner.as_deref().unwrap_or(lease.token()));
                 let _ = file.flush();
                 // The critical section: some "work", then a write to the store guarded by
                 // the fencing token.
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let hold = hold_min + rng % (hold_max - hold_min + 1);
-                thread::sleep(Duration::from_millis(hold));
+                let mut next = || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let hold = hold_min + next() % (hold_max - hold_min + 1);
+                if owner.is_some() {
+                    // Re-enter 1 to 5 times at once (no wait: the owner holds the lock), then
+                    // release those leases in a random order; only the outer lease is left.
+                    let inner = LockOptions::new().fenced(true).wait(Wait::No);
+                    let inner = inner.owner(owner.as_deref().unwrap_or_default());
+                    let mut held = Vec::new();
+                    for _ in 0..1 + next() % 5 {
+                        let r = mgr.acquire("shared", TTL, &inner);
+                        let same = r.as_ref().is_ok_and(|l| l.fencing_token() == Some(token));
+                        let _ = writeln!(file, "R {} {}", u8::from(r.is_ok()), u8::from(same));
+                        held.extend(r.ok());
+                    }
+                    thread::sleep(Duration::from_millis(hold / 2));
+                    while !held.is_empty() {
+                        let i = next() as usize % held.len();
+                        let _ = held.swap_remove(i).unlock();
+                    }
+                    thread::sleep(Duration::from_millis(hold - hold / 2));
+                } else {
+                    thread::sleep(Duration::from_millis(hold));
+                }
                 let write_start = mono_ns();
                 let accepted: Result<i64, _> = redis::cmd("EVAL")
                     .arg(scripts::FENCED_STORE_WRITE)
@@ -581,9 +640,8 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
                 }
                 // The lock may be between holders: look again, briefly.
                 let holder = (0..25).find_map(|_| {
-                    let h = run.servers[0]
-                        .get(b"redlock:shared")
-                        .and_then(|t| holder_of(&run.dir, workers, &t));
+                    let h =
+                        lock_value(&run.servers[0]).and_then(|t| holder_of(&run.dir, workers, &t));
                     if h.is_none() {
                         thread::sleep(Duration::from_millis(20));
                     }
@@ -623,7 +681,20 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
     }
 }
 
-/// The worker whose log says it holds the lock with random token `token`.
+/// What names the lock's holder on a node: a plain lock's token, or a reentrant lock's owner.
+fn lock_value(s: &RedisServer) -> Option<Vec<u8>> {
+    let mut c = s.client();
+    let key = "redlock:shared";
+    let ty: String = redis::cmd("TYPE").arg(key).query(&mut c).ok()?;
+    let cmd = match ty.as_str() {
+        "string" => redis::cmd("GET").arg(key).clone(),
+        "hash" => redis::cmd("HGET").arg(key).arg("owner").clone(),
+        _ => return Option::None,
+    };
+    cmd.query(&mut c).ok().flatten()
+}
+
+/// The worker whose log says it holds the lock with random token (or owner) `token`.
 fn holder_of(dir: &Path, workers: usize, token: &[u8]) -> Option<usize> {
     let wanted = format!("H {}", String::from_utf8_lossy(token));
     (0..workers).find(|id| {
@@ -643,12 +714,15 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
             .join(", ")
     };
     format!(
-        "| {} | {} | {} | {:.0}/s | {} | **{}** | {} | {} | {} / {} / **{}** | {} | {} |",
+        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} / {} / **{}** | {} | {} |",
         s.name(),
         v.attempts,
         v.grants,
         v.grants as f64 / v.secs,
         errors,
+        v.reentries,
+        v.reentries_granted,
+        v.reentries_new_token,
         v.violations,
         v.late_overlaps,
         v.late_sections,
@@ -694,19 +768,23 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
-         fenced locks, critical sections of 20–200 ms (300–800 ms in the kill-restart \
-         schedules, whose workers are replaced by new processes every 0.5–1.5 s)",
+         fenced locks (odd workers reentrant, re-entering 1–5 times in each section), \
+         critical sections of 20–200 ms (300–800 ms in the kill-restart schedules, whose \
+         workers are replaced by new processes every 0.5–1.5 s)",
         NODES,
         TTL.as_millis(),
         MAX_TTL.as_millis()
     );
     let _ = writeln!(
         out,
-        "\n| schedule | attempts | grants | throughput | errors | violations | late overlaps | \
-         late sections | late writes: rejected / accepted before a newer write / stale accepted | \
-         valid writes rejected | expected |"
+        "\n| schedule | attempts | grants | throughput | errors | re-entries: tried / granted / \
+         new token | violations | late overlaps | late sections | late writes: rejected / \
+         accepted before a newer write / stale accepted | valid writes rejected | expected |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|");
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---|---|---:|---:|---:|---|---:|---|"
+    );
     let mut failed = Vec::new();
     for s in schedules {
         let v = run_schedule(s, secs, workers);
@@ -738,6 +816,16 @@ fn main() -> ExitCode {
         }
         if s.recreate_workers() && v.processes <= workers {
             failed.push(format!("{}: no worker process was replaced", s.name()));
+        }
+        if s == None && v.reentries_granted == 0 {
+            failed.push(format!("{}: no re-entry was granted", s.name()));
+        }
+        if s.keeps_data() && v.reentries_new_token > 0 {
+            failed.push(format!(
+                "{}: {} fenced re-entries did not keep the tenure's token",
+                s.name(),
+                v.reentries_new_token
+            ));
         }
         if v.grants == 0 && s != PauseMajority {
             failed.push(format!("{}: no grant at all", s.name()));
