@@ -21,6 +21,9 @@
 // The longest resource name accepted, in bytes.
 #define REDLOCK_MAX_RESOURCE_LEN 1024
 
+// The longest owner id of a reentrant lock (`redlock_acquire_opts_set_owner`), in bytes.
+#define REDLOCK_MAX_OWNER_LEN 512
+
 // Flag for `redlock_lock_opts`: grant a fencing token (`redlock_lease_fencing_token`).
 #define REDLOCK_LOCK_FENCED 1
 
@@ -129,7 +132,8 @@ typedef enum redlock_quarantine_reason {
 // Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
 // `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 // `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
-// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`.
+// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
+// `redlock_acquire_opts_set_owner`.
 typedef struct redlock_acquire_opts redlock_acquire_opts;
 
 // A cancellation handle: `redlock_cancel_fire` stops every acquisition whose options carry it
@@ -227,6 +231,28 @@ void redlock_acquire_opts_free(struct redlock_acquire_opts *opts);
 // `opts` must be live options.
 enum redlock_status redlock_acquire_opts_set_wait_ms(struct redlock_acquire_opts *opts,
                                                      uint32_t wait_ms);
+
+// Makes the lock **reentrant** for `owner` (`owner_len` bytes, 1 to `REDLOCK_MAX_OWNER_LEN`,
+// any bytes: a job id, a request id, `host:pid:thread`). The bytes are copied. An
+// acquisition by the same owner while it holds the lock succeeds at once; the resource stays
+// held until every lease of that owner has been released (or has expired). Each acquisition
+// returns its own lease, released on its own. Another owner, and a plain acquisition, are
+// refused meanwhile.
+//
+// The owner is the identity: another thread or process presenting the same owner is the same
+// owner (how a restarted worker reclaims its job's lock at once; never share an owner id
+// between workers). `owner == NULL` with `owner_len == 0` removes the owner: not reentrant,
+// the default. With `redlock_acquire_opts_set_fenced`, every lease of one tenure of the owner
+// carries the same fencing token.
+//
+// Statuses: OK, NULL_ARGUMENT (`owner` NULL with a non-zero length), INVALID_ARGUMENT (an
+// empty or oversized owner; the options are unchanged), INVALID_HANDLE.
+//
+// # Safety
+// `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL.
+enum redlock_status redlock_acquire_opts_set_owner(struct redlock_acquire_opts *opts,
+                                                   const uint8_t *owner,
+                                                   size_t owner_len);
 
 // Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is
 // announced (true, the default) or polls with random pauses of up to the retry delay (false).

@@ -779,6 +779,66 @@ static void test_contention(void) {
   redlock_manager_free(s.mgr);
 }
 
+/* Reentrant locks: the same owner re-enters at once, another owner (and a plain lock) is
+ * refused until the last of the owner's leases is released; bad owner ids are refused. */
+static void test_reentrant(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(0, 10);
+  redlock_acquire_opts *opts = redlock_acquire_opts_new();
+  redlock_acquire_opts *theirs = redlock_acquire_opts_new();
+  CHECK_STATUS(redlock_acquire_opts_set_wait_ms(opts, 0), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_wait_ms(theirs, 0), REDLOCK_STATUS_OK);
+  const uint8_t owner[] = {'j', 'o', 'b', 0, '1'};
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, owner, sizeof owner), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(theirs, (const uint8_t *)"job-2", 5), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_fenced(opts, true), REDLOCK_STATUS_OK);
+  /* Bad owners: the options keep the owner they had. */
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, owner, 0), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, NULL, 3), REDLOCK_STATUS_NULL_ARGUMENT);
+  static uint8_t big[REDLOCK_MAX_OWNER_LEN + 1];
+  memset(big, 'x', sizeof big);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, big, sizeof big), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(NULL, owner, sizeof owner), REDLOCK_STATUS_NULL_ARGUMENT);
+
+  const uint8_t res[] = "c-reentrant";
+  size_t rlen = sizeof res - 1;
+  enum { DEPTH = 10 };
+  redlock_lease *held[DEPTH] = {0};
+  for (int i = 0; i < DEPTH; i++) {
+    CHECK_STATUS(redlock_acquire(mgr, res, rlen, 10000, opts, &held[i], err, sizeof err), REDLOCK_STATUS_OK);
+  }
+  if (!held[DEPTH - 1]) return;
+  /* One tenure, one fencing token; each lease its own hold. */
+  uint64_t t0 = redlock_lease_fencing_token(held[0]);
+  CHECK(t0 > 0);
+  for (int i = 1; i < DEPTH; i++) {
+    CHECK(redlock_lease_fencing_token(held[i]) == t0);
+    CHECK(strcmp(redlock_lease_token(held[i]), redlock_lease_token(held[0])) != 0);
+  }
+  /* Release out of order; until the last, others are refused. */
+  const int order[DEPTH] = {3, 0, 9, 5, 1, 8, 2, 7, 4, 6};
+  redlock_lease *other = NULL;
+  for (int k = 0; k < DEPTH; k++) {
+    CHECK_STATUS(redlock_acquire(mgr, res, rlen, 10000, theirs, &other, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+    CHECK_STATUS(redlock_try_lock(mgr, res, rlen, 10000, &other, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+    CHECK_STATUS(redlock_unlock(held[order[k]], err, sizeof err), REDLOCK_STATUS_OK);
+    redlock_lease_free(held[order[k]]);
+  }
+  CHECK_STATUS(redlock_acquire(mgr, res, rlen, 10000, theirs, &other, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_unlock(other, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(other);
+  /* Without an owner again: not reentrant. */
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, NULL, 0), REDLOCK_STATUS_OK);
+  redlock_lease *a = NULL, *b = NULL;
+  CHECK_STATUS(redlock_acquire(mgr, res, rlen, 10000, opts, &a, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire(mgr, res, rlen, 10000, opts, &b, err, sizeof err), REDLOCK_STATUS_NOT_ACQUIRED);
+  CHECK_STATUS(redlock_unlock(a, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(a);
+  redlock_acquire_opts_free(opts);
+  redlock_acquire_opts_free(theirs);
+  redlock_manager_free(mgr);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s redis://127.0.0.1:PORT ...\n", argv[0]);
@@ -799,6 +859,7 @@ int main(int argc, char **argv) {
   test_metrics();
   test_auth_failure();
   test_wait_and_cancel();
+  test_reentrant();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

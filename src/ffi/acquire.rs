@@ -20,7 +20,8 @@ use crate::{LockOptions, RenewOptions, Wait};
 /// Methods: `redlock_acquire_opts_new`, `redlock_acquire_opts_free`,
 /// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 /// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
-/// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`.
+/// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
+/// `redlock_acquire_opts_set_owner`.
 pub struct redlock_acquire_opts {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
@@ -97,6 +98,50 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
     };
     // SAFETY: per the contract.
     unsafe { with_opts(opts, |o| Ok(o.wait(wait))) }
+}
+
+/// Makes the lock **reentrant** for `owner` (`owner_len` bytes, 1 to `REDLOCK_MAX_OWNER_LEN`,
+/// any bytes: a job id, a request id, `host:pid:thread`). The bytes are copied. An
+/// acquisition by the same owner while it holds the lock succeeds at once; the resource stays
+/// held until every lease of that owner has been released (or has expired). Each acquisition
+/// returns its own lease, released on its own. Another owner, and a plain acquisition, are
+/// refused meanwhile.
+///
+/// The owner is the identity: another thread or process presenting the same owner is the same
+/// owner (how a restarted worker reclaims its job's lock at once; never share an owner id
+/// between workers). `owner == NULL` with `owner_len == 0` removes the owner: not reentrant,
+/// the default. With `redlock_acquire_opts_set_fenced`, every lease of one tenure of the owner
+/// carries the same fencing token.
+///
+/// Statuses: OK, NULL_ARGUMENT (`owner` NULL with a non-zero length), INVALID_ARGUMENT (an
+/// empty or oversized owner; the options are unchanged), INVALID_HANDLE.
+///
+/// # Safety
+/// `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_owner(
+    opts: *mut redlock_acquire_opts,
+    owner: *const u8,
+    owner_len: usize,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        with_opts(opts, |o| {
+            if owner.is_null() && owner_len == 0 {
+                return Ok(o.no_owner());
+            }
+            // SAFETY: `owner_len` readable bytes at `owner`, per the contract.
+            let id = bytes(owner, owner_len, "owner")?;
+            if id.is_empty() || id.len() > super::REDLOCK_MAX_OWNER_LEN {
+                return Err(FfiError::invalid(format!(
+                    "owner id is {} bytes; it must be 1 to {} bytes",
+                    id.len(),
+                    super::REDLOCK_MAX_OWNER_LEN
+                )));
+            }
+            Ok(o.owner(id))
+        })
+    }
 }
 
 /// Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is

@@ -385,6 +385,10 @@ const _: () = assert!(REDLOCK_DEFAULT_MAX_TTL_MS as u128 == crate::DEFAULT_MAX_T
 pub const REDLOCK_MAX_RESOURCE_LEN: usize = 1024;
 const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::MAX_RESOURCE_LEN);
 
+/// The longest owner id of a reentrant lock (`redlock_acquire_opts_set_owner`), in bytes.
+pub const REDLOCK_MAX_OWNER_LEN: usize = 512;
+const _: () = assert!(REDLOCK_MAX_OWNER_LEN == crate::MAX_OWNER_LEN);
+
 #[cfg(test)]
 mod tests {
     use super::*;
