@@ -192,6 +192,18 @@ def _resource(resource: object) -> bytes:
     raise TypeError(f"resource must be str or bytes, not {type(resource).__name__}")
 
 
+def _owner(owner: object) -> bytes:
+    """An owner id as bytes, like a resource name; its length is checked by the library."""
+    if isinstance(owner, str):
+        try:
+            return owner.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"owner is not encodable as UTF-8: {e}") from None
+    if isinstance(owner, (bytes, bytearray)):
+        return bytes(owner)
+    raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
+
+
 def _url(url: object) -> bytes:
     if not isinstance(url, str):
         raise TypeError(f"each node must be a str URL, not {type(url).__name__}")
@@ -333,17 +345,19 @@ def _close_dropped_lease(handle: _Handle) -> None:
 
 # ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
 
-#: The key of an options object: ``(wait_ms, fenced, renew, notify)``, with ``wait_ms``
-#: ``None`` for the manager's retry policy, ``renew`` ``None`` or ``(max_hold_ms,
-#: max_extensions)``, and ``notify`` whether a ``wait_ms`` wait is woken by releases (always
-#: ``True`` without a ``wait_ms`` wait, where it does not apply).
-_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool]
+#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner)``, with
+#: ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
+#: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
+#: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), and
+#: ``owner`` the reentrant lock's owner id (``None``: not reentrant). Options with an owner
+#: are never cached (owners are often per request).
+_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes]]
 
 
 def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
     """A new ``redlock_acquire_opts`` set to ``key`` (and cancellable through the C handle
     ``cancel``, if given); the caller owns (and frees) it."""
-    wait_ms, fenced, renew, notify = key
+    wait_ms, fenced, renew, notify, owner = key
     c = _c
     opts = c.redlock_acquire_opts_new()
     if not opts:
@@ -359,6 +373,8 @@ def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
             _check_status(c.redlock_acquire_opts_set_auto_renew(opts, renew[0], renew[1]))
         if not notify:
             _check_status(c.redlock_acquire_opts_set_notify(opts, False))
+        if owner is not None:
+            _check_status(c.redlock_acquire_opts_set_owner(opts, owner, len(owner)))
         if cancel is not None:
             _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
     except BaseException:
@@ -1330,6 +1346,7 @@ class Redlock:
         max_extensions: Optional[int] = 0,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        owner: Optional[Resource] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
         :meth:`lock` and :meth:`try_lock` are this with fixed options.
@@ -1367,6 +1384,15 @@ class Redlock:
                 acquisition with :class:`Cancelled`, at once while it waits, leaving no key
                 behind; a handle that has already fired raises :class:`Cancelled` without
                 contacting any node. A Ctrl-C that interrupts the acquisition fires it.
+            owner: makes the lock **reentrant** for this owner id (1 to 512 bytes; a ``str``
+                is UTF-8 encoded), for example a job id or ``host:pid:thread``. While the
+                owner holds the lock, its next acquisition succeeds at once, with a lease of
+                its own; the resource stays held until every lease of the owner has been
+                released (or has expired), and another owner, or a plain lock, is refused
+                meanwhile. The owner is the identity: another thread or process presenting
+                it is the same owner (a restarted worker reclaims its job's lock at once;
+                never share an owner id between workers). With ``fenced``, every lease of one
+                tenure carries the same token. ``None`` (the default): not reentrant.
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
                 round trip to the nodes per acquisition.
@@ -1436,7 +1462,7 @@ class Redlock:
             raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew, notify, cancel)
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew, notify, cancel, owner)
 
     def lock(
         self,
@@ -1447,6 +1473,7 @@ class Redlock:
         fenced: bool = False,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        owner: Optional[Resource] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
         auto-renewal.
@@ -1472,6 +1499,7 @@ class Redlock:
                 or poll (``False``), as for :meth:`acquire`.
             cancel: a :class:`Cancel` handle that ends the acquisition with
                 :class:`Cancelled` when fired, as for :meth:`acquire`.
+            owner: an owner id that makes the lock reentrant, as for :meth:`acquire`.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -1496,7 +1524,7 @@ class Redlock:
             raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, None, notify, cancel)
+        return self._acquire(resource, ttl_ms, wait_ms, fenced, None, notify, cancel, owner)
 
     def try_lock(
         self,
@@ -1505,13 +1533,14 @@ class Redlock:
         *,
         fenced: bool = False,
         cancel: Optional[Cancel] = None,
+        owner: Optional[Resource] = None,
     ) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
-        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced`` and ``cancel``
-        included), result and exceptions as :meth:`lock`."""
+        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel`` and
+        ``owner`` included), result and exceptions as :meth:`lock`."""
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel)
+        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel, owner)
 
     def _acquire(
         self,
@@ -1522,6 +1551,7 @@ class Redlock:
         renew: Optional[Tuple[int, int]],
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        owner: Any = None,
     ) -> Lease:
         # The hot path (``wait_ms``, ``renew``, ``notify`` and ``cancel`` are checked by the
         # callers): cheap exact-type checks first, the full ones only to report an error; one
@@ -1534,8 +1564,10 @@ class Redlock:
             ttl_ms = _ttl("ttl_ms", ttl_ms)
         if fenced is not True and fenced is not False:
             raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
+        if owner is not None:
+            owner = _owner(owner)
         # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
-        key = (wait_ms, fenced, renew, notify or not wait_ms)
+        key = (wait_ms, fenced, renew, notify or not wait_ms, owner)
         # A call that may wait, on the main thread (the only one where Python delivers a
         # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
         waits = (
@@ -1656,7 +1688,7 @@ class Redlock:
             if opts is not None:
                 return opts, None
             opts = _new_opts(key)
-            if len(self._opts) < _OPTS_CACHE_MAX:
+            if len(self._opts) < _OPTS_CACHE_MAX and key[4] is None:
                 self._opts[key] = opts
                 return opts, None
         return opts, opts

@@ -119,6 +119,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_acquire_opts_free": (None, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_wait_ms": (status_t, (AcquireOptsPtr, c_uint32)),
     "redlock_acquire_opts_set_notify": (status_t, (AcquireOptsPtr, c_bool)),
+    "redlock_acquire_opts_set_owner": (status_t, (AcquireOptsPtr, resource_t, c_size_t)),
     "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_auto_renew": (status_t, (AcquireOptsPtr, c_uint32, c_uint32)),
