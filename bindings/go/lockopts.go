@@ -35,6 +35,9 @@ type lockOptions struct {
 	fenced bool
 	poll   bool // WithNotify(false): a waitFor wait polls with random pauses
 
+	owner    string // WithOwner: the reentrant lock's owner id
+	ownerSet bool
+
 	renew         bool
 	maxHold       uint32 // ms; 0 = the library's default, one hour
 	maxExtensions uint32 // 0 = no limit besides the hold time
@@ -140,6 +143,27 @@ func WithNotify(notify bool) LockOption {
 // Lock, TryLock and LockWait.
 func Fenced() LockOption {
 	return func(o *lockOptions) { o.fenced = true }
+}
+
+// WithOwner makes the lock reentrant for owner, a caller-chosen id of 1 to MaxOwnerLen bytes
+// (any bytes: a job id, a request id, "host:pid:goroutine"). While the owner holds the lock,
+// its next acquisition succeeds at once and returns a Lock of its own; the resource stays held
+// until every Lock of that owner has been unlocked (or has expired), and another owner, or an
+// acquisition without an owner, is refused meanwhile. Each Lock has its own TTL, renewal and
+// Unlock; the key lives as long as the longest of them.
+//
+// The owner is the identity: another goroutine or process that presents the same owner is the
+// same owner. That is how a restarted worker reclaims its job's lock without waiting out the
+// TTL, and why two workers must never share an owner id. With Fenced, every Lock of one tenure
+// of the owner carries the same fencing token. Without WithOwner a lock is not reentrant.
+func WithOwner(owner string) LockOption {
+	return func(o *lockOptions) {
+		if len(owner) == 0 || len(owner) > MaxOwnerLen {
+			o.fail(invalidf("owner id must be 1 to %d bytes, got %d", MaxOwnerLen, len(owner)))
+			return
+		}
+		o.owner, o.ownerSet = owner, true
+	}
 }
 
 // AutoRenew turns on auto-renewal as soon as the lock is acquired, as Lock.AutoRenew does:

@@ -35,6 +35,8 @@ const (
 	MinTTL = 3 * time.Millisecond
 	// MaxResourceLen is the longest resource name accepted, in bytes.
 	MaxResourceLen = 1024
+	// MaxOwnerLen is the longest owner id of a reentrant lock (WithOwner), in bytes.
+	MaxOwnerLen = 512
 )
 
 // Compile-time checks that the constants above are the header's: each array length is
@@ -42,6 +44,8 @@ const (
 var (
 	_ [MaxResourceLen - C.REDLOCK_MAX_RESOURCE_LEN]struct{}
 	_ [C.REDLOCK_MAX_RESOURCE_LEN - MaxResourceLen]struct{}
+	_ [MaxOwnerLen - C.REDLOCK_MAX_OWNER_LEN]struct{}
+	_ [C.REDLOCK_MAX_OWNER_LEN - MaxOwnerLen]struct{}
 	_ [MaxTTL/time.Millisecond - C.REDLOCK_MAX_TTL_MS]struct{}
 	_ [C.REDLOCK_MAX_TTL_MS - MaxTTL/time.Millisecond]struct{}
 )
@@ -545,6 +549,22 @@ func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll bool
 	return o, nil
 }
 
+// newOwnedAcquireOpts makes options for o, owner included, for one call.
+func (m *Manager) newOwnedAcquireOpts(o *lockOptions) (*C.redlock_acquire_opts, error) {
+	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll)
+	if err != nil || !o.ownerSet {
+		return opts, err
+	}
+	owner := C.CBytes([]byte(o.owner))
+	st := C.redlock_acquire_opts_set_owner(opts, (*C.uint8_t)(owner), C.size_t(len(o.owner)))
+	C.free(owner)
+	if st != C.REDLOCK_STATUS_OK { // checked by WithOwner already
+		m.freeAcquireOpts(opts)
+		return nil, &Error{Status: Status(st), Message: "setting the owner id failed"}
+	}
+	return opts, nil
+}
+
 func (m *Manager) freeAcquireOpts(o *C.redlock_acquire_opts) {
 	C.redlock_acquire_opts_free(o)
 	m.optsLive.Add(-1)
@@ -554,6 +574,11 @@ func (m *Manager) freeAcquireOpts(o *C.redlock_acquire_opts) {
 // else shared options of the manager, or, when temp is true, options made for this call that
 // the caller frees after it. The caller holds m.mu's read lock, with m.ptr non-nil.
 func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, temp bool, err error) {
+	if o.ownerSet {
+		// Owners are often per request or per job: never kept.
+		opts, err = m.newOwnedAcquireOpts(o)
+		return opts, err == nil, err
+	}
 	if o.wait != waitFor {
 		if i := fixedOptsIndex(o.wait, o.fenced); i >= 0 {
 			return m.fixedOpts[i], false, nil
@@ -705,7 +730,7 @@ func (m *Manager) acquireCallContext(ctx context.Context, s cScratch, ttlMs C.ui
 	if m.ptr == nil {
 		return nil, 0, ErrClosed
 	}
-	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll)
+	opts, err := m.newOwnedAcquireOpts(o)
 	if err != nil {
 		return nil, 0, err
 	}
