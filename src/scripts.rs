@@ -268,6 +268,23 @@ if gt(tok, f) then redis.call('hset', k, 'fence', tok) end \
 return 1"
 );
 
+/// The storage side of fencing for a **reentrant** lock, whose leases of one tenure share a
+/// token ([`REENTRANT_ACQUIRE`]): as [`FENCED_STORE_WRITE`], but a token *equal* to the last
+/// one is accepted too (the same tenure writing again: an outer lease after an inner one has
+/// returned, or the owner's next acquisition while one of its holds remained, which is the
+/// same tenure). Lower tokens are refused. Returns 1 when written, 0 for a stale token. In SQL:
+/// `... WHERE id = $3 AND fence <= $1`.
+pub const FENCED_STORE_WRITE_REENTRANT: &str = concat!(
+    counter_lua!(),
+    "local last = redis.call('hget', KEYS[1], 'fence') or '0' \
+local t = ARGV[1] \
+if not canon(t) then return redis.error_reply('ERR a fencing token is a decimal number below 2^64') end \
+if not canon(last) then return redis.error_reply('ERR the stored fence is not a decimal number below 2^64') end \
+if not gt(last, t) then \
+redis.call('hset', KEYS[1], 'fence', t, 'value', ARGV[2]) return 1 end \
+return 0"
+);
+
 /// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
 /// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the
 /// next cursor, then for each key found its name, its `PTTL` and its value if it is a string

@@ -408,3 +408,25 @@ fn reentrant_holds_are_idempotent_and_the_key_lives_as_long_as_the_latest() {
     assert_eq!(release(&mut c, "a", "o1"), 0);
     assert_eq!(s.get(b"k").as_deref(), Some(&b"token"[..]));
 }
+
+#[test]
+fn the_reentrant_store_write_accepts_the_same_tenure_again_and_never_a_lower_token() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let write = |c: &mut redis::Connection, t: &str| -> i64 {
+        eval_keys(
+            c,
+            redlock::scripts::FENCED_STORE_WRITE_REENTRANT,
+            &["data"],
+            &[t, "v"],
+        )
+    };
+    assert_eq!(write(&mut c, "5"), 1);
+    assert_eq!(write(&mut c, "5"), 1, "the same tenure writes again");
+    assert_eq!(write(&mut c, "4"), 0);
+    assert_eq!(write(&mut c, "9007199254740993"), 1);
+    assert_eq!(write(&mut c, "9007199254740992"), 0);
+    assert_eq!(write(&mut c, "9007199254740993"), 1);
+    assert_eq!(write(&mut c, "18446744073709551615"), 1);
+    assert_eq!(write(&mut c, "18446744073709551614"), 0);
+}
