@@ -419,6 +419,47 @@ fn a_waiting_owner_is_woken_when_the_last_hold_is_released() {
     });
 }
 
+/// The README's example, verbatim between the markers (checked below), run against real nodes.
+fn readme_example(mgr: &Redlock) -> Result<(), redlock::Error> {
+    // README:begin
+    use redlock::LockOptions;
+    let opts = LockOptions::new().owner("job:42"); // a job id, a request id, host:pid:thread
+    let outer = mgr.acquire("report:7", Duration::from_secs(30), &opts)?;
+    // ...deeper down, code that locks the same resource for the same owner:
+    let inner = mgr.acquire("report:7", Duration::from_secs(30), &opts)?; // granted at once
+    inner.unlock()?; // still held: the outer lease's hold remains
+    outer.unlock()?; // released now, and waiters are woken
+    // README:end
+    Ok(())
+}
+
+#[test]
+fn the_readme_example_runs_and_is_the_readmes() {
+    let c = Cluster::start(3);
+    let mgr = manager(c.urls());
+    readme_example(&mgr).unwrap();
+    assert_eq!(present(&c, b"redlock:report:7"), 0);
+    let this = include_str!("reentrant.rs");
+    let between = |text: &str, begin: &str, end: &str| -> Vec<String> {
+        let start = text.find(begin).unwrap() + begin.len();
+        let stop = start + text[start..].find(end).unwrap();
+        text[start..stop]
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let ours = between(this, "// README:begin\n", "    // README:end");
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("## Reentrant locks").expect("README section")..];
+    let block = between(section, "```rust\n", "```");
+    assert_eq!(
+        ours, block,
+        "README's reentrant example differs from the one this test runs"
+    );
+}
+
 #[test]
 fn bad_owner_ids_are_refused_before_anything_is_sent() {
     let c = Cluster::start(1);
