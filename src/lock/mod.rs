@@ -45,7 +45,7 @@ fn granted_checked(reply: &Reply) -> NodeOutcome {
 }
 
 /// A fencing counter as the fenced acquisition script returns it: a canonical decimal string.
-pub(crate) fn counter(reply: &Reply) -> Option<u64> {
+fn counter(reply: &Reply) -> Option<u64> {
     match reply {
         Reply::Bulk(b) if b.len() == 1 || b.first() != Some(&b'0') => {
             std::str::from_utf8(b).ok()?.parse().ok()
@@ -55,7 +55,7 @@ pub(crate) fn counter(reply: &Reply) -> Option<u64> {
 }
 
 /// What a reply to the fenced acquisition script means: the counter when granted.
-pub(crate) fn granted_fenced(reply: &Reply) -> NodeOutcome {
+fn granted_fenced(reply: &Reply) -> NodeOutcome {
     match reply {
         r @ Reply::Bulk(_) if counter(r).is_some() => NodeOutcome::Success,
         Reply::Int(n) if *n <= -1 => NodeOutcome::Rejected,
