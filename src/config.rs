@@ -18,9 +18,16 @@ pub const MAX_RESOURCE_LEN: usize = 1024;
 /// The default of [`Config::max_ttl`]: 60 s.
 pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
 
-/// The prefix of every lock key: the key for resource `R` is `redlock:` followed by the bytes
-/// of `R`. A fixed prefix keeps lock keys in a namespace of their own (see the crate docs).
+/// The default prefix of every lock key: the key for resource `R` is `redlock:` followed by the
+/// bytes of `R`. A prefix keeps lock keys in a namespace of their own; another one (the empty
+/// one included) is set with [`Config::key_prefix`].
 pub const KEY_PREFIX: &[u8] = b"redlock:";
+
+/// The longest key prefix accepted by [`Config::key_prefix`], in bytes.
+pub const MAX_KEY_PREFIX_LEN: usize = 256;
+
+/// The longest holder label accepted by [`Config::label`], in bytes.
+pub const MAX_LABEL_LEN: usize = 256;
 
 /// The prefix of every fencing counter key: `redlock-fence:` followed by the resource. No lock
 /// key can equal a counter key: the prefixes differ at their eighth byte (`:` against `-`).
@@ -158,6 +165,8 @@ pub struct Config {
     pub(crate) max_idle_connection_sets: usize,
     pub(crate) max_ttl: Duration,
     pub(crate) restart_quarantine: bool,
+    pub(crate) key_prefix: Vec<u8>,
+    pub(crate) label: Option<String>,
 }
 
 impl Default for Config {
@@ -178,6 +187,8 @@ impl Default for Config {
             max_idle_connection_sets: 32,
             max_ttl: DEFAULT_MAX_TTL,
             restart_quarantine: true,
+            key_prefix: KEY_PREFIX.to_vec(),
+            label: None,
         }
     }
 }
@@ -338,6 +349,64 @@ impl Config {
         self
     }
 
+    /// The prefix of every lock key: the key of resource `R` is the prefix followed by the bytes
+    /// of `R`. Defaults to [`KEY_PREFIX`] (`redlock:`); at most [`MAX_KEY_PREFIX_LEN`] bytes,
+    /// any bytes, the empty prefix included.
+    ///
+    /// The empty prefix makes the key the resource name itself, as redsync and node-redlock
+    /// name theirs: a plain lock here is the same `SET key value NX PX ttl` and the same
+    /// compare-and-delete, so during a migration a service using this library and one still
+    /// on those libraries exclude each other on the same resource. (Reentrant locks keep a
+    /// hash under the key, which those libraries' `SET NX` also respects.) Whatever the
+    /// prefix, a lock key may not fall in this library's own namespaces (`redlock-fence:`,
+    /// `redlock-marker`): acquiring such a resource is invalid input. Releases are announced
+    /// on a Pub/Sub channel named after the key, so under the empty prefix the channel is the
+    /// resource name.
+    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Config {
+        self.key_prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// The configured key prefix (see [`key_prefix`](Self::key_prefix)).
+    pub fn key_prefix_bytes(&self) -> &[u8] {
+        &self.key_prefix
+    }
+
+    /// A label naming this holder (for example `host:pid`), stored beside the token in the
+    /// value of every plain lock this manager takes, so that [`Redlock::holders`]
+    /// (crate::Redlock::holders) and `redlock inspect` can say who holds a resource. At most
+    /// [`MAX_LABEL_LEN`] bytes of UTF-8 with no control characters; the empty string means no
+    /// label (the default). A reentrant lock is labelled by its owner id instead.
+    ///
+    /// The label is readable by anyone who can read the keys: do not put secrets in it.
+    pub fn label(mut self, label: impl Into<String>) -> Config {
+        let label = label.into();
+        self.label = (!label.is_empty()).then_some(label);
+        self
+    }
+
+    /// The configured holder label, if any (see [`label`](Self::label)).
+    pub fn label_str(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// The lock key of `resource` under this configuration's prefix: invalid input when the
+    /// resource is not a valid name, or when the key would fall in one of the library's own
+    /// namespaces (possible only with a prefix other than the default).
+    pub fn lock_key(&self, resource: &[u8]) -> Result<Vec<u8>, Error> {
+        check_resource(resource)?;
+        let key = [self.key_prefix.as_slice(), resource].concat();
+        if key.starts_with(FENCE_PREFIX) || key == MARKER_KEY {
+            return Err(Error::invalid(format!(
+                "the lock key of this resource would be {:?}, in the library's own namespace \
+                 (`redlock-fence:` counters, `redlock-marker`); choose another resource name \
+                 or key prefix",
+                String::from_utf8_lossy(&key)
+            )));
+        }
+        Ok(key)
+    }
+
     /// The longest per-node I/O timeout a step on a lock with this TTL uses: the explicit
     /// [`node_timeout`](Self::node_timeout) if set, else the upper bound of the derived ones
     /// (`TTL × fraction`, at most the cap, at least the floor), which is also what a node not
@@ -412,6 +481,15 @@ impl Config {
                 MAX_TTL.as_millis(),
                 self.max_ttl.as_millis()
             )));
+        }
+        if self.key_prefix.len() > MAX_KEY_PREFIX_LEN {
+            return Err(Error::invalid(format!(
+                "key prefix is {} bytes; the limit is {MAX_KEY_PREFIX_LEN}",
+                self.key_prefix.len()
+            )));
+        }
+        if let Some(label) = &self.label {
+            check_label(label)?;
         }
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
@@ -498,6 +576,20 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
             "resource name is {} bytes; the limit is {MAX_RESOURCE_LEN}",
             resource.len()
         )));
+    }
+    Ok(())
+}
+
+/// Checks a holder label: at most [`MAX_LABEL_LEN`] bytes, no control characters.
+pub(crate) fn check_label(label: &str) -> Result<(), Error> {
+    if label.len() > MAX_LABEL_LEN {
+        return Err(Error::invalid(format!(
+            "label is {} bytes; the limit is {MAX_LABEL_LEN}",
+            label.len()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(Error::invalid("label must not contain control characters"));
     }
     Ok(())
 }

@@ -414,10 +414,20 @@ impl Lease {
         &self.inner.key
     }
 
-    /// The random token (40 hex characters) stored under the key: the proof of ownership. For
-    /// a reentrant lock ([`LockOptions::owner`](crate::LockOptions::owner)) it names this
-    /// lease's hold (the key's field `hold:<token>`), and the owner is the proof.
+    /// The random token (40 hex characters) that makes this lease unique. A plain lock stores
+    /// it at the start of its [`value`](Self::value); for a reentrant lock
+    /// ([`LockOptions::owner`](crate::LockOptions::owner)) it names this lease's hold (the
+    /// key's field `hold:<token>`), and the owner is the proof.
     pub fn token(&self) -> &str {
+        &self.inner.token[..crate::token::TOKEN_BYTES * 2]
+    }
+
+    /// What this lease stores on the nodes, the proof of ownership every release and
+    /// extension compares: for a plain lock, the [`token`](Self::token), then `.` and the
+    /// wall-clock milliseconds at which the attempt started, then a space and the manager's
+    /// [`label`](crate::Config::label) if it has one (`<token>.<unix ms>[ <label>]`, read back
+    /// by [`Redlock::holders`](crate::Redlock::holders)); for a reentrant lock, the token.
+    pub fn value(&self) -> &str {
         &self.inner.token
     }
 

@@ -63,6 +63,7 @@ mod acquire;
 mod config;
 mod error;
 pub mod ffi;
+mod holders;
 mod lease;
 mod lock;
 mod manager;
@@ -80,10 +81,11 @@ mod token;
 
 pub use acquire::{LockOptions, Wait};
 pub use config::{
-    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_OWNER_LEN, MAX_RESOURCE_LEN,
-    MAX_TTL, NodeAddr,
+    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_KEY_PREFIX_LEN,
+    MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
+pub use holders::{Holder, HolderKind, Holders, NodeHold};
 pub use lease::{Lease, LeaseGuard, LostCallback, LostReason, RenewOptions};
 pub use manager::{NodeState, Redlock};
 pub use metrics::{

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::acquire::{self, LockOptions, Wait};
 use crate::config::{self, Config};
 use crate::error::{Error, QuarantineReason};
+use crate::holders::{self, Holders};
 use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
@@ -198,6 +199,34 @@ impl Redlock {
         scan::scan(&self.shared, kind, prefix.as_ref())
     }
 
+    /// Who holds `resource`: one read-only script on every node at once (waiting for every
+    /// node, each for at most its node timeout), reporting per node the key's kind, the
+    /// holder's identity and label, how long it has been held and its remaining TTL, and
+    /// through [`Holders::holder`] the holder a quorum agrees on.
+    ///
+    /// A snapshot for people and monitoring, never a reason to act: the holder can change as
+    /// soon as it is read (take the lock to act safely). Errors: [`Error::InvalidInput`] for
+    /// a resource name that [`acquire`](Self::acquire) would refuse.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redlock::Error> {
+    /// let mgr = redlock::Redlock::new(
+    ///     redlock::Config::new(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"])
+    ///         .label("billing-7:4242"),
+    /// )?;
+    /// match mgr.holders("invoices")?.holder() {
+    ///     Some(h) => println!("held by {:?} for {:?}", h.label, h.held_for),
+    ///     None => println!("not held on a quorum"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn holders(&self, resource: impl AsRef<[u8]>) -> Result<Holders, Error> {
+        let resource = resource.as_ref();
+        let key = self.shared.cfg.lock_key(resource)?;
+        holders::holders(&self.shared, resource, &key)
+    }
+
     /// Counters of the renewal thread (all zero until a lease is auto-renewed).
     pub fn renewal_stats(&self) -> RenewalStats {
         self.shared.cluster.metrics.renewal.snapshot()
@@ -226,19 +255,33 @@ impl Redlock {
     ) -> Result<Lease, Error> {
         let resource = resource.as_ref();
         let sh = &self.shared;
-        let checked = config::check_resource(resource)
-            .and_then(|_| config::check_ttl_for(ttl, &sh.cfg))
-            .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()))
-            .and_then(|_| opts.owner.as_deref().map_or(Ok(()), config::check_owner));
-        if let Err(e) = checked {
-            sh.cluster
-                .metrics
-                .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
-            return Err(e);
-        }
-        let key = lock::key_for(resource);
+        let checked = sh
+            .cfg
+            .lock_key(resource)
+            .and_then(|key| config::check_ttl_for(ttl, &sh.cfg).map(|_| key))
+            .and_then(|key| {
+                opts.auto_renew
+                    .as_ref()
+                    .map_or(Ok(()), |r| r.validate())
+                    .map(|_| key)
+            })
+            .and_then(|key| {
+                opts.owner
+                    .as_deref()
+                    .map_or(Ok(()), config::check_owner)
+                    .map(|_| key)
+            });
+        let key = match checked {
+            Ok(key) => key,
+            Err(e) => {
+                sh.cluster
+                    .metrics
+                    .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
+                return Err(e);
+            }
+        };
         acquire::acquire(sh, opts, &key, || {
-            lock::attempt(sh, resource, ttl, opts.fenced, opts.owner.as_deref())
+            lock::attempt(sh, resource, &key, ttl, opts.fenced, opts.owner.as_deref())
         })
     }
 
@@ -363,7 +406,7 @@ mod tests {
             sh,
             crate::lease::Granted {
                 resource: b"r".to_vec(),
-                key: lock::key_for(b"r"),
+                key: b"redlock:r".to_vec(),
                 token: "0".repeat(40),
                 owner: None,
                 fencing_token: None,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{FENCE_PREFIX, KEY_PREFIX};
+use crate::config::{FENCE_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
@@ -15,7 +15,9 @@ use crate::scripts::SCAN_SCRIPT;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyKind {
-    /// Lock keys: `redlock:<resource>`.
+    /// Lock keys: the manager's key prefix (`redlock:` by default, see
+    /// [`Config::key_prefix`](crate::Config::key_prefix)) followed by the resource. With the
+    /// empty prefix every key is a candidate, except the library's own counters and marker.
     Lock,
     /// Fencing counters: `redlock-fence:<resource>` (they never expire, by design).
     FencingCounter,
@@ -69,9 +71,13 @@ fn glob_escape(s: &[u8]) -> Vec<u8> {
 /// Scans every node for keys of `kind` whose resource starts with `prefix`.
 pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Error> {
     let key_prefix = match kind {
-        KeyKind::Lock => KEY_PREFIX,
+        KeyKind::Lock => sh.cfg.key_prefix.as_slice(),
         KeyKind::FencingCounter => FENCE_PREFIX,
     };
+    // Under a prefix other than the default, the pattern may also match the library's own
+    // keys; those are never lock keys (see `Config::lock_key`).
+    let own =
+        |key: &[u8]| kind == KeyKind::Lock && (key.starts_with(FENCE_PREFIX) || key == MARKER_KEY);
     let mut pattern = key_prefix.to_vec();
     pattern.extend(glob_escape(prefix));
     pattern.push(b'*');
@@ -115,13 +121,15 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             };
             match step {
                 Ok((next, found)) => {
-                    keys.extend(found.into_iter().map(|(key, ttl, value)| KeyInfo {
-                        node: i,
-                        resource: key[key_prefix.len().min(key.len())..].to_vec(),
-                        key,
-                        ttl,
-                        value,
-                    }));
+                    keys.extend(found.into_iter().filter(|f| !own(&f.0)).map(
+                        |(key, ttl, value)| KeyInfo {
+                            node: i,
+                            resource: key[key_prefix.len().min(key.len())..].to_vec(),
+                            key,
+                            ttl,
+                            value,
+                        },
+                    ));
                     cursors[i] = (next != b"0").then_some(next);
                 }
                 Err(o) => {

@@ -160,8 +160,9 @@ return redis.call('type', k)['ok'] == 'hash' and redis.call('hget', k, 'owner') 
 /// Reentrant acquisition. `KEYS[1]` the lock key, `KEYS[2]` the fencing counter, `KEYS[3]`
 /// (optional) the node's restart-quarantine marker, checked as [`ACQUIRE`] does; `ARGV[1]`
 /// the new hold's id, `ARGV[2]` its TTL in ms, `ARGV[3]` the owner, `ARGV[4]` "1" for a fenced
-/// acquisition. When the key is absent, or is a reentrant lock of the same owner, it adds the
-/// hold (expiring `ARGV[2]` ms from now) and sets the key's TTL to the latest expiry of its
+/// acquisition. When the key is absent, it creates it with the owner and `since`, the server
+/// time of the tenure's start (read by [`HOLDER`]). When the key is absent, or is a reentrant
+/// lock of the same owner, it adds the hold (expiring `ARGV[2]` ms from now) and sets the key's TTL to the latest expiry of its
 /// live holds; it returns 1, or, fenced, `{counter, tenure token or ""}`. Otherwise it refuses
 /// with `-2 - PTTL` (or -1 when the key has no TTL), like [`ACQUIRE`]; a plain lock's key,
 /// which is a string, is always another owner's.
@@ -178,11 +179,11 @@ pub const REENTRANT_ACQUIRE: &str = concat!(
     reentrant_lua!(),
     "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
-local k = KEYS[1] \
-if redis.call('exists', k) == 0 then redis.call('hset', k, 'owner', ARGV[3]) \
+local k = KEYS[1] local t = now() \
+if redis.call('exists', k) == 0 then \
+redis.call('hset', k, 'owner', ARGV[3], 'since', string.format('%d', t)) \
 elseif not ours(k, ARGV[3]) then \
 local p = redis.call('pttl', k) if p < 0 then return -1 end return -2 - p end \
-local t = now() \
 redis.call('hset', k, 'hold:' .. ARGV[1], string.format('%d', t + tonumber(ARGV[2]))) \
 redis.call('pexpire', k, prune(k, t) - t) \
 if ARGV[4] == '1' then return {redis.call('get', KEYS[2]) or '0', redis.call('hget', k, 'fence') or ''} end \
@@ -300,6 +301,19 @@ out[#out + 1] = v \
 end \
 return out";
 
+/// Who holds a resource ([`Redlock::holders`](crate::Redlock::holders)): for the key
+/// `KEYS[1]`, returns `{type, value, since, PTTL, now}`: the key's type (`none` when absent);
+/// a string's value, or a hash's `owner` field (nil otherwise); a hash's `since` field (nil
+/// otherwise); its `PTTL`; and the node's own clock in milliseconds, so that how long the
+/// lock has been held is measured on one clock. Read-only; sent as `EVAL`.
+pub const HOLDER: &str = "local t = redis.call('time') \
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+local k = KEYS[1] local ty = redis.call('type', k)['ok'] \
+local v = false local s = false \
+if ty == 'string' then v = redis.call('get', k) \
+elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget', k, 'since') end \
+return {ty, v, s, redis.call('pttl', k), now}";
+
 /// All scripts, in the order the handshake loads them.
 pub(crate) const ALL: [&str; 12] = [
     ACQUIRE,
@@ -378,6 +392,8 @@ pub(crate) static REENTRANT_RENEW_SCRIPT: Script = Script::new(REENTRANT_RENEW);
 pub(crate) static REENTRANT_FENCE_WRITE_SCRIPT: Script = Script::new(REENTRANT_FENCE_WRITE);
 /// [`SCAN_KEYS`], for calls.
 pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
+/// [`HOLDER`], sent as `EVAL` by `Redlock::holders`.
+pub(crate) static HOLDER_SCRIPT: Script = Script::new(HOLDER);
 
 #[cfg(test)]
 mod tests {

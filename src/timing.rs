@@ -22,6 +22,15 @@ impl Clock for SystemClock {
     }
 }
 
+/// The wall clock in milliseconds since the Unix epoch (0 before it): when a plain lock was
+/// taken, as its value records for [`Redlock::holders`](crate::Redlock::holders). Only a label
+/// for people: no decision of the library depends on it.
+pub(crate) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The constant part of the clock-drift allowance added to `TTL × drift_factor`.
 pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
 

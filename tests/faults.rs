@@ -427,7 +427,7 @@ fn worker(args: &[String]) -> ExitCode {
                 // Who holds the lock now, for the harness's "GC pause" (it looks the lock's
                 // random token up in these files).
                 // (A reentrant lock's key names its owner instead.)
-                let _ = writeln!(file, "H {}", owner.as_deref().unwrap_or(lease.token()));
+                let _ = writeln!(file, "H {}", owner.as_deref().unwrap_or(lease.value()));
                 let _ = file.flush();
                 // The critical section: some "work", then a write to the store guarded by
                 // the fencing token.

@@ -40,12 +40,16 @@ fn lock_unlock_extend(n: usize) {
     let k = key(b"orders:42");
     assert_eq!(lease.key(), &k[..]);
     assert_eq!(lease.token().len(), 40);
+    // `<token>.<unix ms>`: no label configured.
+    let (random, since) = lease.value().split_once('.').unwrap();
+    assert_eq!(random, lease.token());
+    assert!(since.parse::<u64>().unwrap() > 1_700_000_000_000);
     assert!(lease.is_valid());
     assert!(lease.validity() <= ttl && lease.validity() > Duration::from_secs(9));
     assert!(lease.acquisition().successes >= mgr.quorum());
     // Give the nodes decided after the quorum a moment to apply the SET.
     assert!(eventually(SETTLE, || cluster
-        .holding(&k, lease.token().as_bytes())
+        .holding(&k, lease.value().as_bytes())
         == n));
     for s in &cluster.servers {
         let pttl = s.pttl(&k);
@@ -62,7 +66,7 @@ fn lock_unlock_extend(n: usize) {
     }
     // The refused attempt released only its own token: ours is intact everywhere.
     assert!(eventually(SETTLE, || cluster
-        .holding(&k, lease.token().as_bytes())
+        .holding(&k, lease.value().as_bytes())
         == n));
 
     lease.extend(Duration::from_secs(30)).unwrap();
@@ -427,12 +431,12 @@ fn passwords_and_acl_users() {
         .arg(key(b"auth"))
         .query(&mut pw.client_url(&format!("redis://:s3cret-pw@127.0.0.1:{}", pw.port)))
         .unwrap();
-    assert_eq!(on_pw.as_deref(), Some(lease.token().as_bytes()));
+    assert_eq!(on_pw.as_deref(), Some(lease.value().as_bytes()));
     let db3: Option<Vec<u8>> = redis::cmd("GET")
         .arg(key(b"auth"))
         .query(&mut acl.client_url(&format!("redis://alice:alice-pw@127.0.0.1:{}/3", acl.port)))
         .unwrap();
-    assert_eq!(db3.as_deref(), Some(lease.token().as_bytes()));
+    assert_eq!(db3.as_deref(), Some(lease.value().as_bytes()));
     lease.unlock().unwrap();
     assert!(!format!("{:?}", mgr).contains("s3cret-pw"));
     assert!(!mgr.node_addrs().concat().contains("alice-pw"));
@@ -501,7 +505,7 @@ fn expiry_then_another_client_acquires_and_the_first_is_not_held() {
     }
     assert!(start.elapsed() < Duration::from_secs(2));
     assert!(eventually(SETTLE, || cluster
-        .holding(&key(b"exp"), lb.token().as_bytes())
+        .holding(&key(b"exp"), lb.value().as_bytes())
         == 3));
     lb.unlock().unwrap();
 }
@@ -539,7 +543,7 @@ fn binary_resource_names() {
         let lease = mgr.try_lock(name, Duration::from_secs(5)).unwrap();
         assert_eq!(lease.resource(), name);
         assert!(eventually(SETTLE, || cluster
-            .holding(&key(name), lease.token().as_bytes())
+            .holding(&key(name), lease.value().as_bytes())
             == 3));
         lease.unlock().unwrap();
         assert!(eventually(SETTLE, || cluster.present(&key(name)) == 0));

@@ -175,7 +175,7 @@ fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
     lease.auto_renew(RenewOptions::new()).unwrap();
     let k = key(b"restore");
     assert!(eventually(Duration::from_secs(2), || cluster
-        .holding(&k, lease.token().as_bytes())
+        .holding(&k, lease.value().as_bytes())
         == 3));
     cluster.servers[0].restart(); // no persistence: it comes back empty
     assert_eq!(cluster.servers[0].get(&k), None);
@@ -185,7 +185,7 @@ fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
         eventually(ttl / 3 + Duration::from_millis(500), || cluster.servers[0]
             .get(&k)
             .as_deref()
-            == Some(lease.token().as_bytes())),
+            == Some(lease.value().as_bytes())),
         "key not restored"
     );
     eprintln!("restored after {:?}", restarted.elapsed());

@@ -16,18 +16,13 @@ mod reentrant;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{FENCE_PREFIX, KEY_PREFIX, MARKER_KEY};
+use crate::config::{FENCE_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, Op};
 use crate::lease::{Granted, Lease, Shared, confirmed};
 use crate::quorum::{Cmd, Limits, Request, Round};
 use crate::resp::{self, Reply};
 use crate::scripts::{ACQUIRE_SCRIPT, DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT};
 use crate::token;
-
-/// The lock key of a resource: `redlock:` followed by its bytes.
-pub(crate) fn key_for(resource: &[u8]) -> Vec<u8> {
-    [KEY_PREFIX, resource].concat()
-}
 
 /// The fencing counter of a resource: `redlock-fence:` followed by its bytes.
 fn fence_key_for(resource: &[u8]) -> Vec<u8> {
@@ -113,21 +108,30 @@ struct Attempt<'a> {
     owner: Option<&'a [u8]>,
 }
 
-/// One attempt to acquire `resource` for `ttl`, reentrant for `owner` if one is given: a
-/// lease, or why not. The arguments are already validated.
+/// One attempt to acquire `resource` (whose lock key is `key`) for `ttl`, reentrant for
+/// `owner` if one is given: a lease, or why not. The arguments are already validated.
+///
+/// A plain lock's value is its token followed by when and by whom it was taken (see
+/// [`token::new_value`]); a reentrant lock's hold is named by the bare token, and its owner
+/// and start time are fields of the key's hash.
 pub(crate) fn attempt(
     sh: &Arc<Shared>,
     resource: &[u8],
+    key: &[u8],
     ttl: Duration,
     fenced: bool,
     owner: Option<&[u8]>,
 ) -> Result<Lease, Error> {
+    let token = match owner {
+        Some(_) => token::new_token()?,
+        None => token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
+    };
     let a = Attempt {
         sh,
         ttl,
-        key: key_for(resource),
+        key: key.to_vec(),
         fence_key: fence_key_for(resource),
-        token: token::new_token()?,
+        token,
         owner,
     };
     let round = a.first_round(fenced)?;
@@ -385,8 +389,17 @@ mod tests {
 
     #[test]
     fn keys_and_counters_live_in_separate_namespaces() {
-        assert_eq!(key_for(b"r\0"), b"redlock:r\0".to_vec());
+        let cfg = crate::Config::default();
+        assert_eq!(cfg.lock_key(b"r\0").unwrap(), b"redlock:r\0".to_vec());
         assert_eq!(fence_key_for(b"r"), b"redlock-fence:r".to_vec());
-        assert_ne!(key_for(b"-fence:r"), fence_key_for(b"r"));
+        assert_ne!(cfg.lock_key(b"-fence:r").unwrap(), fence_key_for(b"r"));
+        let bare = crate::Config::default().key_prefix("");
+        assert_eq!(bare.lock_key(b"r").unwrap(), b"r".to_vec());
+        assert!(bare.lock_key(b"redlock-fence:r").is_err());
+        assert!(bare.lock_key(b"redlock-marker").is_err());
+        assert!(bare.lock_key(b"redlock-markers").is_ok());
+        let odd = crate::Config::default().key_prefix("redlock-");
+        assert!(odd.lock_key(b"fence:x").is_err());
+        assert!(odd.lock_key(b"marker").is_err());
     }
 }
