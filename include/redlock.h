@@ -24,6 +24,12 @@
 // The longest owner id of a reentrant lock (`redlock_acquire_opts_set_owner`), in bytes.
 #define REDLOCK_MAX_OWNER_LEN 512
 
+// The longest holder label (`redlock_config_set_label`), in bytes.
+#define REDLOCK_MAX_LABEL_LEN 256
+
+// The longest key prefix (`redlock_config_set_key_prefix`), in bytes.
+#define REDLOCK_MAX_KEY_PREFIX_LEN 256
+
 // Flag for `redlock_lock_opts`: grant a fencing token (`redlock_lease_fencing_token`).
 #define REDLOCK_LOCK_FENCED 1
 
@@ -32,6 +38,10 @@
 
 // Flag for `redlock_lock_opts`: retry until `wait_ms` have passed (like `redlock_lock_wait`).
 #define REDLOCK_LOCK_WAIT 4
+
+// The `index` of `redlock_holders_info`, `redlock_holders_label` and `redlock_holders_id`
+// that names the holder a quorum of nodes agrees on, rather than one node.
+#define REDLOCK_HOLDERS_QUORUM ~0
 
 // The result of every fallible function. The numbers are stable and never reused.
 typedef enum redlock_status {
@@ -74,6 +84,29 @@ typedef enum redlock_status {
   // A bug: the library panicked. The panic was caught; the process is intact.
   REDLOCK_STATUS_PANIC = 99,
 } redlock_status;
+
+// What one node has under the resource's key. Stable numbers.
+typedef enum redlock_hold_state {
+  // No key: free on this node (for `REDLOCK_HOLDERS_QUORUM`: no holder on a quorum).
+  REDLOCK_HOLD_FREE = 0,
+  // A key is there.
+  REDLOCK_HOLD_HELD = 1,
+  // The node could not be asked (down, timed out, an error).
+  REDLOCK_HOLD_FAILED = 2,
+} redlock_hold_state;
+
+// What kind of key holds the resource. Stable numbers.
+typedef enum redlock_holder_kind {
+  // Not held (the state is FREE or FAILED).
+  REDLOCK_HOLDER_NONE = 0,
+  // A plain lock of this library: its id is the lock's value, its label the holder's label.
+  REDLOCK_HOLDER_LOCK = 1,
+  // A reentrant lock of this library: its id and label are the owner id.
+  REDLOCK_HOLDER_REENTRANT = 2,
+  // Another key: another library's lock (redsync's, node-redlock's), a value in an older
+  // format, or a key that is not a lock. Its id is the value if it is a string.
+  REDLOCK_HOLDER_OTHER = 3,
+} redlock_holder_kind;
 
 // What happened on one node during a lease's acquisition. Stable numbers.
 typedef enum redlock_node_outcome {
@@ -154,8 +187,19 @@ typedef struct redlock_cancel redlock_cancel;
 //
 // Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
 // `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
-// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`.
+// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`,
+// `redlock_config_set_key_prefix`, `redlock_config_set_label`.
 typedef struct redlock_config redlock_config;
+
+// A snapshot of who holds one resource on each node, from `redlock_holders_get`.
+//
+// Read with `redlock_holders_is_locked`, `redlock_holders_node_count`,
+// `redlock_holders_info`, `redlock_holders_label` and `redlock_holders_id`; free with
+// `redlock_holders_free`. Immutable: any number of threads may read one at once.
+//
+// A snapshot for people and monitoring, never a reason to act: the holder can change as soon
+// as it is read (take the lock to act safely).
+typedef struct redlock_holders redlock_holders;
 
 // A held lock (named lease because the function `redlock_lock` takes the name).
 //
@@ -166,7 +210,7 @@ typedef struct redlock_config redlock_config;
 // survive the fork.
 //
 // Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
-// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
+// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_value`, `redlock_lease_resource`,
 // `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
 // `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_renewing`,
 // `redlock_lease_is_lost`, `redlock_lease_wait_lost`, `redlock_lease_lost_reason`,
@@ -185,6 +229,20 @@ typedef struct redlock_lease redlock_lease;
 // `redlock_lock_wait`, `redlock_lock_opts`, `redlock_manager_node_state`,
 // `redlock_manager_node_quarantine_reason`, `redlock_manager_metrics`.
 typedef struct redlock_manager redlock_manager;
+
+// One node's answer, or the quorum's holder (see `redlock_holders_info`).
+typedef struct redlock_holder_info {
+  // Free, held or failed.
+  enum redlock_hold_state state;
+  // What kind of key; NONE unless held.
+  enum redlock_holder_kind kind;
+  // The remaining TTL in milliseconds (for the quorum's holder: how long it stays on a
+  // quorum unless renewed); -1 when not held or when the key has no expiry.
+  int64_t ttl_ms;
+  // How long it has been held, in milliseconds (see `Holder::held_for` in the Rust docs: a
+  // plain lock's is read against the holder's wall clock); -1 when unknown or not held.
+  int64_t held_for_ms;
+} redlock_holder_info;
 
 // The callback `redlock_lease_auto_renew` runs, once, on the manager's renewal thread when
 // the lease is lost: renewal could not confirm a quorum before the validity ran out, a quorum
@@ -527,6 +585,118 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
                                                           char *err,
                                                           size_t err_len);
 
+// Sets the prefix of every lock key: the key of a resource is the prefix followed by the
+// resource's bytes. `prefix` is `prefix_len` bytes (0 to `REDLOCK_MAX_KEY_PREFIX_LEN`, any
+// bytes); `NULL, 0` is the empty prefix. Defaults to `redlock:`.
+//
+// The empty prefix names each key after the resource itself, as redsync and node-redlock do:
+// a plain lock is then the same `SET key value NX PX ttl` and compare-and-delete as theirs,
+// so services on either side of a migration exclude each other. A lock key may never fall in
+// the library's own namespaces (`redlock-fence:`, `redlock-marker`): acquiring such a resource
+// is INVALID_ARGUMENT.
+//
+// Statuses: OK, NULL_ARGUMENT (`prefix` NULL with a length), INVALID_HANDLE,
+// INVALID_ARGUMENT (longer than `REDLOCK_MAX_KEY_PREFIX_LEN`).
+//
+// # Safety
+// `cfg` must be a live config; `prefix` NULL (with 0) or `prefix_len` readable bytes; `err`
+// NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_key_prefix(struct redlock_config *cfg,
+                                                  const uint8_t *prefix,
+                                                  size_t prefix_len,
+                                                  char *err,
+                                                  size_t err_len);
+
+// Sets a label naming this holder (for example `host:pid`), stored beside the token in the
+// value of every plain lock the manager takes, so that `redlock_holders_get` and
+// `redlock inspect` can say who holds a resource. `label` is NUL-terminated UTF-8 of at most
+// `REDLOCK_MAX_LABEL_LEN` bytes with no control characters; NULL or `""` means no label (the
+// default). A reentrant lock is labelled by its owner id instead. Anyone who can read the
+// keys can read the label: no secrets.
+//
+// Statuses: OK, NULL_ARGUMENT (`cfg`), INVALID_HANDLE, INVALID_ARGUMENT (not UTF-8, too
+// long, a control character).
+//
+// # Safety
+// `cfg` must be a live config; `label` NULL or NUL-terminated; `err` NULL or `err_len`
+// writable bytes.
+enum redlock_status redlock_config_set_label(struct redlock_config *cfg,
+                                             const char *label,
+                                             char *err,
+                                             size_t err_len);
+
+// Asks every node who holds `resource` (`resource_len` bytes) and stores the answers in a new
+// snapshot at `*out`, to be freed with `redlock_holders_free`. Waits for every node, each for
+// at most its node timeout. Nodes that fail are reported as `REDLOCK_HOLD_FAILED`, not as an
+// error of the call.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (a resource name that an
+// acquisition would refuse), INTERNAL, PANIC.
+//
+// # Safety
+// `mgr` must be a live manager; `resource` `resource_len` readable bytes; `out` writable;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_holders_get(const struct redlock_manager *mgr,
+                                        const uint8_t *resource,
+                                        size_t resource_len,
+                                        struct redlock_holders **out,
+                                        char *err,
+                                        size_t err_len);
+
+// Whether one holder is on a quorum of nodes: the resource was locked when it was read.
+// False for NULL or an invalid handle.
+//
+// # Safety
+// `h` must be NULL or a live snapshot.
+bool redlock_holders_is_locked(const struct redlock_holders *h);
+
+// How many nodes the snapshot has answers for (the manager's node count); 0 for NULL or an
+// invalid handle.
+//
+// # Safety
+// `h` must be NULL or a live snapshot.
+size_t redlock_holders_node_count(const struct redlock_holders *h);
+
+// Writes node `index`'s answer (or, for `REDLOCK_HOLDERS_QUORUM`, the holder a quorum agrees
+// on: state FREE when there is none) to `*out`.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (index out of range).
+//
+// # Safety
+// `h` must be a live snapshot; `out` writable; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_holders_info(const struct redlock_holders *h,
+                                         size_t index,
+                                         struct redlock_holder_info *out,
+                                         char *err,
+                                         size_t err_len);
+
+// Copies the label of node `index`'s holder (or the quorum's, for `REDLOCK_HOLDERS_QUORUM`)
+// into `buf` like `snprintf`: at most `len - 1` bytes and a NUL (nothing when `buf` is NULL
+// or `len` is 0), and returns the label's whole length. Returns 0 when there is no label
+// (not held, another kind of key, a lock taken without one), for an index out of range, and
+// for NULL or an invalid handle.
+//
+// # Safety
+// `h` must be NULL or a live snapshot; `buf` NULL or `len` writable bytes.
+size_t redlock_holders_label(const struct redlock_holders *h, size_t index, char *buf, size_t len);
+
+// Copies the identity of node `index`'s holder (or the quorum's, for
+// `REDLOCK_HOLDERS_QUORUM`) into `buf`: `min(len, n)` bytes, not NUL-terminated, and returns
+// `n`, the identity's whole length. The identity is a plain lock's value (equal to
+// `redlock_lease_value` of the lease that holds it), a reentrant lock's owner id, another
+// string's value. Returns 0 when not held, for an index out of range, and for NULL or an
+// invalid handle.
+//
+// # Safety
+// `h` must be NULL or a live snapshot; `buf` NULL or `len` writable bytes.
+size_t redlock_holders_id(const struct redlock_holders *h, size_t index, uint8_t *buf, size_t len);
+
+// Frees a snapshot. NULL is a no-op, and so is a handle found freed already (best effort).
+//
+// # Safety
+// `h` must be NULL or a snapshot not yet freed, with no other call on it in progress.
+void redlock_holders_free(struct redlock_holders *h);
+
 // Extends the lock to `ttl_ms` from now, if a quorum confirms before the current validity
 // ends. Never recreates an expired key; refuses (NOT_HELD, nothing sent) a lease whose
 // validity already ended or that was unlocked.
@@ -604,6 +774,16 @@ bool redlock_lease_is_valid(const struct redlock_lease *lease);
 // # Safety
 // `lease` must be NULL or a live lease.
 const char *redlock_lease_token(const struct redlock_lease *lease);
+
+// What the lease stores on the nodes, NUL-terminated, owned by the lease (valid until
+// `redlock_lease_free`): for a plain lock the token, then `.` and the wall-clock milliseconds
+// at which the attempt started, then a space and the manager's label if it has one
+// (`redlock_config_set_label`); for a reentrant lock the token. It is the identity
+// `redlock_holders_id` reports for this lease. NULL for NULL or an invalid handle.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+const char *redlock_lease_value(const struct redlock_lease *lease);
 
 // The resource name: `*len` receives its length (if `len` is not NULL); the bytes are owned
 // by the lease and are not NUL-terminated. NULL for NULL or an invalid handle.

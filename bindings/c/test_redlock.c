@@ -839,6 +839,85 @@ static void test_reentrant(void) {
   redlock_manager_free(mgr);
 }
 
+/* Who holds a resource, with a label and the empty key prefix. */
+static void test_holders(void) {
+  char err[512];
+  redlock_config *cfg = redlock_config_new();
+  for (int i = 0; i < n_urls; i++) CHECK_STATUS(redlock_config_add_node(cfg, urls[i], err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 1000, 500, err, sizeof err), REDLOCK_STATUS_OK);
+  /* Bad labels and prefixes: the config keeps what it had. */
+  CHECK_STATUS(redlock_config_set_label(cfg, "a\nb", err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  static char long_label[REDLOCK_MAX_LABEL_LEN + 2];
+  memset(long_label, 'x', REDLOCK_MAX_LABEL_LEN + 1);
+  CHECK_STATUS(redlock_config_set_label(cfg, long_label, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  static uint8_t long_prefix[REDLOCK_MAX_KEY_PREFIX_LEN + 1];
+  CHECK_STATUS(redlock_config_set_key_prefix(cfg, long_prefix, sizeof long_prefix, err, sizeof err),
+               REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_key_prefix(cfg, NULL, 3, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_label(NULL, "x", err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_config_set_label(cfg, "c-test:42", err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_key_prefix(cfg, (const uint8_t *)"c-app:", 6, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_config_free(cfg);
+  if (!mgr) return;
+
+  const uint8_t res[] = "c-holders";
+  size_t rlen = sizeof res - 1;
+  redlock_holders *h = NULL;
+  CHECK_STATUS(redlock_holders_get(mgr, res, rlen, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_holders_get(mgr, res, 0, &h, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_holders_get(NULL, res, rlen, &h, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_holders_get(mgr, res, rlen, &h, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(!redlock_holders_is_locked(h));
+  CHECK(redlock_holders_node_count(h) == (size_t)n_urls);
+  redlock_holder_info info;
+  CHECK_STATUS(redlock_holders_info(h, REDLOCK_HOLDERS_QUORUM, &info, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(info.state == REDLOCK_HOLD_FREE && info.kind == REDLOCK_HOLDER_NONE && info.ttl_ms == -1);
+  redlock_holders_free(h);
+
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, res, rlen, 10000, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  if (!lease) return;
+  CHECK(strlen(redlock_lease_token(lease)) == 40);
+  const char *value = redlock_lease_value(lease);
+  CHECK(strncmp(value, redlock_lease_token(lease), 40) == 0 && value[40] == '.');
+  CHECK(strstr(value, " c-test:42") != NULL);
+  sleep_ms(200);
+  h = NULL;
+  CHECK_STATUS(redlock_holders_get(mgr, res, rlen, &h, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_holders_is_locked(h));
+  CHECK_STATUS(redlock_holders_info(h, REDLOCK_HOLDERS_QUORUM, &info, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(info.state == REDLOCK_HOLD_HELD && info.kind == REDLOCK_HOLDER_LOCK);
+  CHECK(info.ttl_ms > 1000 && info.ttl_ms <= 10000);
+  CHECK(info.held_for_ms >= 150);
+  char label[64];
+  CHECK(redlock_holders_label(h, REDLOCK_HOLDERS_QUORUM, label, sizeof label) == 9);
+  CHECK(strcmp(label, "c-test:42") == 0);
+  /* snprintf-like: cut short, still the whole length. */
+  CHECK(redlock_holders_label(h, REDLOCK_HOLDERS_QUORUM, label, 4) == 9 && strcmp(label, "c-t") == 0);
+  uint8_t id[128];
+  size_t n = redlock_holders_id(h, REDLOCK_HOLDERS_QUORUM, id, sizeof id);
+  CHECK(n == strlen(value) && memcmp(id, value, n) == 0);
+  CHECK(redlock_holders_id(h, REDLOCK_HOLDERS_QUORUM, NULL, 0) == n);
+  /* Node 0 held it too (the quorum answered; give the others their moment). */
+  CHECK_STATUS(redlock_holders_info(h, 0, &info, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(info.state == REDLOCK_HOLD_HELD || info.state == REDLOCK_HOLD_FREE);
+  CHECK_STATUS(redlock_holders_info(h, (size_t)n_urls, &info, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_holders_info(h, 0, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(redlock_holders_label(h, (size_t)n_urls, label, sizeof label) == 0);
+  CHECK(redlock_holders_label(NULL, 0, label, sizeof label) == 0);
+  CHECK(redlock_holders_id(NULL, 0, id, sizeof id) == 0);
+  CHECK(!redlock_holders_is_locked(NULL));
+  CHECK(redlock_holders_node_count(NULL) == 0);
+  redlock_holders_free(h);
+  redlock_holders_free(NULL);
+
+  CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s redis://127.0.0.1:PORT ...\n", argv[0]);
@@ -860,6 +939,7 @@ int main(int argc, char **argv) {
   test_auth_failure();
   test_wait_and_cancel();
   test_reentrant();
+  test_holders();
   test_contention();
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

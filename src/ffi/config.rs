@@ -3,7 +3,9 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use super::{FfiError, c_str, guard, guard_or, handle, live_mut, redlock_status, release, take};
+use super::{
+    FfiError, bytes, c_str, guard, guard_or, handle, live_mut, redlock_status, release, take,
+};
 use crate::{Config, NodeAddr};
 
 /// Options for a manager: an opaque builder with one setter per option.
@@ -14,7 +16,8 @@ use crate::{Config, NodeAddr};
 ///
 /// Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
 /// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
-/// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`.
+/// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`,
+/// `redlock_config_set_key_prefix`, `redlock_config_set_label`.
 pub struct redlock_config {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
@@ -232,4 +235,91 @@ pub unsafe extern "C" fn redlock_config_set_restart_quarantine(
 ) -> redlock_status {
     // SAFETY: per this function's contract.
     unsafe { with_cfg(cfg, err, err_len, |c| Ok(c.restart_quarantine(enabled))) }
+}
+
+/// Sets the prefix of every lock key: the key of a resource is the prefix followed by the
+/// resource's bytes. `prefix` is `prefix_len` bytes (0 to `REDLOCK_MAX_KEY_PREFIX_LEN`, any
+/// bytes); `NULL, 0` is the empty prefix. Defaults to `redlock:`.
+///
+/// The empty prefix names each key after the resource itself, as redsync and node-redlock do:
+/// a plain lock is then the same `SET key value NX PX ttl` and compare-and-delete as theirs,
+/// so services on either side of a migration exclude each other. A lock key may never fall in
+/// the library's own namespaces (`redlock-fence:`, `redlock-marker`): acquiring such a resource
+/// is INVALID_ARGUMENT.
+///
+/// Statuses: OK, NULL_ARGUMENT (`prefix` NULL with a length), INVALID_HANDLE,
+/// INVALID_ARGUMENT (longer than `REDLOCK_MAX_KEY_PREFIX_LEN`).
+///
+/// # Safety
+/// `cfg` must be a live config; `prefix` NULL (with 0) or `prefix_len` readable bytes; `err`
+/// NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_key_prefix(
+    cfg: *mut redlock_config,
+    prefix: *const u8,
+    prefix_len: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            // SAFETY: `prefix_len` readable bytes per the contract.
+            let p = bytes(prefix, prefix_len, "prefix")?;
+            if p.len() > super::REDLOCK_MAX_KEY_PREFIX_LEN {
+                return Err(FfiError::invalid(format!(
+                    "key prefix is {} bytes; the limit is {}",
+                    p.len(),
+                    super::REDLOCK_MAX_KEY_PREFIX_LEN
+                )));
+            }
+            Ok(c.key_prefix(p))
+        })
+    }
+}
+
+/// Sets a label naming this holder (for example `host:pid`), stored beside the token in the
+/// value of every plain lock the manager takes, so that `redlock_holders_get` and
+/// `redlock inspect` can say who holds a resource. `label` is NUL-terminated UTF-8 of at most
+/// `REDLOCK_MAX_LABEL_LEN` bytes with no control characters; NULL or `""` means no label (the
+/// default). A reentrant lock is labelled by its owner id instead. Anyone who can read the
+/// keys can read the label: no secrets.
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg`), INVALID_HANDLE, INVALID_ARGUMENT (not UTF-8, too
+/// long, a control character).
+///
+/// # Safety
+/// `cfg` must be a live config; `label` NULL or NUL-terminated; `err` NULL or `err_len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_label(
+    cfg: *mut redlock_config,
+    label: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            let l = if label.is_null() {
+                ""
+            } else {
+                // SAFETY: NUL-terminated per the contract.
+                c_str(label, "label")?
+            };
+            if l.len() > super::REDLOCK_MAX_LABEL_LEN {
+                return Err(FfiError::invalid(format!(
+                    "label is {} bytes; the limit is {}",
+                    l.len(),
+                    super::REDLOCK_MAX_LABEL_LEN
+                )));
+            }
+            if l.chars().any(char::is_control) {
+                return Err(FfiError::invalid(
+                    "label must not contain control characters",
+                ));
+            }
+            Ok(c.label(l))
+        })
+    }
 }

@@ -21,7 +21,7 @@ use crate::{Lease, NodeOutcome};
 /// survive the fork.
 ///
 /// Methods: `redlock_unlock`, `redlock_extend`, `redlock_lease_validity_ms`,
-/// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_resource`,
+/// `redlock_lease_is_valid`, `redlock_lease_token`, `redlock_lease_value`, `redlock_lease_resource`,
 /// `redlock_lease_node_count`, `redlock_lease_granted`, `redlock_lease_node_outcomes`,
 /// `redlock_lease_auto_renew`, `redlock_lease_stop_renewal`, `redlock_lease_is_renewing`,
 /// `redlock_lease_is_lost`, `redlock_lease_wait_lost`, `redlock_lease_lost_reason`,
@@ -31,6 +31,7 @@ pub struct redlock_lease {
     magic: u64,
     inner: Lease,
     token: CString,
+    value: CString,
     /// Keeps an `on_lost` callback from running with this handle once it is freed.
     gate: Arc<CallbackGate>,
 }
@@ -38,10 +39,12 @@ pub struct redlock_lease {
 impl redlock_lease {
     pub(crate) fn new(inner: Lease) -> Result<redlock_lease, FfiError> {
         let token = CString::new(inner.token()).map_err(|_| FfiError::invalid("token"))?;
+        let value = CString::new(inner.value()).map_err(|_| FfiError::invalid("value"))?;
         Ok(redlock_lease {
             magic: <redlock_lease as super::Handle>::MAGIC,
             inner,
             token,
+            value,
             gate: Arc::default(),
         })
     }
@@ -309,6 +312,20 @@ pub unsafe extern "C" fn redlock_lease_is_valid(lease: *const redlock_lease) -> 
 pub unsafe extern "C" fn redlock_lease_token(lease: *const redlock_lease) -> *const c_char {
     // SAFETY: per the contract.
     unsafe { read(lease, std::ptr::null(), |l| l.token.as_ptr()) }
+}
+
+/// What the lease stores on the nodes, NUL-terminated, owned by the lease (valid until
+/// `redlock_lease_free`): for a plain lock the token, then `.` and the wall-clock milliseconds
+/// at which the attempt started, then a space and the manager's label if it has one
+/// (`redlock_config_set_label`); for a reentrant lock the token. It is the identity
+/// `redlock_holders_id` reports for this lease. NULL for NULL or an invalid handle.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_value(lease: *const redlock_lease) -> *const c_char {
+    // SAFETY: per the contract.
+    unsafe { read(lease, std::ptr::null(), |l| l.value.as_ptr()) }
 }
 
 /// The resource name: `*len` receives its length (if `len` is not NULL); the bytes are owned

@@ -20,12 +20,14 @@
 mod acquire;
 mod cancel;
 mod config;
+mod holders;
 mod lease;
 mod manager;
 
 pub use acquire::*;
 pub use cancel::*;
 pub use config::*;
+pub use holders::*;
 pub use lease::*;
 pub use manager::*;
 
@@ -388,6 +390,14 @@ const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::MAX_RESOURCE_LEN);
 /// The longest owner id of a reentrant lock (`redlock_acquire_opts_set_owner`), in bytes.
 pub const REDLOCK_MAX_OWNER_LEN: usize = 512;
 const _: () = assert!(REDLOCK_MAX_OWNER_LEN == crate::MAX_OWNER_LEN);
+
+/// The longest holder label (`redlock_config_set_label`), in bytes.
+pub const REDLOCK_MAX_LABEL_LEN: usize = 256;
+const _: () = assert!(REDLOCK_MAX_LABEL_LEN == crate::MAX_LABEL_LEN);
+
+/// The longest key prefix (`redlock_config_set_key_prefix`), in bytes.
+pub const REDLOCK_MAX_KEY_PREFIX_LEN: usize = 256;
+const _: () = assert!(REDLOCK_MAX_KEY_PREFIX_LEN == crate::MAX_KEY_PREFIX_LEN);
 
 #[cfg(test)]
 mod tests {
