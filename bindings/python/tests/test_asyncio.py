@@ -12,6 +12,9 @@ printed and checked only against bounds far above what they should be."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -21,6 +24,7 @@ import pytest
 import redlock
 from redlock import _aio, _core
 
+from conftest import PACKAGE_ROOT
 from redis_nodes import key_of, wait_until
 from test_acquire import counters, long_holder, nothing_reached_the_library
 from test_cancel import (
@@ -479,6 +483,50 @@ def test_a_cancellation_during_the_unlock_waits_for_it(
     assert len(unlock_returned) == 1 and unlock_returned[0] <= ended
     assert unlocked(m) == 1
     none_left(cluster, resource)
+
+
+def test_a_helper_thread_that_cannot_start_leaves_nothing_held(
+    cluster, new_manager, resource, monkeypatch
+):
+    m = new_manager(cluster.urls)
+
+    class NoThread:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="start new thread"):
+            async with m.alock(resource, 5_000, wait_ms=5_000, cancel=c):
+                raise AssertionError("entered")
+
+    monkeypatch.setattr(_core, "_idle_helpers", [])  # no helper thread to reuse
+    with redlock.Cancel() as c:
+        monkeypatch.setattr(_core.threading, "Thread", NoThread)
+        try:
+            asyncio.run(main())
+        finally:
+            monkeypatch.undo()
+        assert not c.fired and c._handle._users == 0
+    nothing_reached_the_library(m)
+    m.close()
+    assert m._handle.freed  # the call's hold on the manager was released
+
+
+def test_synchronous_use_never_imports_asyncio(cluster, resource):
+    code = (
+        "import sys, redlock\n"
+        f"with redlock.Redlock({cluster.urls!r}) as m:\n"
+        f"    m.lock({resource!r}, 5_000, wait_ms=1_000).unlock()\n"
+        "print('asyncio' in sys.modules, 'redlock._aio' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
 
 
 # ---- contention ----
