@@ -25,6 +25,10 @@ Example::
         mgr.node_states()           # [NodeState(index, quarantined, remaining_ms, reason)]
         mgr.metrics()               # Prometheus text
 
+    async def job(mgr):             # asyncio: the blocking calls run off the event loop
+        async with mgr.alock("job:11", 5_000, wait_ms=30_000) as lk:   # cancelling the
+            ...                     # task while it waits leaves no key behind
+
 A wait (``wait_ms``) is woken by the holder's release (``notify=False``: polling instead). On
 the main thread, a Ctrl-C during a waiting acquisition raises ``KeyboardInterrupt`` at once,
 and leaves no key behind.
@@ -101,6 +105,7 @@ __all__ = [
     "Cancel",
     "NodeState",
     "Resource",
+    "AsyncLock",
     "Status",
     "NodeOutcome",
     "QuarantineReason",
@@ -133,8 +138,15 @@ def __getattr__(name: str) -> Any:
         value = version()
         globals()["__version__"] = value
         return value
+    if name == "AsyncLock":
+        # What ``Redlock.alock`` returns; its module imports asyncio, so only on demand.
+        from ._aio import AsyncLock
+
+        AsyncLock.__module__ = __name__
+        globals()["AsyncLock"] = AsyncLock
+        return AsyncLock
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> "list[str]":
-    return sorted(set(globals()) | {"__version__"})
+    return sorted(set(globals()) | {"__version__", "AsyncLock"})

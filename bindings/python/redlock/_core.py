@@ -13,7 +13,19 @@ import threading
 import time
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Type,
+    Union,
+)
 
 from . import _ffi
 from ._errors import (
@@ -24,6 +36,9 @@ from ._errors import (
     RedlockError,
     error_for_status,
 )
+
+if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
+    from ._aio import AsyncLock
 
 __all__ = ["Redlock", "Lease", "Cancel", "NodeState", "Resource", "version"]
 
@@ -770,6 +785,25 @@ class Lease:
         finally:
             h.release()
 
+    async def aunlock(self) -> None:
+        """:meth:`unlock` for asyncio code: the call runs on a helper thread, never on the
+        event loop. Not cancellable: a cancellation of the awaiting task that arrives
+        meanwhile is re-raised once the unlock has returned (it is bounded by the node
+        timeouts), so the lock is released, or known not to be, when the task goes on. Same
+        exceptions as :meth:`unlock`."""
+        from . import _aio
+
+        await _aio._off_loop(self.unlock)
+
+    async def aextend(self, ttl_ms: int) -> None:
+        """:meth:`extend` for asyncio code, off the event loop and not cancellable, as
+        :meth:`aunlock`. Same arguments and exceptions as :meth:`extend`."""
+        from . import _aio
+
+        if type(ttl_ms) is not int or not 0 < ttl_ms <= _UINT32_MAX:
+            ttl_ms = _ttl("ttl_ms", ttl_ms)
+        await _aio._off_loop(self.extend, ttl_ms)
+
     def wait_lost(self, timeout_ms: int) -> bool:
         """Blocks (with the GIL released) while auto-renewal is on, until the lease is lost or
         ``timeout_ms`` milliseconds pass; returns whether it is lost. Returns ``False`` at
@@ -971,6 +1005,23 @@ class Cancel:
         return f"<redlock.Cancel {state}>"
 
 
+def _cancel_hold(cancel: Optional[Cancel]) -> Tuple[_Handle, Any]:
+    """The cancel handle an acquisition carries, acquired: ``cancel``'s, or a new one of the
+    call's own when ``cancel`` is ``None`` (closed at once, so freed with the last hold).
+    Returns ``(handle, pointer)``; pair with ``handle.release()`` in a ``finally`` (closing
+    the caller's :class:`Cancel` meanwhile then waits for the call)."""
+    if cancel is None:
+        ptr = _c.redlock_cancel_new()
+        if not ptr:
+            raise MemoryError("redlock_cancel_new returned NULL")
+        ch = _Handle(ptr, _c.redlock_cancel_free, "cancel handle")
+        cp = ch.acquire()
+        ch.close()  # freed when the last hold on it is released
+        return ch, cp
+    ch = cancel._handle
+    return ch, ch.acquire()
+
+
 def _discard(lease_h: _Handle) -> None:
     """Unlocks (whatever the outcome: a lock not released expires after its TTL) and frees a
     lease that was granted to a caller that gave up on it."""
@@ -1078,17 +1129,21 @@ class _Call:
 
 
 class _Helper:
-    """A helper thread's mailbox: the thread runs the calls put there, one at a time."""
+    """A helper thread's mailbox: the thread runs the calls put there, one at a time. A call
+    is a :class:`_Call`, or anything with its ``run()`` and ``done`` (``set()``): the asyncio
+    API (``redlock._aio``) hands its acquisitions, unlocks and extensions over this way too,
+    so that no blocking call runs on an event loop."""
 
     __slots__ = ("jobs", "served")
 
     def __init__(self) -> None:
-        self.jobs: "queue.SimpleQueue[_Call]" = queue.SimpleQueue()
+        self.jobs: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self.served = False
 
 
-# The helper threads waiting for a call (normally one at most: only the main thread hands
-# calls over, one at a time, unless a signal handler acquires while a call waits).
+# The helper threads waiting for a call (normally one at most for synchronous code: only the
+# main thread hands calls over, one at a time, unless a signal handler acquires while a call
+# waits; an event loop hands over one call per coroutine that waits, each on its own thread).
 _helpers_lock = threading.Lock()
 _idle_helpers: List[_Helper] = []
 
@@ -1126,7 +1181,7 @@ def _helper_loop(helper: _Helper) -> None:
             del call  # nothing of the call is kept (its lease's handle, say) until the next
 
 
-def _hand_over(call: _Call) -> None:
+def _hand_over(call: Any) -> None:
     """Hands ``call`` to an idle helper thread, or to a new one."""
     with _helpers_lock:
         helper = _idle_helpers.pop() if _idle_helpers else None
@@ -1542,6 +1597,80 @@ class Redlock:
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
         return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel, owner)
 
+    def alock(
+        self,
+        resource: Resource,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+        owner: Optional[Resource] = None,
+    ) -> "AsyncLock":
+        """The lock as an asynchronous context manager, for asyncio programs::
+
+            async with mgr.alock("orders:42", 10_000, wait_ms=5_000) as lease:
+                ...   # held; unlocked (and the lease closed) when the block ends
+
+        Entering it acquires ``resource`` as :meth:`acquire` does, with the same arguments
+        (those of :meth:`lock`, plus ``auto_renew``, ``max_hold_ms`` and ``max_extensions``),
+        and gives the :class:`Lease`; leaving it unlocks and closes the lease as a ``with``
+        block does (an unlock failure is raised, or added as a note to the exception leaving
+        the block). Both run on a helper thread of this binding, never on the event loop,
+        which goes on running other tasks while this one waits for the lock.
+
+        **Cancellation.** Cancelling the task while it waits for the lock (``task.cancel()``,
+        ``asyncio.wait_for`` or ``asyncio.timeout`` running out) fires the acquisition's
+        cancel handle (``cancel`` if given, which stays fired, else one of its own): the
+        library returns at once while it waits (within one round trip while it talks to the
+        nodes), a lock granted all the same in that race is unlocked, and only then is
+        ``CancelledError`` re-raised: a cancelled task never leaves a key behind, nor gets a
+        lease. A cancellation during the unlock at the end of the block is re-raised once the
+        unlock has returned.
+
+        The arguments are checked here, when ``alock`` is called, with the exceptions of
+        :meth:`acquire` (nothing is sent); entering raises what :meth:`acquire` raises
+        (:class:`NotAcquired`, :class:`Cancelled` when ``cancel`` was fired by someone else,
+        :class:`Unavailable`, …). The object is entered once; call ``alock`` again for
+        another acquisition. Needs a running event loop when entered.
+        """
+        from . import _aio
+
+        return _aio.alock(
+            self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
+            notify, cancel, owner,
+        )  # fmt: skip
+
+    async def aacquire(
+        self,
+        resource: Resource,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+        owner: Optional[Resource] = None,
+    ) -> Lease:
+        """:meth:`acquire` for asyncio code: the acquisition runs on a helper thread, never on
+        the event loop, and a cancellation of the awaiting task ends it as for :meth:`alock`
+        (no key left behind, ``CancelledError`` re-raised). Same arguments, result and
+        exceptions as :meth:`acquire`. Release the lease with :meth:`Lease.aunlock` (then
+        :meth:`Lease.close`), or prefer :meth:`alock`, which does both."""
+        from . import _aio
+
+        return await _aio.aacquire(
+            self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
+            notify, cancel, owner,
+        )  # fmt: skip
+
     def _acquire(
         self,
         resource: Any,
@@ -1611,17 +1740,11 @@ class Redlock:
         ``waits`` on the main thread. Its options object is made for this call (a handle
         belongs to one call, while the cached objects are shared) and freed after it."""
         c = _c
-        if cancel is None:
-            ptr = c.redlock_cancel_new()
-            if not ptr:
-                raise MemoryError("redlock_cancel_new returned NULL")
-            ch = _Handle(ptr, c.redlock_cancel_free, "cancel handle")
-            cp = ch.acquire()
-            ch.close()  # freed when the last hold on it is released
-        else:
-            ch = cancel._handle
-            cp = ch.acquire()  # this call's hold: closing the Cancel now waits for the call
+        ch, cp = _cancel_hold(cancel)
         try:
+            if waits:
+                call = self._new_call(res, ttl_ms, key, ch, cp)
+                return self._acquire_on_helper(res, key, call)
             lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
             h = self._handle
             m = h.acquire()
@@ -1630,17 +1753,6 @@ class Redlock:
             except BaseException:
                 h.release()
                 raise
-            if waits:
-                try:
-                    err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
-                    args = (m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err,
-                            _ffi.ERR_LEN)  # fmt: skip
-                    call = _Call(h, opts, ch, lease_h, args)  # owns h's hold and opts now
-                except BaseException:
-                    h.release()
-                    c.redlock_acquire_opts_free(opts)
-                    raise
-                return self._acquire_on_helper(res, key, call)
             err = _err_buf()
             try:
                 st = c.redlock_acquire(
@@ -1655,6 +1767,30 @@ class Redlock:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
         return Lease(lease_h, res, key[1], self._node_count, key[2] is not None)
+
+    def _new_call(self, res: bytes, ttl_ms: int, key: _OptsKey, ch: _Handle, cp: Any) -> _Call:
+        """A :class:`_Call` of ``redlock_acquire`` for a helper thread, carrying the cancel
+        handle ``ch`` (acquired by the caller as ``cp``, see :func:`_cancel_hold`), with an
+        options object of its own; the call owns a hold on the manager and the options
+        until it is released (:meth:`_Call.release`). Shared by the Ctrl-C path
+        (:meth:`_acquire_on_helper`) and the asyncio one (``redlock._aio``)."""
+        lease_h = _Handle(_ffi.LeasePtr(), _c.redlock_lease_free, "lease")
+        h = self._handle
+        m = h.acquire()
+        try:
+            opts = _new_opts(key, cp)
+        except BaseException:
+            h.release()
+            raise
+        try:
+            err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
+            args = (m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err,
+                    _ffi.ERR_LEN)  # fmt: skip
+            return _Call(h, opts, ch, lease_h, args)  # owns h's hold and opts now
+        except BaseException:
+            h.release()
+            _c.redlock_acquire_opts_free(opts)
+            raise
 
     def _acquire_on_helper(self, res: bytes, key: _OptsKey, call: _Call) -> Lease:
         """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
