@@ -480,6 +480,14 @@ impl Lease {
     /// Errors: [`Error::NotHeld`] if the lock had already expired or been lost, was already
     /// unlocked, or a quorum did not hold our token (the keys are still deleted wherever they
     /// are ours); [`Error::Unavailable`] if too many nodes failed to tell.
+    ///
+    /// A lease that reached its own renewal bound ([`RenewOptions::max_hold`],
+    /// [`RenewOptions::max_extensions`]) is lost like one whose renewal failed, and its unlock
+    /// is `NotHeld` too, whatever is still on the nodes: the work done after the loss was not
+    /// protected by the lock, and the caller should know. The report's detail names the
+    /// bound ("the lease had been lost before unlock (maximum hold time reached after …)");
+    /// [`lost_reason`](Self::lost_reason) gives it as a value. The keys that are left are
+    /// deleted all the same, so nobody waits for them to expire.
     pub fn unlock(&self) -> Result<(), Error> {
         let r = self.unlock_inner();
         let sh = &self.inner.shared;
@@ -510,7 +518,12 @@ impl Lease {
         inner.sync_flags(&st);
         let start = sh.now();
         let was_valid = inner.expires_at().is_some_and(|t| t > start);
-        let was_lost = st.lost.is_some();
+        // A bound of the lease's own (max_hold, max_extensions) loses it like a failure
+        // does; the message says which, so that a caller can tell an expected end apart.
+        let lost = st.lost.as_ref().map(|r| match r {
+            LostReason::RenewalFailed(_) => "its renewal failed".to_string(),
+            other => other.to_string(),
+        });
         inner.set_expires(None);
         // Every command to a node goes over the node's one connection, in order, so the
         // release runs after the acquisition's SET and after any renewal on every node, even
@@ -544,14 +557,11 @@ impl Lease {
             sh.listener.released(&inner.key, inner.token.as_bytes());
         }
         if !was_valid {
-            let why = if was_lost {
-                "the lease had been lost before unlock"
-            } else {
-                "the lock's validity had ended before unlock"
+            let why = match lost {
+                Some(reason) => format!("the lease had been lost before unlock ({reason})"),
+                None => "the lock's validity had ended before unlock".to_string(),
             };
-            let report = sh
-                .cluster
-                .report(Op::Release, round.outcomes, Some(why.into()));
+            let report = sh.cluster.report(Op::Release, round.outcomes, Some(why));
             return Err(Error::NotHeld(report));
         }
         if successes >= sh.cluster.quorum() {

@@ -232,6 +232,38 @@ fn the_hold_bound_stops_renewal_and_tells_the_holder() {
         .unwrap();
 }
 
+/// The README's decision: reaching the lease's own bound loses it like a failure, so unlock
+/// says `NotHeld` (naming the bound), and still frees the keys at once rather than leaving
+/// them to expire.
+#[test]
+fn unlock_after_the_hold_bound_is_not_held_names_the_bound_and_frees_the_keys() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let lease = mgr
+        .try_lock("bounded-unlock", Duration::from_secs(30))
+        .unwrap();
+    lease
+        .auto_renew(RenewOptions::new().max_hold(Duration::from_millis(300)))
+        .unwrap();
+    assert!(lease.wait_lost(Duration::from_secs(10)));
+    assert_eq!(cluster.present(&key(b"bounded-unlock")), 3);
+    let Err(Error::NotHeld(report)) = lease.unlock() else {
+        panic!("unlock after the bound must be NotHeld")
+    };
+    let text = report.to_string();
+    assert!(text.contains("maximum hold time reached"), "{text}");
+    // Freed now, not in 30 s.
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(&key(b"bounded-unlock"))
+        == 0));
+    let other = manager(cluster.urls());
+    other
+        .try_lock("bounded-unlock", Duration::from_secs(1))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
 #[test]
 fn the_extension_bound_stops_renewal_after_n_extensions() {
     let cluster = Cluster::start(3);
