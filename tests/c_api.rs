@@ -1,12 +1,15 @@
 //! Builds the C example and the C test program (`bindings/c`) against the release library and
 //! `include/redlock.h`, and runs them against real redis-server nodes: the test program both
-//! plain and under `valgrind --leak-check=full --error-exitcode=1`.
+//! plain and under `valgrind --leak-check=full --error-exitcode=1`. Runs the README's "Build
+//! and link" lines as written (read from README.md): an install into a temporary prefix, then
+//! a static and a dynamic program through pkg-config, checked with `ldd` and run.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use support::Cluster;
 
@@ -108,62 +111,222 @@ fn c_example_runs() {
     );
 }
 
+/// A scratch directory removed when dropped, on success and on a failed assertion alike.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-{what}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary directory");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The lines of the README's shell block that follows the line `<!-- {marker} -->`: the
+/// commands this file runs are read from the README, so the documented lines cannot drift
+/// from what is tested.
+fn readme_block(marker: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    let tag = format!("<!-- {marker} -->");
+    let mut lines = readme.lines().skip_while(|l| l.trim() != tag);
+    assert!(lines.next().is_some(), "README.md has no line {tag}");
+    assert_eq!(
+        lines.next(),
+        Some("```sh"),
+        "a ```sh block must follow {tag}"
+    );
+    let block: Vec<String> = lines
+        .take_while(|l| *l != "```")
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    assert!(!block.is_empty(), "the block after {tag} is empty");
+    block
+}
+
+/// The link mode a README `cc` line is for, from its trailing comment (`# static`, `# dynamic`).
+fn link_mode(line: &str) -> &'static str {
+    let comment = line.rsplit_once('#').map_or("", |(_, c)| c.trim());
+    match comment {
+        "static" => "static",
+        "dynamic" => "dynamic",
+        _ => panic!("a README cc line must end with `# static` or `# dynamic`: {line}"),
+    }
+}
+
+/// Runs README lines with bash (`set -euo pipefail`), `make` lines from the repository root
+/// and `cc` lines from `work`, which holds `app.c` (a copy of bindings/c/example.c); each
+/// program a `cc` line writes (`-o app`) is renamed `app-static` or `app-dynamic` after its
+/// line. Lines for which `run_line` is false are left out. Returns the programs built.
+fn run_readme_lines(
+    lines: &[String],
+    run_line: impl Fn(&str) -> bool,
+    work: &Path,
+    env: &[(&str, &Path)],
+) -> Vec<(&'static str, PathBuf)> {
+    std::fs::copy(root().join("bindings/c/example.c"), work.join("app.c")).expect("copy app.c");
+    let mut script = String::from("set -euo pipefail\n");
+    let mut programs = Vec::new();
+    for line in lines.iter().filter(|l| run_line(l)) {
+        if line.starts_with("cc ") {
+            let mode = link_mode(line);
+            assert!(
+                line.contains(" -o app "),
+                "a cc line must write app: {line}"
+            );
+            script += &format!("cd {:?}\n{line}\nmv app app-{mode}\n", work);
+            programs.push((mode, work.join(format!("app-{mode}"))));
+        } else {
+            script += &format!("cd {:?}\n{line}\n", root());
+        }
+    }
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(&script);
+    // What the README's lines set up must be enough: nothing inherited finds the library.
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env_remove("PKG_CONFIG_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success(),
+        "the README's lines failed ({:?}):\n{script}",
+        out.status
+    );
+    programs
+}
+
+/// `ldd` of a program: the lines naming libredlock.
+fn ldd_redlock(program: &Path) -> Vec<String> {
+    // Without the LD_LIBRARY_PATH that cargo sets for tests: the rpath must do.
+    let out = Command::new("ldd")
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(program)
+        .output()
+        .expect("run ldd");
+    assert!(out.status.success(), "ldd {}", program.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("ldd {}:\n{text}", program.display());
+    text.lines()
+        .filter(|l| l.contains("libredlock"))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Checks each program's `ldd` (a static one has no libredlock.so, a dynamic one resolves it
+/// from `libdir` with no LD_LIBRARY_PATH) and runs it against three real nodes.
+fn check_programs(programs: &[(&'static str, PathBuf)], libdir: &Path) {
+    let mut modes: Vec<_> = programs.iter().map(|(m, _)| *m).collect();
+    modes.sort_unstable();
+    assert_eq!(
+        modes,
+        ["dynamic", "static"],
+        "one static and one dynamic line"
+    );
+    let cluster = Cluster::start(3);
+    for (mode, program) in programs {
+        let found = ldd_redlock(program);
+        if *mode == "static" {
+            assert!(found.is_empty(), "a static program needs {found:?}");
+        } else {
+            let want = format!(
+                "libredlock.so => {}",
+                libdir.join("libredlock.so").display()
+            );
+            assert!(
+                found.len() == 1 && found[0].starts_with(&want),
+                "want `{want}`, ldd says {found:?}"
+            );
+        }
+        let out = run(Command::new(program)
+            .env_remove("LD_LIBRARY_PATH")
+            .args(cluster.urls()));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{mode} program: {:?}", out.status);
+        assert!(
+            stdout.contains("locked orders:42") && stdout.contains("unlocked"),
+            "{mode} program: {stdout}"
+        );
+    }
+}
+
+/// The README's install block, verbatim: `make install` into a temporary prefix, then the
+/// dynamic and the static `pkg-config` lines; the dynamic program finds libredlock.so in the
+/// prefix through the rpath, the static one does not need it.
 #[test]
-fn installed_library_builds_with_pkg_config() {
-    let prefix = std::env::temp_dir().join(format!("redlock-install-{}", std::process::id()));
+fn readme_install_and_pkg_config_lines_work() {
+    build("static"); // the release library, once per test binary
+    let tmp = TempDir::new("install");
+    let (prefix, work) = (tmp.0.join("prefix"), tmp.0.join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    let lines = readme_block("tests/c_api.rs runs this block: install and link");
+    assert!(
+        lines[0].starts_with("make -C bindings/c install "),
+        "{lines:?}"
+    );
+    let programs = run_readme_lines(&lines, |_| true, &work, &[("PREFIX", &prefix)]);
+    check_programs(&programs, &prefix.join("lib"));
+
+    let pc = |args: &[&str]| {
+        let out = Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .args(args)
+            .arg("redlock")
+            .output()
+            .expect("run pkg-config");
+        assert!(out.status.success(), "pkg-config {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(pc(&["--modversion"]), env!("CARGO_PKG_VERSION"));
+    let libdir = prefix.join("lib");
+    assert!(
+        pc(&["--libs"]).contains(&format!("-Wl,-rpath,{}", libdir.display())),
+        "no rpath"
+    );
+    assert!(pc(&["--static", "--libs"]).ends_with("-lpthread -lm -ldl -lc"));
+}
+
+/// The README's lines for linking against the source tree (its `cc` lines; the `cargo build`
+/// and `make` lines are what `build` runs), from a directory where `include` and `target` are
+/// the repository's.
+#[test]
+fn readme_source_tree_link_lines_work() {
+    build("static");
+    let tmp = TempDir::new("tree-link");
+    for dir in ["include", "target"] {
+        std::os::unix::fs::symlink(root().join(dir), tmp.0.join(dir)).expect("symlink");
+    }
+    let lines = readme_block("tests/c_api.rs runs the cc lines of this block: link in the tree");
+    let programs = run_readme_lines(&lines, |l| l.starts_with("cc "), &tmp.0, &[]);
+    check_programs(&programs, &tmp.0.join("target/release"));
+}
+
+#[test]
+fn install_rejects_a_relative_prefix() {
     let out = Command::new("make")
         .arg("-C")
         .arg(root().join("bindings/c"))
-        .arg(format!("PREFIX={}", prefix.display()))
-        .arg("install")
+        .args(["install", "PREFIX=relative/dir"])
         .output()
         .expect("run make install");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("PREFIX must be an absolute path"),
+        "{stderr}"
     );
-    let pc_path = prefix.join("lib/pkgconfig");
-    let flags = Command::new("pkg-config")
-        .env("PKG_CONFIG_PATH", &pc_path)
-        .args(["--cflags", "--libs", "redlock"])
-        .output()
-        .expect("run pkg-config (apt-get install pkg-config)");
-    assert!(flags.status.success());
-    let flags = String::from_utf8(flags.stdout).unwrap();
-    assert!(flags.contains("-lredlock"), "{flags}");
-    let version = Command::new("pkg-config")
-        .env("PKG_CONFIG_PATH", &pc_path)
-        .args(["--modversion", "redlock"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&version.stdout).trim(),
-        env!("CARGO_PKG_VERSION")
-    );
-    let exe = prefix.join("example");
-    let cc = Command::new("cc")
-        .arg(root().join("bindings/c/example.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(flags.split_whitespace())
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let cluster = Cluster::start(3);
-    let run = Command::new(&exe)
-        .env("LD_LIBRARY_PATH", prefix.join("lib"))
-        .args(cluster.urls())
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&prefix);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert!(!root().join("bindings/c/relative").exists());
 }

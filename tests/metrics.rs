@@ -1,9 +1,17 @@
-//! Metrics: the Prometheus text parses, and its counters match what the test did.
+//! Metrics: the Prometheus text parses, and its counters match what the test did; the Rust and
+//! C example servers (examples/metrics_server.rs, bindings/c/metrics_server.c) serve it over
+//! HTTP at /metrics.
 
 mod support;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use redlock::{Error, Redlock, RenewOptions};
 use support::Cluster;
@@ -211,4 +219,264 @@ fn passwords_never_reach_the_metrics() {
     let text = mgr.metrics().to_prometheus();
     assert!(!text.contains("sekrit-pw"));
     parse(&text);
+}
+
+/// A child process killed (by PID) and reaped when dropped, so that a failed assertion does
+/// not leave an example server running.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One HTTP/1.1 GET on a fresh connection: the status line and the body. Every step has a
+/// timeout, so a server that never answers fails the test instead of hanging it.
+fn http_get(addr: &str, path: &str) -> (String, String, String) {
+    let sock: std::net::SocketAddr = addr.parse().expect("a socket address");
+    let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(10)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("read the reply");
+    let (head, body) = reply.split_once("\r\n\r\n").expect("headers and a body");
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// Runs an example metrics server (`cmd`, to which this adds `--nodes`, `--listen
+/// 127.0.0.1:0`, `--serve-for 60` and `--requests 1`) against three real nodes: waits for its
+/// `serving http://ADDR/metrics` line, checks that another path is a 404, scrapes /metrics,
+/// and checks that the server then exits 0 on its own. Returns the scraped text.
+fn scrape_example(mut cmd: Command) -> String {
+    let cluster = Cluster::start(3);
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--serve-for",
+            "60",
+            "--requests",
+            "1",
+        ])
+        .stdout(Stdio::piped());
+    let mut child = Reaped(cmd.spawn().expect("start the example"));
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the example's `serving` line within 30 s");
+    let addr = first
+        .strip_prefix("serving http://")
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+
+    let (status, _, _) = http_get(&addr, "/elsewhere");
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    let (status, headers, body) = http_get(&addr, "/metrics");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{headers}"
+    );
+
+    // --requests 1: the scrape was its last request.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait for the example") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the example still runs after its last request"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "the example exited with {status:?}");
+    let last = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a last line");
+    assert_eq!(last, "served 1 /metrics requests");
+    body
+}
+
+/// What every example's scrape must show: the strict reader accepts it, the one lock it took
+/// was granted and released, and each node saw requests.
+fn check_scraped(text: &str) {
+    let m = parse(text);
+    let get = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in:\n{text}"));
+    assert!(
+        get(r#"redlock_acquire_total{result="granted"}"#) >= 1.0,
+        "{text}"
+    );
+    assert!(get(r#"redlock_unlock_total{result="ok"}"#) >= 1.0, "{text}");
+    assert!(get("redlock_acquire_wait_seconds_count") >= 1.0, "{text}");
+    for node in 0..3 {
+        let requests = m
+            .iter()
+            .find(|(k, _)| k.starts_with(&format!("redlock_node_requests_total{{node=\"{node}\",")))
+            .map(|(_, v)| *v);
+        assert!(requests.is_some_and(|v| v >= 1.0), "node {node}: {text}");
+    }
+}
+
+/// The directory cargo puts this profile's examples in: the test binary is
+/// `<target>/<profile>/deps/metrics-<hash>`.
+fn examples_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("<target>/<profile>")
+        .join("examples")
+}
+
+/// The Rust example, built once per test binary with this test's profile.
+fn rust_example() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let mut build = Command::new(env!("CARGO"));
+            build.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+                "build",
+                "--quiet",
+                "--example",
+                "metrics_server",
+            ]);
+            if !cfg!(debug_assertions) {
+                build.arg("--release");
+            }
+            let out = build.output().expect("run cargo build");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            examples_dir().join("metrics_server")
+        })
+        .clone()
+}
+
+/// The C example, built once per test binary (with the release library, as `make` does) into
+/// this profile's examples directory.
+fn c_example() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let build = examples_dir().join("c");
+            let out = Command::new("make")
+                .arg("-C")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bindings/c"))
+                .arg(format!("BUILD={}", build.display()))
+                .arg(build.join("metrics_server"))
+                .output()
+                .expect("run make");
+            assert!(
+                out.status.success(),
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            build.join("metrics_server")
+        })
+        .clone()
+}
+
+#[test]
+fn the_rust_metrics_server_example_serves_metrics() {
+    check_scraped(&scrape_example(Command::new(rust_example())));
+}
+
+#[test]
+fn the_c_metrics_server_example_serves_metrics() {
+    check_scraped(&scrape_example(Command::new(c_example())));
+}
+
+/// Runs `program args`, killing it if it has not exited within 30 s; the exit code and stderr.
+fn run_bounded(program: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Reaped(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the example"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{args:?}: still running after 30 s"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code(), stderr)
+}
+
+/// Bad arguments get a message naming the problem and a non-zero exit, before any node is
+/// contacted or anything served.
+#[test]
+fn the_metrics_server_examples_reject_bad_arguments() {
+    let unreachable = "redis://127.0.0.1:1";
+    let cases: [(&[&str], i32, &str); 6] = [
+        (&[], 2, "--nodes is required"),
+        (&["--nodes"], 2, "--nodes needs a value"),
+        (&["--nodes", "ftp://x:1"], 2, "ftp"),
+        (
+            &["--nodes", unreachable, "--requests", "0"],
+            2,
+            "--requests",
+        ),
+        (
+            &["--nodes", unreachable, "--serve-for", "soon"],
+            2,
+            "--serve-for",
+        ),
+        (
+            &["--nodes", unreachable, "--listen", "nowhere"],
+            1,
+            "nowhere",
+        ),
+    ];
+    for program in [rust_example(), c_example()] {
+        for (args, code, says) in cases {
+            let (got, stderr) = run_bounded(&program, args);
+            assert_eq!(got, Some(code), "{} {args:?}: {stderr}", program.display());
+            assert!(
+                stderr.contains(says),
+                "{} {args:?}: want {says:?} in {stderr:?}",
+                program.display()
+            );
+        }
+    }
 }
