@@ -1,0 +1,488 @@
+//! Every code block of README.md is run by some test, and this file proves it.
+//!
+//! * A `rust` block is either a whole program in `examples/` (the block is the file, byte for
+//!   byte; [`the_rust_examples_run`] runs each against real nodes, given as `REDLOCK_NODES`),
+//!   or a fragment that a test runs verbatim between `// README:begin` and `// README:end`
+//!   (here, and in tests/reentrant.rs), with a manager `mgr` on real nodes in scope.
+//! * The `c` block is compiled as a program (its node addresses replaced by real nodes') and
+//!   run ([`the_c_block_compiles_and_runs`]).
+//! * Every line of an `sh` block is either run by [`the_sh_blocks_run`] (node lists
+//!   replaced by real nodes) or named in [`SH_ELSEWHERE`] with the test that runs it.
+//! * `text` blocks are not code. A block with any other language, or none, fails.
+//!
+//! The Python, Go and C bindings' own READMEs are checked by their suites the same way.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use redlock::{Config, Error, Redlock, RenewOptions};
+use support::Cluster;
+
+const README: &str = include_str!("../README.md");
+
+struct Block {
+    lang: String,
+    text: String,
+    line: usize,
+    /// The line before the opening fence.
+    before: String,
+}
+
+/// The fenced code blocks of a Markdown text, with their language and first line.
+fn blocks(md: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut open: Option<Block> = None;
+    let mut prev = "";
+    for (i, line) in md.lines().enumerate() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => {
+                open = Some(Block {
+                    lang: lang.trim().to_string(),
+                    text: String::new(),
+                    line: i + 1,
+                    before: prev.to_string(),
+                })
+            }
+            (Some(_), Some("")) => out.push(open.take().unwrap()),
+            (Some(b), _) => {
+                b.text.push_str(line);
+                b.text.push('\n');
+            }
+            (None, None) => {}
+        }
+        prev = line;
+    }
+    assert!(open.is_none(), "README.md has an unclosed code block");
+    out
+}
+
+/// `s` without the indentation its lines share, and without leading/trailing blank lines.
+fn dedent(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    let indent = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let body: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            if l.len() >= indent {
+                &l[indent..]
+            } else {
+                l.trim()
+            }
+        })
+        .collect();
+    body.join("\n").trim_matches('\n').to_string()
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The regions between `// README:begin` and `// README:end` in the Rust tests, dedented.
+fn test_regions() -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(root().join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let mut rest = text.as_str();
+        while let Some(b) = rest.find("// README:begin\n") {
+            let after = &rest[b + "// README:begin\n".len()..];
+            let e = after.find("// README:end").expect("README:end");
+            out.push(dedent(&after[..e]));
+            rest = &after[e..];
+        }
+    }
+    out
+}
+
+/// The examples this file runs; a README block that is a whole program must be one of them.
+const RUN_EXAMPLES: [&str; 3] = ["quickstart", "acquire_options", "wait_for_release"];
+
+/// `sh` lines that other tests (or CI itself) run, and which.
+const SH_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        ".ci/demo",
+        "tests/demo.rs runs the demo example it builds and runs",
+    ),
+    (
+        ".ci/run",
+        "CI: this is the command CI runs on a clean clone",
+    ),
+    (
+        "cargo build --release",
+        "CI: .ci/run builds the release library",
+    ),
+    (
+        "make -C bindings/c",
+        "tests/c_api.rs builds the C programs so",
+    ),
+];
+
+/// An `sh` block preceded by `<!-- tests/FILE.rs runs … -->` is run by that test file, which
+/// reads the block from README.md by that very marker.
+fn run_by_marked_test(b: &Block) -> bool {
+    let Some(marker) = b
+        .before
+        .trim()
+        .strip_prefix("<!-- ")
+        .and_then(|m| m.strip_suffix(" -->"))
+    else {
+        return false;
+    };
+    let Some(file) = marker.split_whitespace().next() else {
+        return false;
+    };
+    file.starts_with("tests/")
+        && fs::read_to_string(root().join(file)).is_ok_and(|t| t.contains(marker))
+}
+
+#[test]
+fn every_readme_code_block_is_run_by_a_test() {
+    let regions = test_regions();
+    let mut problems = Vec::new();
+    let all = blocks(README);
+    assert!(all.len() >= 8, "found only {} blocks", all.len());
+    for b in &all {
+        let text = dedent(&b.text);
+        let ok = match b.lang.as_str() {
+            "rust" => {
+                let example = RUN_EXAMPLES.iter().any(|name| {
+                    fs::read_to_string(root().join(format!("examples/{name}.rs")))
+                        .is_ok_and(|f| f.trim() == text)
+                });
+                example || regions.contains(&text)
+            }
+            // The one C block: the_c_block_compiles_and_runs runs it.
+            "c" => all.iter().filter(|b| b.lang == "c").count() == 1,
+            "sh" => sh_lines(&b.text).iter().all(|l| {
+                let marked = run_by_marked_test(b)
+                    && ["cc ", "make ", "export "].iter().any(|p| l.starts_with(p));
+                marked || runnable_sh(l) || SH_ELSEWHERE.iter().any(|(c, _)| l.starts_with(c))
+            }),
+            "text" => true,
+            // The one toml block: the_cargo_dependency_line_resolves resolves it.
+            "toml" => all.iter().filter(|b| b.lang == "toml").count() == 1,
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!("README.md:{} ```{}", b.line, b.lang));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "README code blocks that no test runs (make the block an example, a README:begin \
+         region of a test, or an sh line the harness runs): {problems:?}"
+    );
+}
+
+/// The commands of an `sh` block: comments dropped, `\` continuations joined, trailing
+/// comments cut.
+fn sh_lines(block: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in block.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            cur.push_str(head);
+            continue;
+        }
+        cur.push_str(line);
+        let cmd = match cur.find("  #").or_else(|| cur.find(" # ")) {
+            Some(i) => cur[..i].trim().to_string(),
+            None => cur.trim().to_string(),
+        };
+        out.push(cmd);
+        cur.clear();
+    }
+    out
+}
+
+/// Lines [`the_sh_blocks_run`] runs: the `redlock` tool's.
+fn runnable_sh(line: &str) -> bool {
+    line.starts_with("redlock ")
+}
+
+/// Whether, within a few seconds, no node holds a lock key (`redlock:*`; fencing counters
+/// stay by design). An unlock returns at quorum, so the last node may take a moment.
+fn no_lock_keys(cluster: &Cluster) -> bool {
+    support::eventually(Duration::from_secs(5), || {
+        cluster.servers.iter().all(|s| {
+            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg("redlock:*")
+                .query(&mut s.client())
+                .unwrap();
+            keys.is_empty()
+        })
+    })
+}
+
+/// The directory the test binaries and examples of this build live in.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn the_rust_examples_run() {
+    let cluster = Cluster::start(3);
+    for name in RUN_EXAMPLES {
+        let bin = target_dir().join("examples").join(name);
+        let out = Command::new(&bin)
+            .env("REDLOCK_NODES", cluster.urls().join(","))
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        if name == "quickstart" {
+            // The second try_lock meets the guard's lock: the report is printed.
+            assert!(stderr.contains("held elsewhere"), "{name}: {stderr}");
+        }
+        assert!(no_lock_keys(&cluster), "{name} left a lock key");
+    }
+}
+
+/// The C block, as a program: its includes first, the rest in `main`, the example node
+/// addresses replaced by the test's.
+#[test]
+fn the_c_block_compiles_and_runs() {
+    let cluster = Cluster::start(3);
+    let block = blocks(README)
+        .into_iter()
+        .find(|b| b.lang == "c")
+        .expect("a c block");
+    let mut body = block.text.clone();
+    for (i, url) in cluster.urls().iter().enumerate() {
+        let example = format!("redis://127.0.0.1:700{}", i + 1);
+        assert!(body.contains(&example), "the C block names {example}");
+        body = body.replace(&example, url);
+    }
+    let (includes, code): (Vec<&str>, Vec<&str>) =
+        body.lines().partition(|l| l.starts_with("#include"));
+    let program = format!(
+        "#include <stdbool.h>\n#include <stdio.h>\n{}\nint main(void) {{\n{}\nreturn 0;\n}}\n",
+        includes.join("\n"),
+        code.join("\n")
+    );
+    let dir = std::env::temp_dir().join(format!("redlock-readme-c-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("readme.c");
+    let bin = dir.join("readme");
+    fs::write(&src, program).unwrap();
+    let lib = target_dir().join("libredlock.a");
+    let cc = Command::new("cc")
+        .arg(&src)
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = Command::new(&bin).output().unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    // The block prints only on failure.
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(no_lock_keys(&cluster), "the C block left a lock key");
+}
+
+/// Every `redlock …` line of the README, with its example node list replaced by real nodes,
+/// run from a directory holding the scripts the lines name.
+#[test]
+fn the_sh_blocks_run() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = std::env::temp_dir().join(format!("redlock-readme-sh-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("make-report.sh");
+    fs::write(
+        &script,
+        "#!/bin/sh\necho \"report under token $REDLOCK_FENCING_TOKEN\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin_dir = target_dir();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for b in blocks(README).iter().filter(|b| b.lang == "sh") {
+        for line in sh_lines(&b.text).into_iter().filter(|l| runnable_sh(l)) {
+            let line = line.replace(
+                "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379",
+                &nodes,
+            );
+            assert!(!line.contains("10.0.0."), "unreplaced node list: {line}");
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(&line)
+                .current_dir(&dir)
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{line}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ran += 1;
+        }
+    }
+    let _ = fs::remove_dir_all(&dir);
+    assert!(ran >= 2, "ran only {ran} redlock lines");
+}
+
+/// The README's `Cargo.toml` lines, in a new package (the path pointed at this checkout):
+/// cargo resolves them, offline, to this package, whose library is `redlock`.
+#[test]
+fn the_cargo_dependency_line_resolves() {
+    let block = blocks(README)
+        .into_iter()
+        .find(|b| b.lang == "toml")
+        .expect("a toml block");
+    assert!(block.text.contains("\"../redlock\""), "{}", block.text);
+    let deps = block.text.replace(
+        "\"../redlock\"",
+        &format!("{:?}", root().display().to_string()),
+    );
+    let dir = std::env::temp_dir().join(format!("redlock-readme-dep-{}", std::process::id()));
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(
+        dir.join("Cargo.toml"),
+        format!("[package]\nname = \"app\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n{deps}"),
+    )
+    .unwrap();
+    fs::write(
+        dir.join("src/main.rs"),
+        "use redlock::Redlock;\nfn main() {}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--offline", "--format-version", "1"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The dependency is this package, and its library target is named `redlock`.
+    assert!(text.contains("\"name\":\"redlock-quorum\""), "{text}");
+    assert!(
+        text.contains("\"kind\":[\"lib\",\"cdylib\",\"staticlib\"]")
+            || text.contains("\"name\":\"redlock\",\"src_path\""),
+        "{text}"
+    );
+}
+
+fn with_manager(f: impl FnOnce(&Redlock) -> Result<(), Error>) {
+    let cluster = Cluster::start(3);
+    let mgr = Redlock::new(support::config(cluster.urls())).unwrap();
+    f(&mgr).unwrap();
+    assert!(no_lock_keys(&cluster), "the fragment left a lock key");
+}
+
+#[test]
+fn the_auto_renewal_fragment_runs() {
+    let parts = ["header", "rows", "footer"];
+    let written = std::cell::RefCell::new(Vec::new());
+    let write = |part: &str| {
+        std::thread::sleep(Duration::from_millis(20));
+        written.borrow_mut().push(part.to_string());
+    };
+    with_manager(|mgr| {
+        // README:begin
+        let lease = mgr.lock("report:daily", Duration::from_secs(10))?;
+        lease.auto_renew(
+            RenewOptions::new()
+                .max_hold(Duration::from_secs(600)) // bound: 1 hour by default
+                .on_lost(|l| {
+                    let resource = String::from_utf8_lossy(l.resource());
+                    eprintln!("lost {resource}: {:?}", l.lost_reason());
+                }),
+        )?;
+        for part in parts {
+            if lease.is_lost() {
+                break; // stop: the lock may be someone else's by now
+            }
+            write(part); // each step much shorter than the TTL
+        }
+        lease.unlock()?; // stops renewal first; NotHeld if the lease was lost
+        // README:end
+        Ok(())
+    });
+    assert_eq!(written.into_inner(), ["header", "rows", "footer"]);
+}
+
+#[test]
+fn the_who_holds_fragment_runs() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls();
+    let run = || -> Result<redlock::Holders, Error> {
+        // README:begin
+        let label = format!("{}:{}", "billing-7", std::process::id()); // host:pid
+        let mgr = Redlock::new(Config::new(nodes.clone()).label(label))?;
+        let lease = mgr.lock("invoices", Duration::from_secs(30))?;
+        let seen = mgr.holders("invoices")?; // from any process: one read on every node
+        if let Some(h) = seen.holder() {
+            // The holder a quorum agrees on: its label, for how long, and how long it has left
+            let who = h.label.as_deref().unwrap_or("(no label)");
+            println!("{who} for {:?}, {:?} left", h.held_for, h.ttl);
+        }
+        for (i, node) in seen.nodes.iter().enumerate() {
+            println!("node {i}: {node:?}"); // Free, Held(holder with its TTL there), Failed(why)
+        }
+        lease.unlock()?;
+        // README:end
+        Ok(seen)
+    };
+    let seen = run().unwrap();
+    let h = seen.holder().expect("held on a quorum");
+    let label = format!("billing-7:{}", std::process::id());
+    assert_eq!(h.label.as_deref(), Some(label.as_str()));
+    assert!(h.held_for.is_some() && h.ttl.is_some());
+    assert!(no_lock_keys(&cluster));
+}
+
+#[test]
+fn the_fencing_fragment_runs() {
+    with_manager(|mgr| {
+        let earlier = mgr.lock_fenced("account:7", Duration::from_secs(10))?;
+        let first = earlier.fencing_token().unwrap();
+        earlier.unlock()?;
+        // README:begin
+        let lease = mgr.lock_fenced("account:7", Duration::from_secs(10))?;
+        let token = lease.fencing_token().unwrap(); // strictly greater than every earlier grant's
+        // UPDATE accounts SET balance = $2, fence = $1 WHERE id = 7 AND fence < $1   (0 rows: stale)
+        // README:end
+        assert!(token > first);
+        lease.unlock()
+    });
+}
