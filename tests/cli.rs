@@ -336,3 +336,131 @@ fn the_demo_runs() {
     assert!(stdout.contains("exit status 123"), "{stdout}");
     assert!(stdout.contains("[second] got it now"), "{stdout}");
 }
+
+/// A process's start time (field 22 of /proc/PID/stat), or None when it is gone or a zombie:
+/// a zombie has exited and is only waiting for whoever inherited it to reap it.
+fn started_at(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19).map(|s| s.to_string())
+}
+
+/// Reads a PID a command wrote to `path`, waiting up to `timeout` for it to appear.
+fn pid_from(path: &std::path::Path, timeout: Duration) -> i32 {
+    let mut pid = None;
+    assert!(
+        eventually(timeout, || {
+            pid = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        }),
+        "{} never written",
+        path.display()
+    );
+    pid.unwrap()
+}
+
+#[test]
+fn a_killed_supervisor_takes_its_command_and_the_command_group_with_it() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = temp_dir("killed-supervisor");
+    let (child_file, grandchild_file) = (dir.join("child"), dir.join("grandchild"));
+    // The command (sh) starts a grandchild in its process group, writes both PIDs (each
+    // file renamed into place, so never read half-written) and waits.
+    let script = format!(
+        "sleep 60 & echo $! > {g}.tmp && mv {g}.tmp {g}; echo $$ > {c}.tmp && mv {c}.tmp {c}; wait",
+        g = grandchild_file.display(),
+        c = child_file.display()
+    );
+    let mut supervisor = run(&nodes, &["--resource", "orphan", "--ttl", "2000", "--"])
+        .args(["sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let child = pid_from(&child_file, Duration::from_secs(20));
+    let grandchild = pid_from(&grandchild_file, Duration::from_secs(20));
+    let (child_start, grandchild_start) = (started_at(child), started_at(grandchild));
+    assert!(child_start.is_some() && grandchild_start.is_some());
+    let alive = |pid, start: &Option<String>| started_at(pid).as_ref() == start.as_ref();
+    let killed = Instant::now();
+    supervisor.kill().unwrap(); // SIGKILL: no handler runs, nothing is cleaned up in-process
+    supervisor.wait().unwrap();
+    // Both must be gone long before the lock's key expires (2 s) — and certainly within 10 s
+    // on a loaded machine. Without the fix both live on for a minute, with PPID 1.
+    let gone = eventually(Duration::from_secs(10), || {
+        !alive(child, &child_start) && !alive(grandchild, &grandchild_start)
+    });
+    let took = killed.elapsed();
+    // Clean up whatever is left before asserting, so a failure leaves no stray sleep behind.
+    for (pid, start) in [(child, &child_start), (grandchild, &grandchild_start)] {
+        if alive(pid, start) {
+            // SAFETY: kill(2) on a PID this test's command reported and that still has the
+            // start time it had then (so it is that process, not a reused PID).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        gone,
+        "the command (pid {child}) or its group (pid {grandchild}) outlived the killed \
+         supervisor by {took:?}"
+    );
+    eprintln!("the command and its group were gone {took:?} after SIGKILL to redlock");
+}
+
+/// SIGKILL to `redlock`'s whole process group takes its group watcher too: then only the
+/// kernel's parent-death signal (Linux) is left to stop the command itself.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_supervisor_and_watcher_still_take_the_command_with_them() {
+    use std::os::unix::process::CommandExt;
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = temp_dir("killed-group");
+    let child_file = dir.join("child");
+    let script = format!(
+        "echo $$ > {c}.tmp && mv {c}.tmp {c}; exec sleep 60",
+        c = child_file.display()
+    );
+    let mut supervisor = run(&nodes, &["--resource", "orphan2", "--ttl", "2000", "--"])
+        .args(["sh", "-c", &script])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let child = pid_from(&child_file, Duration::from_secs(20));
+    let start = started_at(child);
+    assert!(start.is_some());
+    let killed = Instant::now();
+    // SAFETY: kill(2) on the process group of a child this test spawned and has not reaped.
+    assert_eq!(
+        unsafe { libc::kill(-(supervisor.id() as i32), libc::SIGKILL) },
+        0
+    );
+    supervisor.wait().unwrap();
+    let gone = eventually(Duration::from_secs(10), || started_at(child) != start);
+    let took = killed.elapsed();
+    if !gone {
+        // SAFETY: kill(2) on the PID the command reported, still with its start time.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        gone,
+        "the command (pid {child}) outlived redlock by {took:?}"
+    );
+    eprintln!("the command was gone {took:?} after SIGKILL to redlock's process group");
+}
+
+/// A fresh temporary directory of this test's own.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("redlock-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

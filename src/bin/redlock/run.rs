@@ -29,6 +29,13 @@ signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that grou
 is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is reached), the
 group gets SIGTERM, then SIGKILL after --grace.
 
+If redlock itself dies, even by SIGKILL, CMD does not outlive it (its lock would expire
+under it): a watcher process redlock forks sends CMD's process group SIGKILL, and on Linux
+the kernel also sends CMD itself SIGKILL (PR_SET_PDEATHSIG). Not covered: processes that CMD
+moved out of its process group (setsid, daemons); and if redlock and its watcher are killed
+together (say a SIGKILL to redlock's own process group), only CMD itself is stopped, and
+only on Linux: other systems have no parent-death signal.
+
 options:
   --resource NAME      the lock's name (required)
   --ttl MS             the lock's TTL in milliseconds (required)
@@ -250,6 +257,10 @@ fn spawn(
     if let Some(t) = lease.fencing_token() {
         cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
     }
+    die_with_supervisor(&mut cmd);
+    // `spawn` forks on this thread, the main thread, which lives until the process exits:
+    // PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process,
+    // so spawning from a short-lived thread would kill the command early. Keep it here.
     let child = cmd.spawn().map_err(|e| {
         let _ = lease.unlock();
         let code = if e.kind() == std::io::ErrorKind::NotFound {
@@ -271,6 +282,130 @@ fn spawn(
     Ok(child)
 }
 
+/// Makes the command die with `redlock` on Linux: the kernel sends it SIGKILL when the thread
+/// that forked it exits (PR_SET_PDEATHSIG), however `redlock` ends (SIGKILL and OOM kills
+/// included). Only the command itself gets that signal; [`GroupWatch`] handles its group.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn die_with_supervisor(cmd: &mut Command) {
+    let supervisor = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor may have died between fork and prctl, before the signal was
+            // armed: then we have been re-parented already and must not run the command.
+            if libc::getppid() != supervisor {
+                libc::_exit(EXIT_LOST as libc::c_int);
+            }
+            Ok(())
+        })
+    };
+}
+
+/// Elsewhere there is no parent-death signal: [`GroupWatch`] alone kills the command.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn die_with_supervisor(_cmd: &mut Command) {}
+
+/// A small process forked from `redlock` that kills the command's whole process group with
+/// SIGKILL if `redlock` dies without saying it is done: it waits on a pipe whose only write
+/// end `redlock` holds, and end-of-file without a byte means `redlock` is gone. This covers
+/// what the parent-death signal does not: the command's own children (they share its
+/// process group unless they leave it), and systems without PR_SET_PDEATHSIG. If both
+/// `redlock` and this watcher are SIGKILLed at once (a kill of `redlock`'s whole process
+/// group), only the parent-death signal is left, on Linux, for the command itself.
+struct GroupWatch {
+    done: std::os::fd::OwnedFd,
+    pid: libc::pid_t,
+}
+
+impl GroupWatch {
+    /// Starts watching process group `pgid`; None if the pipe or the fork failed (the
+    /// command then runs without this safety net, with a warning).
+    fn start(pgid: libc::pid_t) -> Option<GroupWatch> {
+        use std::os::fd::{AsRawFd, OwnedFd};
+        // Close-on-exec (std's pipes always are): nothing exec'd later inherits either end.
+        let (read, write) = std::io::pipe().ok()?;
+        let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+        // SAFETY: fork in a multi-threaded process: the child calls only async-signal-safe
+        // functions (sigaction, close, read, kill, _exit) and allocates nothing.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return None;
+        }
+        if pid == 0 {
+            // SAFETY: see above; every call gets valid arguments and the child never returns.
+            unsafe { watch(read.as_raw_fd(), write.as_raw_fd(), pgid) }
+        }
+        drop(read);
+        Some(GroupWatch { done: write, pid })
+    }
+
+    /// Tells the watcher the command has ended, so it exits without killing anything, and
+    /// reaps it (it exits at once; waited for at most a second).
+    fn finish(self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: write(2) of one byte from a valid buffer to a descriptor we own.
+        unsafe { libc::write(self.done.as_raw_fd(), b"d".as_ptr().cast(), 1) };
+        drop(self.done);
+        for _ in 0..1000 {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child, non-blocking, with a valid status pointer.
+            if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The watcher's whole life, in the forked child.
+///
+/// # Safety
+///
+/// Only for the child of a fork: it calls async-signal-safe functions only and exits.
+unsafe fn watch(read: libc::c_int, write: libc::c_int, pgid: libc::pid_t) -> ! {
+    // SAFETY: plain system calls on valid descriptors and a zeroed (valid) sigaction.
+    unsafe {
+        // Our copy of the write end would keep the pipe open for ever.
+        libc::close(write);
+        // Signals meant for `redlock` (a Ctrl-C to its process group) must neither kill the
+        // watcher nor run the inherited forwarding handler a second time.
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        for sig in FORWARDED {
+            libc::sigaction(sig, &ignore, std::ptr::null_mut());
+        }
+        // Hold none of `redlock`'s standard streams: whoever reads its output sees the end
+        // when `redlock` exits, not when the watcher does.
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        let mut byte = 0u8;
+        loop {
+            match libc::read(read, (&mut byte as *mut u8).cast(), 1) {
+                1 => libc::_exit(0),
+                0 => {
+                    libc::kill(-pgid, libc::SIGKILL);
+                    libc::_exit(0);
+                }
+                // last_os_error only reads errno: no allocation.
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => libc::_exit(1),
+            }
+        }
+    }
+}
+
 /// Waits for the command to exit, or for the lease to be lost (then terminates the command);
 /// releases the lock either way. Returns the exit status of `run`.
 fn supervise(
@@ -281,6 +416,14 @@ fn supervise(
     grace: u64,
 ) -> u8 {
     let pid = child.id() as i32;
+    // The command leads its own process group (process_group(0)): its PGID is its PID.
+    let watch = GroupWatch::start(pid);
+    if watch.is_none() {
+        eprintln!(
+            "redlock run: warning: cannot start the watcher that kills the command's process \
+             group should redlock be killed"
+        );
+    }
     let (exit_tx, exit_rx) = channel::bounded(1);
     std::thread::spawn(move || {
         let _ = exit_tx.send(child.wait());
@@ -291,6 +434,9 @@ fn supervise(
     };
     if let Some(status) = status {
         CHILD.store(0, Ordering::SeqCst);
+        if let Some(w) = watch {
+            w.finish();
+        }
         let Ok(status) = status else {
             eprintln!("redlock run: waiting for the command failed");
             let _ = lease.unlock();
@@ -313,6 +459,9 @@ fn supervise(
         let _ = exit_rx.recv();
     }
     CHILD.store(0, Ordering::SeqCst);
+    if let Some(w) = watch {
+        w.finish();
+    }
     // Clean up whatever keys are still ours (never another owner's).
     let _ = lease.unlock();
     EXIT_LOST
