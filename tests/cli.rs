@@ -8,8 +8,25 @@ use std::time::{Duration, Instant};
 
 use support::{Cluster, RedisServer, eventually};
 
+/// The variables `redlock` reads: cleared in every test's commands, so that the caller's
+/// environment cannot change what a test sees; tests that exercise them set them.
+const READ_VARS: [&str; 8] = [
+    "REDLOCK_NODES",
+    "REDLOCK_TTL",
+    "REDLOCK_WAIT",
+    "REDLOCK_MAX_HOLD",
+    "REDLOCK_GRACE",
+    "REDLOCK_CONFLICT_EXIT_CODE",
+    "REDLOCK_MAX_TTL",
+    "REDLOCK_NODE_TIMEOUT",
+];
+
 fn redlock() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_redlock"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    for v in READ_VARS {
+        c.env_remove(v);
+    }
+    c
 }
 
 fn text(o: &Output) -> String {
@@ -173,7 +190,11 @@ fn run_reports_usage_errors_and_missing_commands() {
             125,
             "--resource is required",
         ),
-        (&["--resource", "r", "--", "true"], 125, "--ttl is required"),
+        (
+            &["--resource", "r", "--", "true"],
+            125,
+            "--ttl (or REDLOCK_TTL) is required",
+        ),
         (&["--resource", "r", "--ttl", "1000"], 125, "no command"),
         (
             &["--resource", "r", "--ttl", "soon", "--", "true"],
@@ -249,6 +270,236 @@ fn every_command_has_help() {
     }
     let out = redlock().args(["frobnicate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(125));
+    // A bare `redlock` prints the usage, to stderr, as a usage error.
+    let out = redlock().output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(out.stdout.is_empty());
+    let usage = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        usage.contains("usage:") && usage.contains("redlock run -n"),
+        "{usage}"
+    );
+    // Short options are documented beside their long forms.
+    let out = redlock().args(["run", "-h"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "-n, --nodes",
+        "-r, --resource",
+        "-t, --ttl",
+        "-w, --wait",
+        "-f, --fenced",
+        "-E, --conflict-exit-code",
+        "-h, --help",
+        "[REDLOCK_TTL]",
+        "[REDLOCK_NODES]",
+    ] {
+        assert!(help.contains(opt), "{opt} missing from:\n{help}");
+    }
+}
+
+/// `redlock run` with the command `sh -c 'echo $REDLOCK_TTL_MS'`: the TTL it used.
+fn ttl_seen(c: &mut Command) -> Result<u64, String> {
+    let out = c
+        .args(["--", "sh", "-c", "echo $REDLOCK_TTL_MS"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(text(&out));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+}
+
+#[test]
+fn durations_take_units_and_short_options_and_the_environment_work() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let short = |ttl: &str| {
+        let mut c = redlock();
+        c.args(["run", "-n", &nodes, "-r", "units", "-t", ttl]);
+        c
+    };
+    assert_eq!(ttl_seen(&mut short("2s")), Ok(2000));
+    assert_eq!(ttl_seen(&mut short("1500")), Ok(1500), "bare milliseconds");
+    assert_eq!(ttl_seen(&mut short("750ms")), Ok(750));
+    assert_eq!(
+        ttl_seen(short("1m30s").args(["--max-ttl", "2m"])),
+        Ok(90_000)
+    );
+    assert_eq!(
+        ttl_seen(&mut run(&nodes, &["-fr", "units", "-t5s"])),
+        Ok(5000)
+    );
+    // From the environment: the nodes and the TTL; a flag wins over its variable.
+    let from_env = || {
+        let mut c = redlock();
+        c.args(["run", "-r", "units"])
+            .env("REDLOCK_NODES", &nodes)
+            .env("REDLOCK_TTL", "3s");
+        c
+    };
+    assert_eq!(ttl_seen(&mut from_env()), Ok(3000));
+    assert_eq!(ttl_seen(from_env().args(["-t", "4s"])), Ok(4000));
+    // An empty variable counts as unset.
+    let out = from_env()
+        .env("REDLOCK_TTL", "")
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--ttl (or REDLOCK_TTL) is required"),
+        "{}",
+        text(&out)
+    );
+    // Bad values: the flag or the variable is named, with the accepted forms.
+    const FORMS: &str = "500ms, 10s, 2m, 1h";
+    let cases: Vec<(Command, &[&str])> = vec![
+        (
+            short("10x"),
+            &["--ttl: \"10x\" is not a duration (unknown unit", FORMS],
+        ),
+        (
+            short("-5s"),
+            &["--ttl: \"-5s\" is not a duration (negative)", FORMS],
+        ),
+        (
+            short("1.5s"),
+            &["--ttl: \"1.5s\" is not a duration (no fractions"],
+        ),
+        (short("99999999999999999999"), &["(too large)"]),
+        (
+            short("2h"),
+            &["--ttl 2h is above the maximum TTL, 1m", "--max-ttl"],
+        ),
+        (
+            {
+                let mut c = from_env();
+                c.env("REDLOCK_TTL", "10x");
+                c
+            },
+            &[
+                "environment variable REDLOCK_TTL: \"10x\" is not a duration",
+                FORMS,
+            ],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_WAIT", "soon");
+                c
+            },
+            &["environment variable REDLOCK_WAIT", FORMS],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_MAX_TTL", "1d");
+                c
+            },
+            &["environment variable REDLOCK_MAX_TTL: \"1d\" is not a duration (unknown unit"],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.args(["--grace", ""]);
+                c
+            },
+            &["--grace: \"\" is not a duration (empty)", FORMS],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.args(["-E", "256"]);
+                c
+            },
+            &["--conflict-exit-code: expected an exit status from 0 to 255, got \"256\""],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_CONFLICT_EXIT_CODE", "-1");
+                c
+            },
+            &["environment variable REDLOCK_CONFLICT_EXIT_CODE: expected an exit status"],
+        ),
+    ];
+    for (mut c, says) in cases {
+        let out = c.args(["--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{c:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        for s in says {
+            assert!(err.contains(s), "{c:?}: wanted {s:?} in {}", text(&out));
+        }
+        assert!(!err.contains("Config::"), "library names leak: {err}");
+    }
+}
+
+#[test]
+fn the_conflict_exit_code_is_chosen_like_flocks() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let mgr = redlock::Redlock::new(support::config(cluster.urls())).unwrap();
+    let lease = mgr.try_lock("busy", Duration::from_secs(30)).unwrap();
+    let status = |extra: &[&str], env: Option<&str>| {
+        let mut c = run(&nodes, &["-r", "busy", "-t", "1s"]);
+        c.args(extra).args(["--", "true"]);
+        if let Some(v) = env {
+            c.env("REDLOCK_CONFLICT_EXIT_CODE", v);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not acquired"),
+            "{}",
+            text(&out)
+        );
+        out.status.code()
+    };
+    assert_eq!(status(&[], None), Some(123), "the default");
+    assert_eq!(status(&["-E", "7"], None), Some(7));
+    assert_eq!(status(&["--conflict-exit-code=0"], None), Some(0));
+    assert_eq!(status(&[], Some("9")), Some(9));
+    assert_eq!(status(&["-E", "7"], Some("9")), Some(7), "the flag wins");
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // The outer run gets its nodes from REDLOCK_NODES, which the inner runs inherit; its
+    // command sees REDLOCK_RESOURCE=outer and REDLOCK_TTL_MS=5000, which they must not use.
+    let script = r#"
+        "$RL" run -t 5s -- true; echo "no-resource=$?"
+        "$RL" run -r inner -- true; echo "no-ttl=$?"
+        "$RL" run -r inner -t 5s -- sh -c 'echo "inner-holds=$REDLOCK_RESOURCE"'; echo "inner=$?"
+        "$RL" run -r "$REDLOCK_RESOURCE" -t 5s -- true; echo "same=$?"
+    "#;
+    let out = redlock()
+        .args(["run", "-r", "outer", "-t", "5s", "--", "sh", "-c", script])
+        .env("REDLOCK_NODES", &nodes)
+        .env("RL", env!("CARGO_BIN_EXE_redlock"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in [
+        "no-resource=125",
+        "no-ttl=125",
+        "inner-holds=inner",
+        "inner=0",
+        // Naming the outer lock on purpose works, and meets the outer lock.
+        "same=123",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line}: {}", text(&out));
+    }
+    assert!(
+        stderr.contains("--resource is required (REDLOCK_RESOURCE is not read"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--ttl (or REDLOCK_TTL) is required (REDLOCK_TTL_MS is not read"),
+        "{stderr}"
+    );
 }
 
 #[test]

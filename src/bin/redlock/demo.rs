@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::EXIT_ERROR;
 use crate::local::{LocalNodes, server_program};
 
-const HELP: &str = "\
+/// This command's `--help`.
+pub const HELP: &str = "\
 redlock demo — a first try: starts three local redis-servers (no persistence, on free
 loopback ports), runs a command under a lock with `redlock run` while a second `redlock run`
 is turned away, shows `redlock inspect` while the lock is held and after, and stops the

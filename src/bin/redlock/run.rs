@@ -9,25 +9,30 @@ use std::time::Duration;
 use crossbeam::channel::{self, RecvTimeoutError};
 use redlock::{Error, Lease, LockOptions, Redlock, RenewOptions, Wait};
 
-use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts, Opt, describe, ms, next, string, unexpected};
+use crate::args::{
+    Opt, duration_arg, duration_or_env, env, exit_status, next, show_ms, string, unexpected,
+};
+use crate::{EXIT_ERROR, NODE_OPTS_HELP, NODE_SHORTS, NodeOpts, describe};
 
 /// Exit status: too many nodes failed for a quorum.
 pub const EXIT_UNAVAILABLE: u8 = 122;
-/// Exit status: the lock was held elsewhere until `--wait` ran out.
+/// Exit status: the lock was held elsewhere until `--wait` ran out (unless `-E` says otherwise).
 pub const EXIT_NOT_ACQUIRED: u8 = 123;
 /// Exit status: the lease was lost while the command ran; the command was terminated.
 pub const EXIT_LOST: u8 = 124;
 
-const HELP: &str = "\
+/// This command's `--help`.
+pub const HELP: &str = "\
 redlock run — run a command while holding a distributed lock
 
-usage: redlock run --nodes URL[,URL…] --resource NAME --ttl MS [options] -- CMD [ARGS…]
+usage: redlock run -n URL[,URL…] -r NAME -t TTL [options] -- CMD [ARGS…]
+e.g.   redlock run -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 -r nightly -t 10s -- ./job
 
 Acquires NAME on a quorum of the nodes (waiting up to --wait), runs CMD while the lock is
 renewed every TTL/3, and releases it when CMD exits. CMD runs in its own process group;
-signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the lease
-is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is reached), the
-group gets SIGTERM, then SIGKILL after --grace.
+signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the
+lease is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is
+reached), the group gets SIGTERM, then SIGKILL after --grace.
 
 If redlock itself dies, even by SIGKILL, CMD does not outlive it (its lock would expire
 under it): a watcher process redlock forks sends CMD's process group SIGKILL, and on Linux
@@ -36,86 +41,180 @@ moved out of its process group (setsid, daemons); and if redlock and its watcher
 together (say a SIGKILL to redlock's own process group), only CMD itself is stopped, and
 only on Linux: other systems have no parent-death signal.
 
-options:
-  --resource NAME      the lock's name (required)
-  --ttl MS             the lock's TTL in milliseconds (required)
-  --wait MS            retry for up to MS milliseconds if the lock is held (default 0: one try)
-  --max-hold MS        stop renewing after MS milliseconds and treat the lease as lost
-                       (default 3600000, one hour)
-  --fenced             take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
-  --grace MS           after SIGTERM on a lost lease, wait this long before SIGKILL (default 5000)
+options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
+  -r, --resource NAME          the lock's name (required; never read from the environment)
+  -t, --ttl DURATION           the lock's TTL, at most --max-ttl (required)     [REDLOCK_TTL]
+  -w, --wait DURATION          if the lock is held, retry for up to this long (default 0:
+                               one try)                                        [REDLOCK_WAIT]
+  -f, --fenced                 take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
+  -E, --conflict-exit-code N   the exit status when the lock is held elsewhere (default 123)
+                                                                 [REDLOCK_CONFLICT_EXIT_CODE]
+      --max-hold DURATION      stop renewing after this long and treat the lease as lost
+                               (default 1h)                                [REDLOCK_MAX_HOLD]
+      --grace DURATION         after SIGTERM on a lost lease, wait this long before SIGKILL
+                               (default 5s)                                   [REDLOCK_GRACE]
 NODE_OPTS
+  -h, --help                   this help
 
-CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS and REDLOCK_VALIDITY_MS (the
-validity left when CMD started).
+environment: an option left off the command line is read from the [VARIABLE] shown beside
+it (the command line wins; an empty variable counts as unset; a bad value is an error that
+names the variable). Never read from the environment: the resource (CMD's environment has
+REDLOCK_RESOURCE, and a `redlock run` inside CMD must not take the outer lock's name by
+accident), --fenced and --no-quarantine (a safety check is dropped only where it is
+written).
+
+CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (the
+validity left when CMD started) and, with --fenced, REDLOCK_FENCING_TOKEN. redlock reads
+none of these.
 
 exit status:
   CMD's own status (128 + N when it was killed by signal N)
   122  unavailable: too many nodes failed (or refused the credentials) for a quorum
-  123  not acquired: held elsewhere until --wait ran out
+  123  not acquired: held elsewhere until --wait ran out (the status -E sets)
   124  lease lost while CMD ran; CMD was terminated
   125  usage error or other failure of redlock itself
   126  CMD could not be executed
   127  CMD not found";
 
+/// Short options of `redlock run`, beside [`NODE_SHORTS`].
+const SHORTS: [(char, &str); 7] = [
+    ('n', "nodes"),
+    ('r', "resource"),
+    ('t', "ttl"),
+    ('w', "wait"),
+    ('f', "fenced"),
+    ('E', "conflict-exit-code"),
+    ('h', "help"),
+];
+
+/// `redlock run`'s options, after the command line and the environment.
 struct Opts {
     nodes: NodeOpts,
-    resource: Option<String>,
-    ttl: Option<u64>,
+    resource: String,
+    /// Milliseconds, here and below.
+    ttl: u64,
     wait: u64,
     max_hold: u64,
     fenced: bool,
     grace: u64,
+    conflict_exit_code: u8,
+    cmd: Vec<OsString>,
+}
+
+/// The options as given on the command line, before the environment fills the gaps.
+#[derive(Default)]
+struct Flags {
+    nodes: NodeOpts,
+    resource: Option<String>,
+    ttl: Option<u64>,
+    wait: Option<u64>,
+    max_hold: Option<u64>,
+    fenced: bool,
+    grace: Option<u64>,
+    conflict_exit_code: Option<u8>,
     cmd: Vec<OsString>,
 }
 
 fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
-    let mut o = Opts {
-        nodes: NodeOpts::new(),
-        resource: None,
-        ttl: None,
-        wait: 0,
-        max_hold: 3_600_000,
-        fenced: false,
-        grace: 5000,
-        cmd: Vec::new(),
-    };
+    debug_assert!(NODE_SHORTS.iter().all(|s| SHORTS.contains(s)));
+    let mut f = Flags::default();
     let mut p = lexopt::Parser::from_args(args);
-    while let Some(arg) = next(&mut p)? {
+    while let Some(arg) = next(&mut p, &SHORTS)? {
         if let Opt::Long(name) = &arg
-            && o.nodes.take(name, &mut p)?
+            && f.nodes.take(name, &mut p)?
         {
             continue;
         }
         match &arg {
-            Opt::Long(n) if n == "resource" => o.resource = Some(string(&mut p, "--resource")?),
-            Opt::Long(n) if n == "ttl" => o.ttl = Some(ms(&mut p, "--ttl")?),
-            Opt::Long(n) if n == "wait" => o.wait = ms(&mut p, "--wait")?,
-            Opt::Long(n) if n == "max-hold" => o.max_hold = ms(&mut p, "--max-hold")?,
-            Opt::Long(n) if n == "grace" => o.grace = ms(&mut p, "--grace")?,
-            Opt::Long(n) if n == "fenced" => o.fenced = true,
-            Opt::Long(n) if n == "help" => return Ok(None),
-            Opt::Short('h') => return Ok(None),
+            Opt::Long(n) => match n.as_str() {
+                "resource" => f.resource = Some(string(&mut p, "--resource")?),
+                "ttl" => f.ttl = Some(duration_arg(&mut p, "--ttl")?),
+                "wait" => f.wait = Some(duration_arg(&mut p, "--wait")?),
+                "max-hold" => f.max_hold = Some(duration_arg(&mut p, "--max-hold")?),
+                "grace" => f.grace = Some(duration_arg(&mut p, "--grace")?),
+                "fenced" => f.fenced = true,
+                "conflict-exit-code" => {
+                    let v = string(&mut p, "--conflict-exit-code")?;
+                    f.conflict_exit_code = Some(exit_status("--conflict-exit-code", &v)?);
+                }
+                "help" => return Ok(None),
+                _ => return Err(unexpected(&arg)),
+            },
             Opt::Value(v) => {
-                o.cmd.push(v.clone());
-                o.cmd.extend(p.raw_args().map_err(|e| e.to_string())?);
+                f.cmd.push(v.clone());
+                f.cmd.extend(p.raw_args().map_err(|e| e.to_string())?);
             }
             other => return Err(unexpected(other)),
         }
     }
-    if o.resource.is_none() {
-        return Err("--resource is required".into());
-    }
-    if o.ttl.is_none() {
-        return Err("--ttl is required".into());
-    }
-    if o.cmd.is_empty() {
+    resolve(f).map(Some)
+}
+
+/// Fills the options the command line left out from the environment, applies the defaults
+/// and checks the values, naming the flag (or the variable) at fault.
+fn resolve(mut f: Flags) -> Result<Opts, String> {
+    let Some(resource) = f.resource else {
+        let mut e = String::from("--resource is required");
+        if std::env::var_os("REDLOCK_RESOURCE").is_some() {
+            e.push_str(
+                " (REDLOCK_RESOURCE is not read: it names the lock of an outer `redlock run`; \
+                 pass -r \"$REDLOCK_RESOURCE\" to mean it)",
+            );
+        }
+        return Err(e);
+    };
+    let ttl = match duration_or_env(f.ttl, "REDLOCK_TTL")? {
+        Some(t) => t,
+        None => {
+            let mut e = String::from("--ttl (or REDLOCK_TTL) is required");
+            if std::env::var_os("REDLOCK_TTL_MS").is_some() {
+                e.push_str(
+                    " (REDLOCK_TTL_MS is not read: it is the TTL an outer `redlock run` \
+                     tells its command)",
+                );
+            }
+            return Err(e);
+        }
+    };
+    f.nodes.resolve()?;
+    if f.cmd.is_empty() {
         return Err("no command given: put it after `--`".into());
     }
-    if o.max_hold == 0 {
-        return Err("--max-hold must be > 0".into());
+    if ttl == 0 {
+        return Err("--ttl must be more than 0".into());
     }
-    Ok(Some(o))
+    let max_ttl = f.nodes.max_ttl_ms();
+    if ttl > max_ttl {
+        return Err(format!(
+            "--ttl {} is above the maximum TTL, {}: raise the maximum with --max-ttl (or \
+             REDLOCK_MAX_TTL), or keep the TTL short: the lock is renewed every TTL/3 while \
+             the command runs",
+            show_ms(ttl),
+            show_ms(max_ttl)
+        ));
+    }
+    let max_hold = duration_or_env(f.max_hold, "REDLOCK_MAX_HOLD")?.unwrap_or(3_600_000);
+    if max_hold == 0 {
+        return Err("--max-hold must be more than 0".into());
+    }
+    let conflict_exit_code = match f.conflict_exit_code {
+        Some(c) => c,
+        None => match env("REDLOCK_CONFLICT_EXIT_CODE")? {
+            Some(v) => exit_status("environment variable REDLOCK_CONFLICT_EXIT_CODE", &v)?,
+            None => EXIT_NOT_ACQUIRED,
+        },
+    };
+    Ok(Opts {
+        nodes: f.nodes,
+        resource,
+        ttl,
+        wait: duration_or_env(f.wait, "REDLOCK_WAIT")?.unwrap_or(0),
+        max_hold,
+        fenced: f.fenced,
+        grace: duration_or_env(f.grace, "REDLOCK_GRACE")?.unwrap_or(5000),
+        conflict_exit_code,
+        cmd: f.cmd,
+    })
 }
 
 /// The signal to forward to the command, and the command's PID once it runs.
@@ -184,10 +283,9 @@ pub fn main(args: Vec<OsString>) -> u8 {
 }
 
 fn run(o: Opts) -> Result<u8, (u8, String)> {
-    let config = o.nodes.config().map_err(|e| (EXIT_ERROR, e))?;
-    let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
-    let resource = o.resource.clone().unwrap_or_default();
-    let ttl = Duration::from_millis(o.ttl.unwrap_or_default());
+    let mgr = Redlock::new(o.nodes.config()).map_err(|e| (EXIT_ERROR, describe(&e)))?;
+    let resource = o.resource.clone();
+    let ttl = Duration::from_millis(o.ttl);
     install_forwarding();
     let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl)?;
     let pending = PENDING.swap(0, Ordering::SeqCst);
@@ -217,7 +315,7 @@ fn hold(
     );
     let lease = acquired.map_err(|e| {
         let code = match e {
-            Error::NotAcquired(_) => EXIT_NOT_ACQUIRED,
+            Error::NotAcquired(_) => o.conflict_exit_code,
             Error::Unavailable(_) | Error::Auth(_) => EXIT_UNAVAILABLE,
             _ => EXIT_ERROR,
         };
