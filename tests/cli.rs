@@ -370,6 +370,7 @@ fn durations_take_units_and_short_options_and_the_environment_work() {
             short("2h"),
             &["--ttl 2h is above the maximum TTL, 1m", "--max-ttl"],
         ),
+        (short("2ms"), &["--ttl must be at least 3ms"]),
         (
             {
                 let mut c = from_env();
@@ -714,4 +715,77 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+#[test]
+fn restart_quarantine_errors_say_what_to_do_on_the_command_line() {
+    let mut cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let quick = || {
+        run(&nodes, &["-r", "q", "-t", "1s", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    // A first run marks every node (a brand-new cluster is trusted at once).
+    let out = quick();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Two of three restart empty: no quorum can count on them for a maximum TTL (60 s).
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    let mut err = String::new();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let out = quick();
+            assert_eq!(
+                out.status.code(),
+                Some(122),
+                "never granted: {}",
+                text(&out)
+            );
+            err = String::from_utf8_lossy(&out.stderr).into_owned();
+            err.contains("restart quarantine")
+        }),
+        "{err}"
+    );
+    for says in [
+        "hint: 2 of 3 node(s) (node 0, node 1) restarted or lost their data",
+        "(--max-ttl)",
+        "Wait it out within one run, with --wait 6", // 61s, or 60s if a second went by
+        "Pass --no-quarantine only if these nodes persist every write (appendfsync always)",
+    ] {
+        assert!(err.contains(says), "wanted {says:?} in {err}");
+    }
+    assert!(!err.contains("Config::"), "{err}");
+    // The advice works: waiting it out in one run (a short maximum TTL keeps this short)...
+    let out = run(
+        &nodes,
+        &[
+            "-r",
+            "q",
+            "-t",
+            "1s",
+            "--max-ttl",
+            "2s",
+            "-w",
+            "30s",
+            "--",
+            "true",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // ...after which every run trusts the nodes again.
+    let out = quick();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // And --no-quarantine counts restarted nodes at once.
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    let out = run(
+        &nodes,
+        &["-r", "q", "-t", "1s", "--no-quarantine", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }

@@ -29,7 +29,7 @@ mod run;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlock::{Config, DEFAULT_MAX_TTL, Error, MAX_TTL};
+use redlock::{Config, DEFAULT_MAX_TTL, Error, MAX_TTL, NodeOutcome};
 
 use args::{duration_arg, duration_or_env, env, show_ms, string};
 
@@ -151,9 +151,49 @@ pub const NODE_OPTS_HELP: &str =
                                10ms to a tenth of the TTL)             [REDLOCK_NODE_TIMEOUT]";
 
 /// A library error, for the user: bad input names what was wrong; the rest carries the
-/// per-node report.
+/// per-node report, and, when nodes in restart quarantine stood in the way, what to do about
+/// it on the command line.
 pub fn describe(e: &Error) -> String {
-    e.to_string()
+    let mut msg = e.to_string();
+    if let Some(hint) = quarantine_hint(e) {
+        msg.push_str("\nhint: ");
+        msg.push_str(&hint);
+    }
+    msg
+}
+
+/// What to do when nodes in restart quarantine did not count, in terms of this tool's flags
+/// (the library's message names only the nodes and why).
+fn quarantine_hint(e: &Error) -> Option<String> {
+    let r = e.report()?;
+    let quarantined: Vec<(usize, Duration)> = r
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.outcome {
+            NodeOutcome::Quarantined { remaining, .. } => Some((n.index, *remaining)),
+            _ => None,
+        })
+        .collect();
+    let longest = quarantined.iter().map(|q| q.1).max()?;
+    let names: Vec<String> = quarantined
+        .iter()
+        .map(|q| format!("node {}", q.0))
+        .collect();
+    // Whole seconds, rounded up, and one more for the attempt itself.
+    let wait = (longest.as_millis() as u64).div_ceil(1000) * 1000 + 1000;
+    Some(format!(
+        "{} of {} node(s) ({}) restarted or lost their data less than the maximum TTL \
+         (--max-ttl) ago, so they may have lost lock keys, and do not count for up to {} \
+         more. Wait it out within one run, with --wait {} or longer: a node without a marker \
+         is counted from when each new run first sees it, and once one run has waited it out \
+         the node is trusted again by all. Pass --no-quarantine only if these nodes persist \
+         every write (appendfsync always) or are a brand-new cluster that never held a lock.",
+        quarantined.len(),
+        r.nodes.len(),
+        names.join(", "),
+        show_ms(longest.as_millis() as u64),
+        show_ms(wait),
+    ))
 }
 
 fn main() -> ExitCode {

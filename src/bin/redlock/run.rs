@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use crossbeam::channel::{self, RecvTimeoutError};
-use redlock::{Error, Lease, LockOptions, Redlock, RenewOptions, Wait};
+use redlock::{Error, Lease, LockOptions, MAX_RESOURCE_LEN, Redlock, RenewOptions, Wait};
 
 use crate::args::{
     Opt, duration_arg, duration_or_env, env, exit_status, next, show_ms, string, unexpected,
@@ -180,8 +180,23 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
     if f.cmd.is_empty() {
         return Err("no command given: put it after `--`".into());
     }
-    if ttl == 0 {
-        return Err("--ttl must be more than 0".into());
+    // The library's own checks, made here so that the message names the flag: a TTL must
+    // outlast its clock-drift allowance (2 ms + 1 %), and a resource name must fit.
+    if ttl < 3 {
+        return Err(format!(
+            "--ttl must be at least 3ms (it must outlast its clock-drift allowance of 2ms + \
+             1 %), got {}",
+            show_ms(ttl)
+        ));
+    }
+    if resource.is_empty() {
+        return Err("--resource must not be empty".into());
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(format!(
+            "--resource is {} bytes long; the limit is {MAX_RESOURCE_LEN}",
+            resource.len()
+        ));
     }
     let max_ttl = f.nodes.max_ttl_ms();
     if ttl > max_ttl {
