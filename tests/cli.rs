@@ -789,3 +789,82 @@ fn restart_quarantine_errors_say_what_to_do_on_the_command_line() {
     .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+#[test]
+fn metrics_are_served_over_http_while_the_command_runs() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // The command scrapes its own supervisor: port 0 picks a free port (no race with other
+    // tests over a port chosen in advance), and REDLOCK_METRICS_ADDR says which.
+    let scrape = r#"
+import os, urllib.request, urllib.error
+base = "http://" + os.environ["REDLOCK_METRICS_ADDR"]
+r = urllib.request.urlopen(base + "/metrics", timeout=20)
+print("content-type:", r.headers["Content-Type"])
+print(r.read().decode())
+try:
+    urllib.request.urlopen(base + "/elsewhere", timeout=20)
+except urllib.error.HTTPError as e:
+    print("elsewhere:", e.code)
+"#;
+    let out = run(
+        &nodes,
+        &[
+            "-r",
+            "scraped",
+            "-t",
+            "5s",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--",
+        ],
+    )
+    .args(["python3", "-c", scrape])
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let body = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "content-type: text/plain; version=0.0.4; charset=utf-8",
+        "redlock_acquire_total{result=\"granted\"} 1",
+        "redlock_acquire_total{result=\"not_acquired\"} 0",
+        "# TYPE redlock_acquire_wait_seconds histogram",
+        "elsewhere: 404",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line}: {}", text(&out));
+    }
+    // The flag is named when it cannot be honoured: a port in use, an address that is none.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    for (listen, says) in [
+        (
+            taken.as_str(),
+            format!("--metrics-listen {taken}: cannot listen"),
+        ),
+        ("nope", "--metrics-listen: expected HOST:PORT".to_string()),
+    ] {
+        let out = run(
+            &nodes,
+            &[
+                "-r",
+                "scraped",
+                "-t",
+                "5s",
+                "--metrics-listen",
+                listen,
+                "--",
+                "true",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&says),
+            "{says}: {}",
+            text(&out)
+        );
+    }
+    // Nothing was locked by the refused runs.
+    assert_eq!(cluster.present(b"redlock:scraped"), 0);
+}

@@ -17,6 +17,9 @@
 //! 124 lease lost while the command ran (it was terminated); 125 usage or other error; 126
 //! command not executable; 127 command not found.
 //!
+//! `run --metrics-listen ADDR` serves the manager's Prometheus text at `http://ADDR/metrics`
+//! (`metrics.rs`, tiny_http: the library itself never listens).
+//!
 //! If `run` is killed, its command dies with it (see `run.rs`: a parent-death signal on Linux
 //! and a watcher process that kills the command's process group).
 
@@ -24,6 +27,7 @@ mod args;
 mod demo;
 mod inspect;
 mod local;
+mod metrics;
 mod run;
 
 use std::process::ExitCode;

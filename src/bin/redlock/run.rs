@@ -12,7 +12,7 @@ use redlock::{Error, Lease, LockOptions, MAX_RESOURCE_LEN, Redlock, RenewOptions
 use crate::args::{
     Opt, duration_arg, duration_or_env, env, exit_status, next, show_ms, string, unexpected,
 };
-use crate::{EXIT_ERROR, NODE_OPTS_HELP, NODE_SHORTS, NodeOpts, describe};
+use crate::{EXIT_ERROR, NODE_OPTS_HELP, NODE_SHORTS, NodeOpts, describe, metrics};
 
 /// Exit status: too many nodes failed for a quorum.
 pub const EXIT_UNAVAILABLE: u8 = 122;
@@ -53,6 +53,9 @@ options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
                                (default 1h)                                [REDLOCK_MAX_HOLD]
       --grace DURATION         after SIGTERM on a lost lease, wait this long before SIGKILL
                                (default 5s)                                   [REDLOCK_GRACE]
+      --metrics-listen ADDR    while running, serve the lock's Prometheus metrics over HTTP
+                               at http://ADDR/metrics (ADDR: 127.0.0.1:9464; port 0 picks a
+                               free port, given to CMD as REDLOCK_METRICS_ADDR)
 NODE_OPTS
   -h, --help                   this help
 
@@ -60,12 +63,12 @@ environment: an option left off the command line is read from the [VARIABLE] sho
 it (the command line wins; an empty variable counts as unset; a bad value is an error that
 names the variable). Never read from the environment: the resource (CMD's environment has
 REDLOCK_RESOURCE, and a `redlock run` inside CMD must not take the outer lock's name by
-accident), --fenced and --no-quarantine (a safety check is dropped only where it is
-written).
+accident), --fenced, --no-quarantine (a safety check is dropped only where it is written)
+and --metrics-listen (a nested run would fight over the port).
 
 CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (the
-validity left when CMD started) and, with --fenced, REDLOCK_FENCING_TOKEN. redlock reads
-none of these.
+validity left when CMD started), with --fenced REDLOCK_FENCING_TOKEN, and with
+--metrics-listen REDLOCK_METRICS_ADDR (the address bound). redlock reads none of these.
 
 exit status:
   CMD's own status (128 + N when it was killed by signal N)
@@ -98,6 +101,7 @@ struct Opts {
     fenced: bool,
     grace: u64,
     conflict_exit_code: u8,
+    metrics_listen: Option<String>,
     cmd: Vec<OsString>,
 }
 
@@ -112,6 +116,7 @@ struct Flags {
     fenced: bool,
     grace: Option<u64>,
     conflict_exit_code: Option<u8>,
+    metrics_listen: Option<String>,
     cmd: Vec<OsString>,
 }
 
@@ -136,6 +141,9 @@ fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
                 "conflict-exit-code" => {
                     let v = string(&mut p, "--conflict-exit-code")?;
                     f.conflict_exit_code = Some(exit_status("--conflict-exit-code", &v)?);
+                }
+                "metrics-listen" => {
+                    f.metrics_listen = Some(string(&mut p, "--metrics-listen")?);
                 }
                 "help" => return Ok(None),
                 _ => return Err(unexpected(&arg)),
@@ -228,6 +236,7 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
         fenced: f.fenced,
         grace: duration_or_env(f.grace, "REDLOCK_GRACE")?.unwrap_or(5000),
         conflict_exit_code,
+        metrics_listen: f.metrics_listen,
         cmd: f.cmd,
     })
 }
@@ -301,6 +310,18 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
     let mgr = Redlock::new(o.nodes.config()).map_err(|e| (EXIT_ERROR, describe(&e)))?;
     let resource = o.resource.clone();
     let ttl = Duration::from_millis(o.ttl);
+    // Listening before the lock is taken: a port in use fails at once, and the wait for the
+    // lock is observable too.
+    let metrics = match &o.metrics_listen {
+        Some(listen) => {
+            let addr = metrics::serve(listen, mgr.clone()).map_err(|e| (EXIT_ERROR, e))?;
+            if addr.port() != 0 && listen.ends_with(":0") {
+                eprintln!("redlock run: metrics at http://{addr}/metrics");
+            }
+            Some(addr)
+        }
+        None => None,
+    };
     install_forwarding();
     let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl)?;
     let pending = PENDING.swap(0, Ordering::SeqCst);
@@ -308,7 +329,7 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
         let _ = lease.unlock();
         return Ok(128 + pending as u8);
     }
-    let child = spawn(&o, &lease, &resource, ttl)?;
+    let child = spawn(&o, &lease, &resource, ttl, metrics)?;
     Ok(supervise(child, &lease, &resource, lost_rx, o.grace))
 }
 
@@ -355,6 +376,7 @@ fn spawn(
     lease: &Lease,
     resource: &str,
     ttl: Duration,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<std::process::Child, (u8, String)> {
     let mut cmd = Command::new(&o.cmd[0]);
     // Its own process group, so that a lost lease stops everything the command started, and
@@ -369,6 +391,9 @@ fn spawn(
         );
     if let Some(t) = lease.fencing_token() {
         cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
+    }
+    if let Some(addr) = metrics {
+        cmd.env("REDLOCK_METRICS_ADDR", addr.to_string());
     }
     die_with_supervisor(&mut cmd);
     // `spawn` forks on this thread, the main thread, which lives until the process exits:
