@@ -576,17 +576,79 @@ fn inspect_shows_held_locks_and_finds_leaked_keys() {
     );
 }
 
+/// The command lines `redlock demo` printed (`$ …`), checked to be complete.
+fn printed_commands(stdout: &str, nodes: &str) -> Vec<String> {
+    let lines: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("$ "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    for l in &lines {
+        // This test's binary is not on the PATH: the demo names it by its full path.
+        assert!(
+            l.starts_with(&format!("{} ", env!("CARGO_BIN_EXE_redlock"))),
+            "{l}"
+        );
+        assert!(
+            l.contains(&format!(" -n {nodes} ")) || l.ends_with(&format!(" -n {nodes}")),
+            "{l}"
+        );
+    }
+    lines
+}
+
 #[test]
 fn the_demo_runs() {
     let out = redlock().arg("demo").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        stdout.contains("[child] holding report, fencing token 1"),
+        stdout.contains("[child] holding demo-report, fencing token 1"),
         "{stdout}"
     );
     assert!(stdout.contains("exit status 123"), "{stdout}");
     assert!(stdout.contains("[second] got it now"), "{stdout}");
+    let nodes = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("nodes: "))
+        .unwrap();
+    printed_commands(&stdout, nodes);
+}
+
+#[test]
+fn the_demos_printed_commands_run_as_shown() {
+    // The demo on this test's nodes, which outlive it: then its printed lines can be run
+    // again, through sh, exactly as a reader would paste them.
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let out = redlock().args(["demo", "-n", &nodes]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("exit status 123"), "{stdout}");
+    assert!(!stdout.contains("stopping the nodes"), "{stdout}");
+    let lines = printed_commands(&stdout, &nodes);
+    let mut outputs = String::new();
+    for line in &lines {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", line]);
+        for v in READ_VARS {
+            sh.env_remove(v);
+        }
+        let out = sh.output().unwrap();
+        // The lock is free each time now: every line succeeds.
+        assert_eq!(out.status.code(), Some(0), "{line}: {}", text(&out));
+        outputs.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    for says in [
+        "[child] holding demo-report, fencing token 2",
+        "[child] done",
+        "[second] got it\n",
+        "[second] got it now",
+        "0 lock key(s) for 0 resource(s) on 3 node(s)",
+    ] {
+        assert!(outputs.contains(says), "{says}: {outputs}");
+    }
 }
 
 /// A process's start time (field 22 of /proc/PID/stat), or None when it is gone or a zombie:
