@@ -33,7 +33,7 @@ mod run;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlock::{Config, DEFAULT_MAX_TTL, Error, MAX_TTL, NodeOutcome};
+use redlock::{Config, DEFAULT_MAX_TTL, Error, MAX_TTL, NodeOutcome, QuarantineReason};
 
 use args::{duration_arg, duration_or_env, env, show_ms, string};
 
@@ -170,11 +170,13 @@ pub fn describe(e: &Error) -> String {
 /// (the library's message names only the nodes and why).
 fn quarantine_hint(e: &Error) -> Option<String> {
     let r = e.report()?;
-    let quarantined: Vec<(usize, Duration)> = r
+    let quarantined: Vec<(usize, Duration, QuarantineReason)> = r
         .nodes
         .iter()
         .filter_map(|n| match &n.outcome {
-            NodeOutcome::Quarantined { remaining, .. } => Some((n.index, *remaining)),
+            NodeOutcome::Quarantined {
+                remaining, reason, ..
+            } => Some((n.index, *remaining, *reason)),
             _ => None,
         })
         .collect();
@@ -183,20 +185,29 @@ fn quarantine_hint(e: &Error) -> Option<String> {
         .iter()
         .map(|q| format!("node {}", q.0))
         .collect();
-    // Whole seconds, rounded up, and one more for the attempt itself.
-    let wait = (longest.as_millis() as u64).div_ceil(1000) * 1000 + 1000;
+    // Whole seconds, rounded up; the wait gets one more for the attempt itself.
+    let secs = (longest.as_millis() as u64).div_ceil(1000).max(1);
+    // A node without a marker is counted from when this process first saw it, so a new
+    // run starts the count again; the others are counted from the node's start.
+    let how = if quarantined
+        .iter()
+        .any(|q| q.2 == QuarantineReason::NoMarker)
+    {
+        "Wait it out within one run, with --wait {wait} or longer: a node without a marker \
+         is counted from when each new run first sees it (so a later run starts the count \
+         again), and once one run has waited it out the node is trusted again by all."
+    } else {
+        "Run again after that, or wait it out within this run with --wait {wait} or longer."
+    };
     Some(format!(
         "{} of {} node(s) ({}) restarted or lost their data less than the maximum TTL \
-         (--max-ttl) ago, so they may have lost lock keys, and do not count for up to {} \
-         more. Wait it out within one run, with --wait {} or longer: a node without a marker \
-         is counted from when each new run first sees it, and once one run has waited it out \
-         the node is trusted again by all. Pass --no-quarantine only if these nodes persist \
-         every write (appendfsync always) or are a brand-new cluster that never held a lock.",
+         (--max-ttl) ago, so they may have lost lock keys, and do not count for up to {secs}s \
+         more. {} Pass --no-quarantine only if these nodes persist every write (appendfsync \
+         always) or are a brand-new cluster that never held a lock.",
         quarantined.len(),
         r.nodes.len(),
         names.join(", "),
-        show_ms(longest.as_millis() as u64),
-        show_ms(wait),
+        how.replace("{wait}", &show_ms((secs + 1) * 1000)),
     ))
 }
 
