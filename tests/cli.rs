@@ -8,8 +8,25 @@ use std::time::{Duration, Instant};
 
 use support::{Cluster, RedisServer, eventually};
 
+/// The variables `redlock` reads: cleared in every test's commands, so that the caller's
+/// environment cannot change what a test sees; tests that exercise them set them.
+const READ_VARS: [&str; 8] = [
+    "REDLOCK_NODES",
+    "REDLOCK_TTL",
+    "REDLOCK_WAIT",
+    "REDLOCK_MAX_HOLD",
+    "REDLOCK_GRACE",
+    "REDLOCK_CONFLICT_EXIT_CODE",
+    "REDLOCK_MAX_TTL",
+    "REDLOCK_NODE_TIMEOUT",
+];
+
 fn redlock() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_redlock"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    for v in READ_VARS {
+        c.env_remove(v);
+    }
+    c
 }
 
 fn text(o: &Output) -> String {
@@ -173,7 +190,11 @@ fn run_reports_usage_errors_and_missing_commands() {
             125,
             "--resource is required",
         ),
-        (&["--resource", "r", "--", "true"], 125, "--ttl is required"),
+        (
+            &["--resource", "r", "--", "true"],
+            125,
+            "--ttl (or REDLOCK_TTL) is required",
+        ),
         (&["--resource", "r", "--ttl", "1000"], 125, "no command"),
         (
             &["--resource", "r", "--ttl", "soon", "--", "true"],
@@ -249,6 +270,237 @@ fn every_command_has_help() {
     }
     let out = redlock().args(["frobnicate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(125));
+    // A bare `redlock` prints the usage, to stderr, as a usage error.
+    let out = redlock().output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(out.stdout.is_empty());
+    let usage = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        usage.contains("usage:") && usage.contains("redlock run -n"),
+        "{usage}"
+    );
+    // Short options are documented beside their long forms.
+    let out = redlock().args(["run", "-h"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "-n, --nodes",
+        "-r, --resource",
+        "-t, --ttl",
+        "-w, --wait",
+        "-f, --fenced",
+        "-E, --conflict-exit-code",
+        "-h, --help",
+        "[REDLOCK_TTL]",
+        "[REDLOCK_NODES]",
+    ] {
+        assert!(help.contains(opt), "{opt} missing from:\n{help}");
+    }
+}
+
+/// `redlock run` with the command `sh -c 'echo $REDLOCK_TTL_MS'`: the TTL it used.
+fn ttl_seen(c: &mut Command) -> Result<u64, String> {
+    let out = c
+        .args(["--", "sh", "-c", "echo $REDLOCK_TTL_MS"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(text(&out));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+}
+
+#[test]
+fn durations_take_units_and_short_options_and_the_environment_work() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let short = |ttl: &str| {
+        let mut c = redlock();
+        c.args(["run", "-n", &nodes, "-r", "units", "-t", ttl]);
+        c
+    };
+    assert_eq!(ttl_seen(&mut short("2s")), Ok(2000));
+    assert_eq!(ttl_seen(&mut short("1500")), Ok(1500), "bare milliseconds");
+    assert_eq!(ttl_seen(&mut short("750ms")), Ok(750));
+    assert_eq!(
+        ttl_seen(short("1m30s").args(["--max-ttl", "2m"])),
+        Ok(90_000)
+    );
+    assert_eq!(
+        ttl_seen(&mut run(&nodes, &["-fr", "units", "-t5s"])),
+        Ok(5000)
+    );
+    // From the environment: the nodes and the TTL; a flag wins over its variable.
+    let from_env = || {
+        let mut c = redlock();
+        c.args(["run", "-r", "units"])
+            .env("REDLOCK_NODES", &nodes)
+            .env("REDLOCK_TTL", "3s");
+        c
+    };
+    assert_eq!(ttl_seen(&mut from_env()), Ok(3000));
+    assert_eq!(ttl_seen(from_env().args(["-t", "4s"])), Ok(4000));
+    // An empty variable counts as unset.
+    let out = from_env()
+        .env("REDLOCK_TTL", "")
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--ttl (or REDLOCK_TTL) is required"),
+        "{}",
+        text(&out)
+    );
+    // Bad values: the flag or the variable is named, with the accepted forms.
+    const FORMS: &str = "500ms, 10s, 2m, 1h";
+    let cases: Vec<(Command, &[&str])> = vec![
+        (
+            short("10x"),
+            &["--ttl: \"10x\" is not a duration (unknown unit", FORMS],
+        ),
+        (
+            short("-5s"),
+            &["--ttl: \"-5s\" is not a duration (negative)", FORMS],
+        ),
+        (
+            short("1.5s"),
+            &["--ttl: \"1.5s\" is not a duration (no fractions"],
+        ),
+        (short("99999999999999999999"), &["(too large)"]),
+        (
+            short("2h"),
+            &["--ttl 2h is above the maximum TTL, 1m", "--max-ttl"],
+        ),
+        (short("2ms"), &["--ttl must be at least 3ms"]),
+        (
+            {
+                let mut c = from_env();
+                c.env("REDLOCK_TTL", "10x");
+                c
+            },
+            &[
+                "environment variable REDLOCK_TTL: \"10x\" is not a duration",
+                FORMS,
+            ],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_WAIT", "soon");
+                c
+            },
+            &["environment variable REDLOCK_WAIT", FORMS],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_MAX_TTL", "1d");
+                c
+            },
+            &["environment variable REDLOCK_MAX_TTL: \"1d\" is not a duration (unknown unit"],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.args(["--grace", ""]);
+                c
+            },
+            &["--grace: \"\" is not a duration (empty)", FORMS],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.args(["-E", "256"]);
+                c
+            },
+            &["--conflict-exit-code: expected an exit status from 0 to 255, got \"256\""],
+        ),
+        (
+            {
+                let mut c = short("1s");
+                c.env("REDLOCK_CONFLICT_EXIT_CODE", "-1");
+                c
+            },
+            &["environment variable REDLOCK_CONFLICT_EXIT_CODE: expected an exit status"],
+        ),
+    ];
+    for (mut c, says) in cases {
+        let out = c.args(["--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{c:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        for s in says {
+            assert!(err.contains(s), "{c:?}: wanted {s:?} in {}", text(&out));
+        }
+        assert!(!err.contains("Config::"), "library names leak: {err}");
+    }
+}
+
+#[test]
+fn the_conflict_exit_code_is_chosen_like_flocks() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let mgr = redlock::Redlock::new(support::config(cluster.urls())).unwrap();
+    let lease = mgr.try_lock("busy", Duration::from_secs(30)).unwrap();
+    let status = |extra: &[&str], env: Option<&str>| {
+        let mut c = run(&nodes, &["-r", "busy", "-t", "1s"]);
+        c.args(extra).args(["--", "true"]);
+        if let Some(v) = env {
+            c.env("REDLOCK_CONFLICT_EXIT_CODE", v);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not acquired"),
+            "{}",
+            text(&out)
+        );
+        out.status.code()
+    };
+    assert_eq!(status(&[], None), Some(123), "the default");
+    assert_eq!(status(&["-E", "7"], None), Some(7));
+    assert_eq!(status(&["--conflict-exit-code=0"], None), Some(0));
+    assert_eq!(status(&[], Some("9")), Some(9));
+    assert_eq!(status(&["-E", "7"], Some("9")), Some(7), "the flag wins");
+    lease.unlock().unwrap();
+}
+
+#[test]
+fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // The outer run gets its nodes from REDLOCK_NODES, which the inner runs inherit; its
+    // command sees REDLOCK_RESOURCE=outer and REDLOCK_TTL_MS=5000, which they must not use.
+    let script = r#"
+        "$RL" run -t 5s -- true; echo "no-resource=$?"
+        "$RL" run -r inner -- true; echo "no-ttl=$?"
+        "$RL" run -r inner -t 5s -- sh -c 'echo "inner-holds=$REDLOCK_RESOURCE"'; echo "inner=$?"
+        "$RL" run -r "$REDLOCK_RESOURCE" -t 5s -- true; echo "same=$?"
+    "#;
+    let out = redlock()
+        .args(["run", "-r", "outer", "-t", "5s", "--", "sh", "-c", script])
+        .env("REDLOCK_NODES", &nodes)
+        .env("RL", env!("CARGO_BIN_EXE_redlock"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in [
+        "no-resource=125",
+        "no-ttl=125",
+        "inner-holds=inner",
+        "inner=0",
+        // Naming the outer lock on purpose works, and meets the outer lock.
+        "same=123",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line}: {}", text(&out));
+    }
+    assert!(
+        stderr.contains("--resource is required (REDLOCK_RESOURCE is not read"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--ttl (or REDLOCK_TTL) is required (REDLOCK_TTL_MS is not read"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -324,15 +576,357 @@ fn inspect_shows_held_locks_and_finds_leaked_keys() {
     );
 }
 
+/// The command lines `redlock demo` printed (`$ …`), checked to be complete.
+fn printed_commands(stdout: &str, nodes: &str) -> Vec<String> {
+    let lines: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("$ "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    for l in &lines {
+        // This test's binary is not on the PATH: the demo names it by its full path.
+        assert!(
+            l.starts_with(&format!("{} ", env!("CARGO_BIN_EXE_redlock"))),
+            "{l}"
+        );
+        assert!(
+            l.contains(&format!(" -n {nodes} ")) || l.ends_with(&format!(" -n {nodes}")),
+            "{l}"
+        );
+    }
+    lines
+}
+
 #[test]
 fn the_demo_runs() {
     let out = redlock().arg("demo").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        stdout.contains("[child] holding report, fencing token 1"),
+        stdout.contains("[child] holding demo-report, fencing token 1"),
         "{stdout}"
     );
     assert!(stdout.contains("exit status 123"), "{stdout}");
     assert!(stdout.contains("[second] got it now"), "{stdout}");
+    let nodes = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("nodes: "))
+        .unwrap();
+    printed_commands(&stdout, nodes);
+}
+
+#[test]
+fn the_demos_printed_commands_run_as_shown() {
+    // The demo on this test's nodes, which outlive it: then its printed lines can be run
+    // again, through sh, exactly as a reader would paste them.
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let out = redlock().args(["demo", "-n", &nodes]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("exit status 123"), "{stdout}");
+    assert!(!stdout.contains("stopping the nodes"), "{stdout}");
+    let lines = printed_commands(&stdout, &nodes);
+    let mut outputs = String::new();
+    for line in &lines {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", line]);
+        for v in READ_VARS {
+            sh.env_remove(v);
+        }
+        let out = sh.output().unwrap();
+        // The lock is free each time now: every line succeeds.
+        assert_eq!(out.status.code(), Some(0), "{line}: {}", text(&out));
+        outputs.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    for says in [
+        "[child] holding demo-report, fencing token 2",
+        "[child] done",
+        "[second] got it\n",
+        "[second] got it now",
+        "0 lock key(s) for 0 resource(s) on 3 node(s)",
+    ] {
+        assert!(outputs.contains(says), "{says}: {outputs}");
+    }
+}
+
+/// A process's start time (field 22 of /proc/PID/stat), or None when it is gone or a zombie:
+/// a zombie has exited and is only waiting for whoever inherited it to reap it.
+fn started_at(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19).map(|s| s.to_string())
+}
+
+/// Reads a PID a command wrote to `path`, waiting up to `timeout` for it to appear.
+fn pid_from(path: &std::path::Path, timeout: Duration) -> i32 {
+    let mut pid = None;
+    assert!(
+        eventually(timeout, || {
+            pid = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        }),
+        "{} never written",
+        path.display()
+    );
+    pid.unwrap()
+}
+
+#[test]
+fn a_killed_supervisor_takes_its_command_and_the_command_group_with_it() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = temp_dir("killed-supervisor");
+    let (child_file, grandchild_file) = (dir.join("child"), dir.join("grandchild"));
+    // The command (sh) starts a grandchild in its process group, writes both PIDs (each
+    // file renamed into place, so never read half-written) and waits.
+    let script = format!(
+        "sleep 60 & echo $! > {g}.tmp && mv {g}.tmp {g}; echo $$ > {c}.tmp && mv {c}.tmp {c}; wait",
+        g = grandchild_file.display(),
+        c = child_file.display()
+    );
+    let mut supervisor = run(&nodes, &["--resource", "orphan", "--ttl", "2000", "--"])
+        .args(["sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let child = pid_from(&child_file, Duration::from_secs(20));
+    let grandchild = pid_from(&grandchild_file, Duration::from_secs(20));
+    let (child_start, grandchild_start) = (started_at(child), started_at(grandchild));
+    assert!(child_start.is_some() && grandchild_start.is_some());
+    let alive = |pid, start: &Option<String>| started_at(pid).as_ref() == start.as_ref();
+    let killed = Instant::now();
+    supervisor.kill().unwrap(); // SIGKILL: no handler runs, nothing is cleaned up in-process
+    supervisor.wait().unwrap();
+    // Both must be gone long before the lock's key expires (2 s) — and certainly within 10 s
+    // on a loaded machine. Without the fix both live on for a minute, with PPID 1.
+    let gone = eventually(Duration::from_secs(10), || {
+        !alive(child, &child_start) && !alive(grandchild, &grandchild_start)
+    });
+    let took = killed.elapsed();
+    // Clean up whatever is left before asserting, so a failure leaves no stray sleep behind.
+    for (pid, start) in [(child, &child_start), (grandchild, &grandchild_start)] {
+        if alive(pid, start) {
+            // SAFETY: kill(2) on a PID this test's command reported and that still has the
+            // start time it had then (so it is that process, not a reused PID).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        gone,
+        "the command (pid {child}) or its group (pid {grandchild}) outlived the killed \
+         supervisor by {took:?}"
+    );
+    eprintln!("the command and its group were gone {took:?} after SIGKILL to redlock");
+}
+
+/// SIGKILL to `redlock`'s whole process group takes its group watcher too: then only the
+/// kernel's parent-death signal (Linux) is left to stop the command itself.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_supervisor_and_watcher_still_take_the_command_with_them() {
+    use std::os::unix::process::CommandExt;
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = temp_dir("killed-group");
+    let child_file = dir.join("child");
+    let script = format!(
+        "echo $$ > {c}.tmp && mv {c}.tmp {c}; exec sleep 60",
+        c = child_file.display()
+    );
+    let mut supervisor = run(&nodes, &["--resource", "orphan2", "--ttl", "2000", "--"])
+        .args(["sh", "-c", &script])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let child = pid_from(&child_file, Duration::from_secs(20));
+    let start = started_at(child);
+    assert!(start.is_some());
+    let killed = Instant::now();
+    // SAFETY: kill(2) on the process group of a child this test spawned and has not reaped.
+    assert_eq!(
+        unsafe { libc::kill(-(supervisor.id() as i32), libc::SIGKILL) },
+        0
+    );
+    supervisor.wait().unwrap();
+    let gone = eventually(Duration::from_secs(10), || started_at(child) != start);
+    let took = killed.elapsed();
+    if !gone {
+        // SAFETY: kill(2) on the PID the command reported, still with its start time.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        gone,
+        "the command (pid {child}) outlived redlock by {took:?}"
+    );
+    eprintln!("the command was gone {took:?} after SIGKILL to redlock's process group");
+}
+
+/// A fresh temporary directory of this test's own.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("redlock-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn restart_quarantine_errors_say_what_to_do_on_the_command_line() {
+    let mut cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let quick = || {
+        run(&nodes, &["-r", "q", "-t", "1s", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    // A first run marks every node (a brand-new cluster is trusted at once).
+    let out = quick();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Two of three restart empty: no quorum can count on them for a maximum TTL (60 s).
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    let mut err = String::new();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let out = quick();
+            assert_eq!(
+                out.status.code(),
+                Some(122),
+                "never granted: {}",
+                text(&out)
+            );
+            err = String::from_utf8_lossy(&out.stderr).into_owned();
+            err.contains("restart quarantine")
+        }),
+        "{err}"
+    );
+    for says in [
+        "hint: 2 of 3 node(s) (node 0, node 1) restarted or lost their data",
+        "(--max-ttl)",
+        "Wait it out within one run, with --wait 6", // 61s, or 60s if a second went by
+        "Pass --no-quarantine only if these nodes persist every write (appendfsync always)",
+    ] {
+        assert!(err.contains(says), "wanted {says:?} in {err}");
+    }
+    assert!(!err.contains("Config::"), "{err}");
+    // The advice works: waiting it out in one run (a short maximum TTL keeps this short)...
+    let out = run(
+        &nodes,
+        &[
+            "-r",
+            "q",
+            "-t",
+            "1s",
+            "--max-ttl",
+            "2s",
+            "-w",
+            "30s",
+            "--",
+            "true",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // ...after which every run trusts the nodes again.
+    let out = quick();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // And --no-quarantine counts restarted nodes at once.
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    let out = run(
+        &nodes,
+        &["-r", "q", "-t", "1s", "--no-quarantine", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+#[test]
+fn metrics_are_served_over_http_while_the_command_runs() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // The command scrapes its own supervisor: port 0 picks a free port (no race with other
+    // tests over a port chosen in advance), and REDLOCK_METRICS_ADDR says which.
+    let scrape = r#"
+import os, urllib.request, urllib.error
+base = "http://" + os.environ["REDLOCK_METRICS_ADDR"]
+r = urllib.request.urlopen(base + "/metrics", timeout=20)
+print("content-type:", r.headers["Content-Type"])
+print(r.read().decode())
+try:
+    urllib.request.urlopen(base + "/elsewhere", timeout=20)
+except urllib.error.HTTPError as e:
+    print("elsewhere:", e.code)
+"#;
+    let out = run(
+        &nodes,
+        &[
+            "-r",
+            "scraped",
+            "-t",
+            "5s",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--",
+        ],
+    )
+    .args(["python3", "-c", scrape])
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let body = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "content-type: text/plain; version=0.0.4; charset=utf-8",
+        "redlock_acquire_total{result=\"granted\"} 1",
+        "redlock_acquire_total{result=\"not_acquired\"} 0",
+        "# TYPE redlock_acquire_wait_seconds histogram",
+        "elsewhere: 404",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line}: {}", text(&out));
+    }
+    // The flag is named when it cannot be honoured: a port in use, an address that is none.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    for (listen, says) in [
+        (
+            taken.as_str(),
+            format!("--metrics-listen {taken}: cannot listen"),
+        ),
+        ("nope", "--metrics-listen: expected HOST:PORT".to_string()),
+    ] {
+        let out = run(
+            &nodes,
+            &[
+                "-r",
+                "scraped",
+                "-t",
+                "5s",
+                "--metrics-listen",
+                listen,
+                "--",
+                "true",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&says),
+            "{says}: {}",
+            text(&out)
+        );
+    }
+    // Nothing was locked by the refused runs.
+    assert_eq!(cluster.present(b"redlock:scraped"), 0);
 }

@@ -6,36 +6,50 @@ use std::time::Duration;
 
 use redlock::{KeyInfo, KeyKind, Redlock};
 
-use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts, Opt, next, string, unexpected};
+use crate::args::{Opt, next, string, unexpected};
+use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts};
 
 fn show(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
 
-const HELP: &str = "\
+/// This command's `--help`.
+pub const HELP: &str = "\
 redlock inspect — show lock keys on each node, and find leaked ones
 
-usage: redlock inspect --nodes URL[,URL…] [--prefix P] [--max-ttl MS] [--fail-on-leak]
+usage: redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-on-leak]
 
 Scans every node with SCAN (never KEYS) for lock keys (redlock:<resource>) whose resource
-starts with P, and prints, per resource and node, whether the key is there, its remaining
-TTL and a short form of the holder's token. Keys with no TTL, or a TTL beyond the maximum,
-are listed as leaked: they would block their resource for good (or far too long).
+starts with PREFIX, and prints, per resource and node, whether the key is there, its
+remaining TTL and a short form of the holder's token. Keys with no TTL, or a TTL beyond the
+maximum TTL, are listed as leaked: they would block their resource for good (or far too
+long).
 
-options:
-  --prefix P           only resources starting with P (default: all)
-  --fail-on-leak       exit 3 when a leaked key is found
+options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
+  -p, --prefix PREFIX          only resources starting with PREFIX (default: all)
+      --fail-on-leak           exit 3 when a leaked key is found
 NODE_OPTS
+  -h, --help                   this help
 
-exit status: 0; 1 if a node could not be scanned; 3 with --fail-on-leak and a leak; 125 usage.";
+environment: an option left off the command line is read from the [VARIABLE] shown beside
+it (the command line wins; an empty variable counts as unset).
+
+exit status:
+  0    scanned every node
+  1    a node could not be scanned
+  3    a leaked key was found, with --fail-on-leak
+  125  usage error";
+
+/// Short options of `redlock inspect`.
+const SHORTS: [(char, &str); 3] = [('n', "nodes"), ('p', "prefix"), ('h', "help")];
 
 pub fn main(args: Vec<OsString>) -> u8 {
-    let mut nodes = NodeOpts::new();
+    let mut nodes = NodeOpts::default();
     let mut prefix = String::new();
     let mut fail_on_leak = false;
     let mut p = lexopt::Parser::from_args(args);
     let parsed: Result<bool, String> = (|| {
-        while let Some(arg) = next(&mut p)? {
+        while let Some(arg) = next(&mut p, &SHORTS)? {
             if let Opt::Long(name) = &arg
                 && nodes.take(name, &mut p)?
             {
@@ -45,7 +59,6 @@ pub fn main(args: Vec<OsString>) -> u8 {
                 Opt::Long(n) if n == "prefix" => prefix = string(&mut p, "--prefix")?,
                 Opt::Long(n) if n == "fail-on-leak" => fail_on_leak = true,
                 Opt::Long(n) if n == "help" => return Ok(false),
-                Opt::Short('h') => return Ok(false),
                 other => return Err(unexpected(other)),
             }
         }
@@ -62,14 +75,12 @@ pub fn main(args: Vec<OsString>) -> u8 {
             return EXIT_ERROR;
         }
     }
-    let config = match nodes.config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("redlock inspect: {e} (see `redlock inspect --help`)");
-            return EXIT_ERROR;
-        }
-    };
-    let max_ttl = Duration::from_millis(nodes.max_ttl.unwrap_or(60_000));
+    if let Err(e) = nodes.resolve() {
+        eprintln!("redlock inspect: {e} (see `redlock inspect --help`)");
+        return EXIT_ERROR;
+    }
+    let config = nodes.config();
+    let max_ttl = Duration::from_millis(nodes.max_ttl_ms());
     let mgr = match Redlock::new(config) {
         Ok(m) => m,
         Err(e) => {

@@ -7,108 +7,238 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use crossbeam::channel::{self, RecvTimeoutError};
-use redlock::{Error, Lease, LockOptions, Redlock, RenewOptions, Wait};
+use redlock::{Error, Lease, LockOptions, MAX_RESOURCE_LEN, Redlock, RenewOptions, Wait};
 
-use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts, Opt, describe, ms, next, string, unexpected};
+use crate::args::{
+    Opt, duration_arg, duration_or_env, env, exit_status, next, show_ms, string, unexpected,
+};
+use crate::{EXIT_ERROR, NODE_OPTS_HELP, NODE_SHORTS, NodeOpts, describe, metrics};
 
 /// Exit status: too many nodes failed for a quorum.
 pub const EXIT_UNAVAILABLE: u8 = 122;
-/// Exit status: the lock was held elsewhere until `--wait` ran out.
+/// Exit status: the lock was held elsewhere until `--wait` ran out (unless `-E` says otherwise).
 pub const EXIT_NOT_ACQUIRED: u8 = 123;
 /// Exit status: the lease was lost while the command ran; the command was terminated.
 pub const EXIT_LOST: u8 = 124;
 
-const HELP: &str = "\
+/// This command's `--help`.
+pub const HELP: &str = "\
 redlock run — run a command while holding a distributed lock
 
-usage: redlock run --nodes URL[,URL…] --resource NAME --ttl MS [options] -- CMD [ARGS…]
+usage: redlock run -n URL[,URL…] -r NAME -t TTL [options] -- CMD [ARGS…]
+e.g.   redlock run -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 -r nightly -t 10s -- ./job
 
 Acquires NAME on a quorum of the nodes (waiting up to --wait), runs CMD while the lock is
 renewed every TTL/3, and releases it when CMD exits. CMD runs in its own process group;
-signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the lease
-is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is reached), the
-group gets SIGTERM, then SIGKILL after --grace.
+signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the
+lease is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is
+reached), the group gets SIGTERM, then SIGKILL after --grace.
 
-options:
-  --resource NAME      the lock's name (required)
-  --ttl MS             the lock's TTL in milliseconds (required)
-  --wait MS            retry for up to MS milliseconds if the lock is held (default 0: one try)
-  --max-hold MS        stop renewing after MS milliseconds and treat the lease as lost
-                       (default 3600000, one hour)
-  --fenced             take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
-  --grace MS           after SIGTERM on a lost lease, wait this long before SIGKILL (default 5000)
+If redlock itself dies, even by SIGKILL, CMD does not outlive it (its lock would expire
+under it): a watcher process redlock forks sends CMD's process group SIGKILL, and on Linux
+the kernel also sends CMD itself SIGKILL (PR_SET_PDEATHSIG). Not covered: processes that CMD
+moved out of its process group (setsid, daemons); and if redlock and its watcher are killed
+together (say a SIGKILL to redlock's own process group), only CMD itself is stopped, and
+only on Linux: other systems have no parent-death signal.
+
+options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
+  -r, --resource NAME          the lock's name (required; never read from the environment)
+  -t, --ttl DURATION           the lock's TTL, at most --max-ttl (required)     [REDLOCK_TTL]
+  -w, --wait DURATION          if the lock is held, retry for up to this long (default 0:
+                               one try)                                        [REDLOCK_WAIT]
+  -f, --fenced                 take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
+  -E, --conflict-exit-code N   the exit status when the lock is held elsewhere (default 123)
+                                                                 [REDLOCK_CONFLICT_EXIT_CODE]
+      --max-hold DURATION      stop renewing after this long and treat the lease as lost
+                               (default 1h)                                [REDLOCK_MAX_HOLD]
+      --grace DURATION         after SIGTERM on a lost lease, wait this long before SIGKILL
+                               (default 5s)                                   [REDLOCK_GRACE]
+      --metrics-listen ADDR    while running, serve the lock's Prometheus metrics over HTTP
+                               at http://ADDR/metrics (ADDR: 127.0.0.1:9464; port 0 picks a
+                               free port, given to CMD as REDLOCK_METRICS_ADDR)
 NODE_OPTS
+  -h, --help                   this help
 
-CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS and REDLOCK_VALIDITY_MS (the
-validity left when CMD started).
+environment: an option left off the command line is read from the [VARIABLE] shown beside
+it (the command line wins; an empty variable counts as unset; a bad value is an error that
+names the variable). Never read from the environment: the resource (CMD's environment has
+REDLOCK_RESOURCE, and a `redlock run` inside CMD must not take the outer lock's name by
+accident), --fenced, --no-quarantine (a safety check is dropped only where it is written)
+and --metrics-listen (a nested run would fight over the port).
+
+CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (the
+validity left when CMD started), with --fenced REDLOCK_FENCING_TOKEN, and with
+--metrics-listen REDLOCK_METRICS_ADDR (the address bound). redlock reads none of these.
 
 exit status:
   CMD's own status (128 + N when it was killed by signal N)
   122  unavailable: too many nodes failed (or refused the credentials) for a quorum
-  123  not acquired: held elsewhere until --wait ran out
+  123  not acquired: held elsewhere until --wait ran out (the status -E sets)
   124  lease lost while CMD ran; CMD was terminated
   125  usage error or other failure of redlock itself
   126  CMD could not be executed
   127  CMD not found";
 
+/// Short options of `redlock run`, beside [`NODE_SHORTS`].
+const SHORTS: [(char, &str); 7] = [
+    ('n', "nodes"),
+    ('r', "resource"),
+    ('t', "ttl"),
+    ('w', "wait"),
+    ('f', "fenced"),
+    ('E', "conflict-exit-code"),
+    ('h', "help"),
+];
+
+/// `redlock run`'s options, after the command line and the environment.
 struct Opts {
     nodes: NodeOpts,
-    resource: Option<String>,
-    ttl: Option<u64>,
+    resource: String,
+    /// Milliseconds, here and below.
+    ttl: u64,
     wait: u64,
     max_hold: u64,
     fenced: bool,
     grace: u64,
+    conflict_exit_code: u8,
+    metrics_listen: Option<String>,
+    cmd: Vec<OsString>,
+}
+
+/// The options as given on the command line, before the environment fills the gaps.
+#[derive(Default)]
+struct Flags {
+    nodes: NodeOpts,
+    resource: Option<String>,
+    ttl: Option<u64>,
+    wait: Option<u64>,
+    max_hold: Option<u64>,
+    fenced: bool,
+    grace: Option<u64>,
+    conflict_exit_code: Option<u8>,
+    metrics_listen: Option<String>,
     cmd: Vec<OsString>,
 }
 
 fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
-    let mut o = Opts {
-        nodes: NodeOpts::new(),
-        resource: None,
-        ttl: None,
-        wait: 0,
-        max_hold: 3_600_000,
-        fenced: false,
-        grace: 5000,
-        cmd: Vec::new(),
-    };
+    debug_assert!(NODE_SHORTS.iter().all(|s| SHORTS.contains(s)));
+    let mut f = Flags::default();
     let mut p = lexopt::Parser::from_args(args);
-    while let Some(arg) = next(&mut p)? {
+    while let Some(arg) = next(&mut p, &SHORTS)? {
         if let Opt::Long(name) = &arg
-            && o.nodes.take(name, &mut p)?
+            && f.nodes.take(name, &mut p)?
         {
             continue;
         }
         match &arg {
-            Opt::Long(n) if n == "resource" => o.resource = Some(string(&mut p, "--resource")?),
-            Opt::Long(n) if n == "ttl" => o.ttl = Some(ms(&mut p, "--ttl")?),
-            Opt::Long(n) if n == "wait" => o.wait = ms(&mut p, "--wait")?,
-            Opt::Long(n) if n == "max-hold" => o.max_hold = ms(&mut p, "--max-hold")?,
-            Opt::Long(n) if n == "grace" => o.grace = ms(&mut p, "--grace")?,
-            Opt::Long(n) if n == "fenced" => o.fenced = true,
-            Opt::Long(n) if n == "help" => return Ok(None),
-            Opt::Short('h') => return Ok(None),
+            Opt::Long(n) => match n.as_str() {
+                "resource" => f.resource = Some(string(&mut p, "--resource")?),
+                "ttl" => f.ttl = Some(duration_arg(&mut p, "--ttl")?),
+                "wait" => f.wait = Some(duration_arg(&mut p, "--wait")?),
+                "max-hold" => f.max_hold = Some(duration_arg(&mut p, "--max-hold")?),
+                "grace" => f.grace = Some(duration_arg(&mut p, "--grace")?),
+                "fenced" => f.fenced = true,
+                "conflict-exit-code" => {
+                    let v = string(&mut p, "--conflict-exit-code")?;
+                    f.conflict_exit_code = Some(exit_status("--conflict-exit-code", &v)?);
+                }
+                "metrics-listen" => {
+                    f.metrics_listen = Some(string(&mut p, "--metrics-listen")?);
+                }
+                "help" => return Ok(None),
+                _ => return Err(unexpected(&arg)),
+            },
             Opt::Value(v) => {
-                o.cmd.push(v.clone());
-                o.cmd.extend(p.raw_args().map_err(|e| e.to_string())?);
+                f.cmd.push(v.clone());
+                f.cmd.extend(p.raw_args().map_err(|e| e.to_string())?);
             }
             other => return Err(unexpected(other)),
         }
     }
-    if o.resource.is_none() {
-        return Err("--resource is required".into());
-    }
-    if o.ttl.is_none() {
-        return Err("--ttl is required".into());
-    }
-    if o.cmd.is_empty() {
+    resolve(f).map(Some)
+}
+
+/// Fills the options the command line left out from the environment, applies the defaults
+/// and checks the values, naming the flag (or the variable) at fault.
+fn resolve(mut f: Flags) -> Result<Opts, String> {
+    let Some(resource) = f.resource else {
+        let mut e = String::from("--resource is required");
+        if std::env::var_os("REDLOCK_RESOURCE").is_some() {
+            e.push_str(
+                " (REDLOCK_RESOURCE is not read: it names the lock of an outer `redlock run`; \
+                 pass -r \"$REDLOCK_RESOURCE\" to mean it)",
+            );
+        }
+        return Err(e);
+    };
+    let ttl = match duration_or_env(f.ttl, "REDLOCK_TTL")? {
+        Some(t) => t,
+        None => {
+            let mut e = String::from("--ttl (or REDLOCK_TTL) is required");
+            if std::env::var_os("REDLOCK_TTL_MS").is_some() {
+                e.push_str(
+                    " (REDLOCK_TTL_MS is not read: it is the TTL an outer `redlock run` \
+                     tells its command)",
+                );
+            }
+            return Err(e);
+        }
+    };
+    f.nodes.resolve()?;
+    if f.cmd.is_empty() {
         return Err("no command given: put it after `--`".into());
     }
-    if o.max_hold == 0 {
-        return Err("--max-hold must be > 0".into());
+    // The library's own checks, made here so that the message names the flag: a TTL must
+    // outlast its clock-drift allowance (2 ms + 1 %), and a resource name must fit.
+    if ttl < 3 {
+        return Err(format!(
+            "--ttl must be at least 3ms (it must outlast its clock-drift allowance of 2ms + \
+             1 %), got {}",
+            show_ms(ttl)
+        ));
     }
-    Ok(Some(o))
+    if resource.is_empty() {
+        return Err("--resource must not be empty".into());
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(format!(
+            "--resource is {} bytes long; the limit is {MAX_RESOURCE_LEN}",
+            resource.len()
+        ));
+    }
+    let max_ttl = f.nodes.max_ttl_ms();
+    if ttl > max_ttl {
+        return Err(format!(
+            "--ttl {} is above the maximum TTL, {}: raise the maximum with --max-ttl (or \
+             REDLOCK_MAX_TTL), or keep the TTL short: the lock is renewed every TTL/3 while \
+             the command runs",
+            show_ms(ttl),
+            show_ms(max_ttl)
+        ));
+    }
+    let max_hold = duration_or_env(f.max_hold, "REDLOCK_MAX_HOLD")?.unwrap_or(3_600_000);
+    if max_hold == 0 {
+        return Err("--max-hold must be more than 0".into());
+    }
+    let conflict_exit_code = match f.conflict_exit_code {
+        Some(c) => c,
+        None => match env("REDLOCK_CONFLICT_EXIT_CODE")? {
+            Some(v) => exit_status("environment variable REDLOCK_CONFLICT_EXIT_CODE", &v)?,
+            None => EXIT_NOT_ACQUIRED,
+        },
+    };
+    Ok(Opts {
+        nodes: f.nodes,
+        resource,
+        ttl,
+        wait: duration_or_env(f.wait, "REDLOCK_WAIT")?.unwrap_or(0),
+        max_hold,
+        fenced: f.fenced,
+        grace: duration_or_env(f.grace, "REDLOCK_GRACE")?.unwrap_or(5000),
+        conflict_exit_code,
+        metrics_listen: f.metrics_listen,
+        cmd: f.cmd,
+    })
 }
 
 /// The signal to forward to the command, and the command's PID once it runs.
@@ -177,10 +307,21 @@ pub fn main(args: Vec<OsString>) -> u8 {
 }
 
 fn run(o: Opts) -> Result<u8, (u8, String)> {
-    let config = o.nodes.config().map_err(|e| (EXIT_ERROR, e))?;
-    let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
-    let resource = o.resource.clone().unwrap_or_default();
-    let ttl = Duration::from_millis(o.ttl.unwrap_or_default());
+    let mgr = Redlock::new(o.nodes.config()).map_err(|e| (EXIT_ERROR, describe(&e)))?;
+    let resource = o.resource.clone();
+    let ttl = Duration::from_millis(o.ttl);
+    // Listening before the lock is taken: a port in use fails at once, and the wait for the
+    // lock is observable too.
+    let metrics = match &o.metrics_listen {
+        Some(listen) => {
+            let addr = metrics::serve(listen, mgr.clone()).map_err(|e| (EXIT_ERROR, e))?;
+            if addr.port() != 0 && listen.ends_with(":0") {
+                eprintln!("redlock run: metrics at http://{addr}/metrics");
+            }
+            Some(addr)
+        }
+        None => None,
+    };
     install_forwarding();
     let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl)?;
     let pending = PENDING.swap(0, Ordering::SeqCst);
@@ -188,7 +329,7 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
         let _ = lease.unlock();
         return Ok(128 + pending as u8);
     }
-    let child = spawn(&o, &lease, &resource, ttl)?;
+    let child = spawn(&o, &lease, &resource, ttl, metrics)?;
     Ok(supervise(child, &lease, &resource, lost_rx, o.grace))
 }
 
@@ -210,7 +351,7 @@ fn hold(
     );
     let lease = acquired.map_err(|e| {
         let code = match e {
-            Error::NotAcquired(_) => EXIT_NOT_ACQUIRED,
+            Error::NotAcquired(_) => o.conflict_exit_code,
             Error::Unavailable(_) | Error::Auth(_) => EXIT_UNAVAILABLE,
             _ => EXIT_ERROR,
         };
@@ -235,6 +376,7 @@ fn spawn(
     lease: &Lease,
     resource: &str,
     ttl: Duration,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<std::process::Child, (u8, String)> {
     let mut cmd = Command::new(&o.cmd[0]);
     // Its own process group, so that a lost lease stops everything the command started, and
@@ -250,6 +392,13 @@ fn spawn(
     if let Some(t) = lease.fencing_token() {
         cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
     }
+    if let Some(addr) = metrics {
+        cmd.env("REDLOCK_METRICS_ADDR", addr.to_string());
+    }
+    die_with_supervisor(&mut cmd);
+    // `spawn` forks on this thread, the main thread, which lives until the process exits:
+    // PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process,
+    // so spawning from a short-lived thread would kill the command early. Keep it here.
     let child = cmd.spawn().map_err(|e| {
         let _ = lease.unlock();
         let code = if e.kind() == std::io::ErrorKind::NotFound {
@@ -271,6 +420,130 @@ fn spawn(
     Ok(child)
 }
 
+/// Makes the command die with `redlock` on Linux: the kernel sends it SIGKILL when the thread
+/// that forked it exits (PR_SET_PDEATHSIG), however `redlock` ends (SIGKILL and OOM kills
+/// included). Only the command itself gets that signal; [`GroupWatch`] handles its group.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn die_with_supervisor(cmd: &mut Command) {
+    let supervisor = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor may have died between fork and prctl, before the signal was
+            // armed: then we have been re-parented already and must not run the command.
+            if libc::getppid() != supervisor {
+                libc::_exit(EXIT_LOST as libc::c_int);
+            }
+            Ok(())
+        })
+    };
+}
+
+/// Elsewhere there is no parent-death signal: [`GroupWatch`] alone kills the command.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn die_with_supervisor(_cmd: &mut Command) {}
+
+/// A small process forked from `redlock` that kills the command's whole process group with
+/// SIGKILL if `redlock` dies without saying it is done: it waits on a pipe whose only write
+/// end `redlock` holds, and end-of-file without a byte means `redlock` is gone. This covers
+/// what the parent-death signal does not: the command's own children (they share its
+/// process group unless they leave it), and systems without PR_SET_PDEATHSIG. If both
+/// `redlock` and this watcher are SIGKILLed at once (a kill of `redlock`'s whole process
+/// group), only the parent-death signal is left, on Linux, for the command itself.
+struct GroupWatch {
+    done: std::os::fd::OwnedFd,
+    pid: libc::pid_t,
+}
+
+impl GroupWatch {
+    /// Starts watching process group `pgid`; None if the pipe or the fork failed (the
+    /// command then runs without this safety net, with a warning).
+    fn start(pgid: libc::pid_t) -> Option<GroupWatch> {
+        use std::os::fd::{AsRawFd, OwnedFd};
+        // Close-on-exec (std's pipes always are): nothing exec'd later inherits either end.
+        let (read, write) = std::io::pipe().ok()?;
+        let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+        // SAFETY: fork in a multi-threaded process: the child calls only async-signal-safe
+        // functions (sigaction, close, read, kill, _exit) and allocates nothing.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return None;
+        }
+        if pid == 0 {
+            // SAFETY: see above; every call gets valid arguments and the child never returns.
+            unsafe { watch(read.as_raw_fd(), write.as_raw_fd(), pgid) }
+        }
+        drop(read);
+        Some(GroupWatch { done: write, pid })
+    }
+
+    /// Tells the watcher the command has ended, so it exits without killing anything, and
+    /// reaps it (it exits at once; waited for at most a second).
+    fn finish(self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: write(2) of one byte from a valid buffer to a descriptor we own.
+        unsafe { libc::write(self.done.as_raw_fd(), b"d".as_ptr().cast(), 1) };
+        drop(self.done);
+        for _ in 0..1000 {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child, non-blocking, with a valid status pointer.
+            if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The watcher's whole life, in the forked child.
+///
+/// # Safety
+///
+/// Only for the child of a fork: it calls async-signal-safe functions only and exits.
+unsafe fn watch(read: libc::c_int, write: libc::c_int, pgid: libc::pid_t) -> ! {
+    // SAFETY: plain system calls on valid descriptors and a zeroed (valid) sigaction.
+    unsafe {
+        // Our copy of the write end would keep the pipe open for ever.
+        libc::close(write);
+        // Signals meant for `redlock` (a Ctrl-C to its process group) must neither kill the
+        // watcher nor run the inherited forwarding handler a second time.
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        for sig in FORWARDED {
+            libc::sigaction(sig, &ignore, std::ptr::null_mut());
+        }
+        // Hold none of `redlock`'s standard streams: whoever reads its output sees the end
+        // when `redlock` exits, not when the watcher does.
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        let mut byte = 0u8;
+        loop {
+            match libc::read(read, (&mut byte as *mut u8).cast(), 1) {
+                1 => libc::_exit(0),
+                0 => {
+                    libc::kill(-pgid, libc::SIGKILL);
+                    libc::_exit(0);
+                }
+                // last_os_error only reads errno: no allocation.
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => libc::_exit(1),
+            }
+        }
+    }
+}
+
 /// Waits for the command to exit, or for the lease to be lost (then terminates the command);
 /// releases the lock either way. Returns the exit status of `run`.
 fn supervise(
@@ -281,6 +554,14 @@ fn supervise(
     grace: u64,
 ) -> u8 {
     let pid = child.id() as i32;
+    // The command leads its own process group (process_group(0)): its PGID is its PID.
+    let watch = GroupWatch::start(pid);
+    if watch.is_none() {
+        eprintln!(
+            "redlock run: warning: cannot start the watcher that kills the command's process \
+             group should redlock be killed"
+        );
+    }
     let (exit_tx, exit_rx) = channel::bounded(1);
     std::thread::spawn(move || {
         let _ = exit_tx.send(child.wait());
@@ -291,6 +572,9 @@ fn supervise(
     };
     if let Some(status) = status {
         CHILD.store(0, Ordering::SeqCst);
+        if let Some(w) = watch {
+            w.finish();
+        }
         let Ok(status) = status else {
             eprintln!("redlock run: waiting for the command failed");
             let _ = lease.unlock();
@@ -313,6 +597,9 @@ fn supervise(
         let _ = exit_rx.recv();
     }
     CHILD.store(0, Ordering::SeqCst);
+    if let Some(w) = watch {
+        w.finish();
+    }
     // Clean up whatever keys are still ours (never another owner's).
     let _ = lease.unlock();
     EXIT_LOST
