@@ -10,7 +10,7 @@ use support::{Cluster, RedisServer, eventually};
 
 /// The variables `redlock` reads: cleared in every test's commands, so that the caller's
 /// environment cannot change what a test sees; tests that exercise them set them.
-const READ_VARS: [&str; 8] = [
+const READ_VARS: [&str; 10] = [
     "REDLOCK_NODES",
     "REDLOCK_TTL",
     "REDLOCK_WAIT",
@@ -19,6 +19,8 @@ const READ_VARS: [&str; 8] = [
     "REDLOCK_CONFLICT_EXIT_CODE",
     "REDLOCK_MAX_TTL",
     "REDLOCK_NODE_TIMEOUT",
+    "REDLOCK_KEY_PREFIX",
+    "REDLOCK_LABEL",
 ];
 
 fn redlock() -> Command {
@@ -500,6 +502,82 @@ fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
     assert!(
         stderr.contains("--ttl (or REDLOCK_TTL) is required (REDLOCK_TTL_MS is not read"),
         "{stderr}"
+    );
+}
+
+/// `inspect -r` says who holds a resource: the label `run` stores (HOST:PID by default, or
+/// `--label`), per node and on a quorum; exit status 0 held, 4 not held.
+#[test]
+fn inspect_resource_names_the_holder_run_labelled() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let me = env!("CARGO_BIN_EXE_redlock");
+    // The command asks who holds its own lock: `redlock run`'s default label, HOST:PID.
+    let out = run(
+        &nodes,
+        &["-r", "who", "-t", "10s", "--", me, "inspect", "-r", "who"],
+    )
+    .env("REDLOCK_NODES", &nodes)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(stdout.contains("is held on a quorum by \""), "{stdout}");
+    let label = stdout.split('"').nth(3).unwrap_or_default().to_string();
+    let (host, pid) = label.rsplit_once(':').unwrap_or_default();
+    assert!(
+        !host.is_empty() && pid.parse::<u32>().is_ok(),
+        "{label:?} in {stdout}"
+    );
+    assert_eq!(
+        stdout.matches(&format!("{label} (lock)")).count(),
+        3,
+        "{stdout}"
+    );
+    // An explicit label, under a key prefix of its own (which inspect must be told too).
+    let out = run(
+        &nodes,
+        &[
+            "-r",
+            "who",
+            "-t",
+            "10s",
+            "--label",
+            "nightly@web-1",
+            "--key-prefix",
+            "jobs:",
+            "--",
+        ],
+    )
+    .args([me, "inspect", "--key-prefix", "jobs:", "-r", "who"])
+    .env("REDLOCK_NODES", &nodes)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        stdout.contains("(key jobs:who) is held on a quorum by \"nightly@web-1\""),
+        "{stdout}"
+    );
+    // Released: not held, exit status 4.
+    let out = redlock()
+        .args(["inspect", "-n", &nodes, "-r", "who"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not held on a quorum"));
+    // Bad labels are usage errors naming the flag.
+    let out = run(
+        &nodes,
+        &["-r", "who", "-t", "10s", "--label", "a\tb", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--label"),
+        "{}",
+        text(&out)
     );
 }
 

@@ -211,9 +211,12 @@ fn sh_lines(block: &str) -> Vec<String> {
     out
 }
 
-/// Lines [`the_sh_blocks_run`] runs: the `redlock` tool's.
+/// Lines [`the_sh_blocks_run`] runs: the `redlock` tool's, the variables they read, and the
+/// tool's demo through cargo.
 fn runnable_sh(line: &str) -> bool {
     line.starts_with("redlock ")
+        || line.starts_with("export REDLOCK_")
+        || line.starts_with("cargo run --release --bin redlock -- ")
 }
 
 /// Whether, within a few seconds, no node holds a lock key (`redlock:*`; fencing counters
@@ -330,30 +333,50 @@ fn the_sh_blocks_run() {
     );
     let mut ran = 0;
     for b in blocks(README).iter().filter(|b| b.lang == "sh") {
-        for line in sh_lines(&b.text).into_iter().filter(|l| runnable_sh(l)) {
-            let line = line.replace(
-                "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379",
-                &nodes,
-            );
-            assert!(!line.contains("10.0.0."), "unreplaced node list: {line}");
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(&line)
-                .current_dir(&dir)
-                .env("PATH", &path)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{line}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            ran += 1;
+        // One shell per block, so that an `export` reaches the lines after it.
+        let lines: Vec<String> = sh_lines(&b.text)
+            .into_iter()
+            .filter(|l| runnable_sh(l))
+            .map(|l| {
+                l.replace(
+                    "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379",
+                    &nodes,
+                )
+            })
+            .collect();
+        if lines.is_empty() {
+            continue;
         }
+        let script = format!("set -e\n{}\n", lines.join("\n"));
+        assert!(
+            !script.contains("10.0.0."),
+            "unreplaced node list: {script}"
+        );
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            // cargo lines run in the checkout; the others beside the scripts they name.
+            .current_dir(if script.contains("cargo ") {
+                root()
+            } else {
+                &dir
+            })
+            .env("PATH", &path)
+            .env("CARGO_TARGET_DIR", target_dir().parent().unwrap())
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README.md:{}: {script}\n{}{}",
+            b.line,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += lines.len();
     }
     let _ = fs::remove_dir_all(&dir);
-    assert!(ran >= 2, "ran only {ran} redlock lines");
+    assert!(ran >= 4, "ran only {ran} redlock lines");
 }
 
 /// The README's `Cargo.toml` lines, in a new package (the path pointed at this checkout):

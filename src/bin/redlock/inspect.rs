@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use redlock::{KeyInfo, KeyKind, Redlock};
+use redlock::{HolderKind, Holders, KeyInfo, KeyKind, NodeHold, Redlock};
 
 use crate::args::{Opt, next, string, unexpected};
 use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts};
@@ -18,6 +18,7 @@ pub const HELP: &str = "\
 redlock inspect — show lock keys on each node, and find leaked ones
 
 usage: redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-on-leak]
+       redlock inspect -n URL[,URL…] -r NAME
 
 Scans every node with SCAN (never KEYS) for lock keys (redlock:<resource>) whose resource
 starts with PREFIX, and prints, per resource and node, whether the key is there, its
@@ -25,8 +26,14 @@ remaining TTL and a short form of the holder's token. Keys with no TTL, or a TTL
 maximum TTL, are listed as leaked: they would block their resource for good (or far too
 long).
 
+With -r NAME: who holds NAME. One read of its key on every node, showing per node whether it
+is free, held or could not be asked, the holder's label (`redlock run --label`, HOST:PID by
+default; a reentrant lock's owner id), how long it has been held and its TTL there, and the
+holder a quorum agrees on. A snapshot: it can change as soon as it is printed.
+
 options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
   -p, --prefix PREFIX          only resources starting with PREFIX (default: all)
+  -r, --resource NAME          who holds NAME (exit status 0 held, 4 not held on a quorum)
       --fail-on-leak           exit 3 when a leaked key is found
 NODE_OPTS
   -h, --help                   this help
@@ -38,15 +45,22 @@ exit status:
   0    scanned every node
   1    a node could not be scanned
   3    a leaked key was found, with --fail-on-leak
+  4    with -r: NAME is not held on a quorum of nodes
   125  usage error";
 
 /// Short options of `redlock inspect`.
-const SHORTS: [(char, &str); 3] = [('n', "nodes"), ('p', "prefix"), ('h', "help")];
+const SHORTS: [(char, &str); 4] = [
+    ('n', "nodes"),
+    ('p', "prefix"),
+    ('r', "resource"),
+    ('h', "help"),
+];
 
 pub fn main(args: Vec<OsString>) -> u8 {
     let mut nodes = NodeOpts::default();
     let mut prefix = String::new();
     let mut fail_on_leak = false;
+    let mut resource: Option<String> = None;
     let mut p = lexopt::Parser::from_args(args);
     let parsed: Result<bool, String> = (|| {
         while let Some(arg) = next(&mut p, &SHORTS)? {
@@ -58,6 +72,9 @@ pub fn main(args: Vec<OsString>) -> u8 {
             match &arg {
                 Opt::Long(n) if n == "prefix" => prefix = string(&mut p, "--prefix")?,
                 Opt::Long(n) if n == "fail-on-leak" => fail_on_leak = true,
+                Opt::Long(n) if n == "resource" => {
+                    resource = Some(string(&mut p, "--resource")?);
+                }
                 Opt::Long(n) if n == "help" => return Ok(false),
                 other => return Err(unexpected(other)),
             }
@@ -88,6 +105,9 @@ pub fn main(args: Vec<OsString>) -> u8 {
             return EXIT_ERROR;
         }
     };
+    if let Some(r) = resource {
+        return holders(&mgr, &r);
+    }
     let scanned = mgr
         .scan(KeyKind::Lock, prefix.as_bytes())
         .and_then(|locks| Ok((locks, mgr.scan(KeyKind::FencingCounter, prefix.as_bytes())?)));
@@ -149,8 +169,14 @@ fn print_locks(keys: &[KeyInfo], addrs: &[String], prefix: &str) {
                         .ttl
                         .map_or_else(|| "no TTL".to_string(), |t| t.as_millis().to_string());
                     let token = match &k.value {
-                        Some(v) => format!("{}…", show(&v[..v.len().min(8)])),
-                        None => "(not a string)".into(),
+                        // `<token>.<ms> <label>`: the token's start and the label.
+                        Some(v) => match v.iter().position(|&b| b == b' ') {
+                            Some(sp) => {
+                                format!("{}… {}", show(&v[..v.len().min(8)]), show(&v[sp + 1..]))
+                            }
+                            None => format!("{}…", show(&v[..v.len().min(8)])),
+                        },
+                        None => "(not a string: a reentrant lock's hash)".into(),
                     };
                     format!("{ttl:>10}  {token}")
                 }
@@ -194,4 +220,90 @@ fn print_leaks(keys: &[KeyInfo], addrs: &[String], max_ttl: Duration) -> usize {
         );
     }
     leaked.len()
+}
+
+/// `inspect -r NAME`: who holds NAME, per node and on a quorum. Exit status 0 when a holder
+/// is on a quorum, 4 when not, 125 for a name the library refuses.
+fn holders(mgr: &Redlock, resource: &str) -> u8 {
+    let seen = match mgr.holders(resource) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("redlock inspect: --resource: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    print!("{}", describe_holders(&seen, &mgr.node_addrs()));
+    if seen.is_locked() { 0 } else { 4 }
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_string(), |d| format!("{}ms", d.as_millis()))
+}
+
+fn kind(k: HolderKind) -> &'static str {
+    match k {
+        HolderKind::Lock => "lock",
+        HolderKind::Reentrant => "reentrant lock",
+        _ => "another key",
+    }
+}
+
+/// The text `inspect -r` prints.
+fn describe_holders(seen: &Holders, addrs: &[String]) -> String {
+    let mut out = String::new();
+    let key = show(&seen.key);
+    match seen.holder() {
+        Some(h) => out.push_str(&format!(
+            "{:?} (key {key}) is held on a quorum by {} ({}), for {}; on a quorum for {} more \
+             unless renewed\n",
+            String::from_utf8_lossy(&seen.resource),
+            h.label
+                .as_deref()
+                .map_or_else(|| show(&h.id), |l| format!("{l:?}")),
+            kind(h.kind),
+            ms(h.held_for),
+            h.ttl.map_or_else(
+                || "ever (no TTL)".to_string(),
+                |t| format!("{}ms", t.as_millis())
+            ),
+        )),
+        None => out.push_str(&format!(
+            "{:?} (key {key}) is not held on a quorum ({} of {} nodes hold a key for it; {} \
+             needed)\n",
+            String::from_utf8_lossy(&seen.resource),
+            seen.held_on(),
+            seen.nodes.len(),
+            seen.quorum
+        )),
+    }
+    out.push_str(&format!(
+        "{:<24} {:<8} {:>10} {:>10}  HOLDER\n",
+        "NODE", "STATE", "TTL", "HELD FOR"
+    ));
+    for (i, (n, addr)) in seen.nodes.iter().zip(addrs).enumerate() {
+        let name = format!("{i} {addr}");
+        let line = match n {
+            NodeHold::Free => format!("{:<8}", "free"),
+            NodeHold::Held(h) => {
+                let who = h
+                    .label
+                    .as_deref()
+                    .map_or_else(|| show(&h.id), str::to_string);
+                let ttl = h
+                    .ttl
+                    .map_or_else(|| "no TTL".to_string(), |t| format!("{}ms", t.as_millis()));
+                format!(
+                    "{:<8} {ttl:>10} {:>10}  {who} ({})",
+                    "held",
+                    ms(h.held_for),
+                    kind(h.kind)
+                )
+            }
+            NodeHold::Failed(why) => format!("{:<8} {why:?}", "failed"),
+            _ => format!("{n:?}"),
+        };
+        out.push_str(format!("{name:<24} {line}").trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -70,6 +70,8 @@ pub struct NodeOpts {
     pub max_ttl: Option<u64>,
     /// `--node-timeout` in milliseconds, if given.
     pub node_timeout: Option<u64>,
+    /// `--key-prefix`, if given (or `REDLOCK_KEY_PREFIX`): the library's default otherwise.
+    pub key_prefix: Option<String>,
 }
 
 /// The short options of [`NodeOpts`].
@@ -87,6 +89,7 @@ impl NodeOpts {
             "no-quarantine" => self.no_quarantine = true,
             "max-ttl" => self.max_ttl = Some(duration_arg(p, "--max-ttl")?),
             "node-timeout" => self.node_timeout = Some(duration_arg(p, "--node-timeout")?),
+            "key-prefix" => self.key_prefix = Some(string(p, "--key-prefix")?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -105,6 +108,18 @@ impl NodeOpts {
         }
         self.max_ttl = duration_or_env(self.max_ttl, "REDLOCK_MAX_TTL")?;
         self.node_timeout = duration_or_env(self.node_timeout, "REDLOCK_NODE_TIMEOUT")?;
+        if self.key_prefix.is_none() {
+            self.key_prefix = env("REDLOCK_KEY_PREFIX")?;
+        }
+        if let Some(kp) = &self.key_prefix
+            && kp.len() > redlock::MAX_KEY_PREFIX_LEN
+        {
+            return Err(format!(
+                "--key-prefix is {} bytes; the limit is {}",
+                kp.len(),
+                redlock::MAX_KEY_PREFIX_LEN
+            ));
+        }
         let max = MAX_TTL.as_millis() as u64;
         if let Some(t) = self.max_ttl
             && !(3..=max).contains(&t)
@@ -134,6 +149,9 @@ impl NodeOpts {
         if let Some(t) = self.node_timeout {
             c = c.node_timeout(Duration::from_millis(t));
         }
+        if let Some(p) = &self.key_prefix {
+            c = c.key_prefix(p);
+        }
         c
     }
 }
@@ -152,7 +170,9 @@ pub const NODE_OPTS_HELP: &str =
       --max-ttl DURATION       the largest TTL allowed, and how long a restarted node stays
                                in quarantine (default 60s)                  [REDLOCK_MAX_TTL]
       --node-timeout DURATION  each node's timeout per step (default: from its round trips,
-                               10ms to a tenth of the TTL)             [REDLOCK_NODE_TIMEOUT]";
+                               10ms to a tenth of the TTL)             [REDLOCK_NODE_TIMEOUT]
+      --key-prefix PREFIX      the prefix of every lock key (default redlock:; '' for none,
+                               to share keys with redsync or node-redlock) [REDLOCK_KEY_PREFIX]";
 
 /// A library error, for the user: bad input names what was wrong; the rest carries the
 /// per-node report, and, when nodes in restart quarantine stood in the way, what to do about

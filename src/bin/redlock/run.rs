@@ -53,6 +53,8 @@ options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
                                (default 1h)                                [REDLOCK_MAX_HOLD]
       --grace DURATION         after SIGTERM on a lost lease, wait this long before SIGKILL
                                (default 5s)                                   [REDLOCK_GRACE]
+      --label TEXT             who holds the lock, as `redlock inspect -r NAME` shows it
+                               (default HOST:PID of this redlock; '' for none) [REDLOCK_LABEL]
       --metrics-listen ADDR    while running, serve the lock's Prometheus metrics over HTTP
                                at http://ADDR/metrics (ADDR: 127.0.0.1:9464; port 0 picks a
                                free port, given to CMD as REDLOCK_METRICS_ADDR)
@@ -102,6 +104,7 @@ struct Opts {
     grace: u64,
     conflict_exit_code: u8,
     metrics_listen: Option<String>,
+    label: String,
     cmd: Vec<OsString>,
 }
 
@@ -117,6 +120,7 @@ struct Flags {
     grace: Option<u64>,
     conflict_exit_code: Option<u8>,
     metrics_listen: Option<String>,
+    label: Option<String>,
     cmd: Vec<OsString>,
 }
 
@@ -145,6 +149,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
                 "metrics-listen" => {
                     f.metrics_listen = Some(string(&mut p, "--metrics-listen")?);
                 }
+                "label" => f.label = Some(string(&mut p, "--label")?),
                 "help" => return Ok(None),
                 _ => return Err(unexpected(&arg)),
             },
@@ -237,8 +242,47 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
         grace: duration_or_env(f.grace, "REDLOCK_GRACE")?.unwrap_or(5000),
         conflict_exit_code,
         metrics_listen: f.metrics_listen,
+        label: label(f.label)?,
         cmd: f.cmd,
     })
+}
+
+/// The holder label: `--label`, else `REDLOCK_LABEL`, else `HOST:PID` of this process; the
+/// empty string for none. Checked here so that the error names the flag.
+fn label(flag: Option<String>) -> Result<String, String> {
+    let (l, name) = match flag {
+        Some(l) => (l, "--label"),
+        None => match env("REDLOCK_LABEL")? {
+            Some(l) => (l, "REDLOCK_LABEL"),
+            None => (
+                format!("{}:{}", hostname(), std::process::id()),
+                "the default label",
+            ),
+        },
+    };
+    if l.len() > redlock::MAX_LABEL_LEN {
+        return Err(format!(
+            "{name} is {} bytes; the limit is {}",
+            l.len(),
+            redlock::MAX_LABEL_LEN
+        ));
+    }
+    if l.chars().any(char::is_control) {
+        return Err(format!("{name} must not contain control characters"));
+    }
+    Ok(l)
+}
+
+/// This machine's host name ("localhost" if it cannot be read).
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `buf.len()` bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(h) if rc == 0 && !h.is_empty() => h.to_string(),
+        _ => "localhost".to_string(),
+    }
 }
 
 /// The signal to forward to the command, and the command's PID once it runs.
@@ -307,7 +351,8 @@ pub fn main(args: Vec<OsString>) -> u8 {
 }
 
 fn run(o: Opts) -> Result<u8, (u8, String)> {
-    let mgr = Redlock::new(o.nodes.config()).map_err(|e| (EXIT_ERROR, describe(&e)))?;
+    let config = o.nodes.config().label(o.label.clone());
+    let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
     let resource = o.resource.clone();
     let ttl = Duration::from_millis(o.ttl);
     // Listening before the lock is taken: a port in use fails at once, and the wait for the
