@@ -39,7 +39,7 @@ func TestAcquireEachOption(t *testing.T) {
 		if !tokenRE.MatchString(l.Token()) || l.Resource() != res || !l.Valid() || l.TTL() != 5*time.Second {
 			t.Fatalf("%s: token %q, resource %q, valid %v, TTL %v", c.name, l.Token(), l.Resource(), l.Valid(), l.TTL())
 		}
-		if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+		if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 			t.Fatalf("%s: %d nodes hold the token", c.name, n)
 		}
 		if (l.FencingToken() != 0) != c.fenced || l.Renewing() != c.renewed || l.IsLost() {
@@ -136,7 +136,7 @@ func TestAcquireWaitAndNoWait(t *testing.T) {
 		t.Fatal("the waiter did not get the lock within 50 s of the release")
 	}
 	defer l.Free()
-	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 		t.Fatalf("%d nodes hold the waiter's token", n)
 	}
 	if l.FencingToken() == 0 {
@@ -226,7 +226,7 @@ func TestAcquireAutoRenewHoldsPastTTL(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 		t.Fatalf("after 3.1 s of a 1 s lock only %d nodes hold the token", n)
 	}
 	select {

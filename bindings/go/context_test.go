@@ -99,7 +99,7 @@ func TestLockContextCancelWhileWaiting(t *testing.T) {
 	}
 
 	// Only the holder's key is on the nodes; after its unlock, none.
-	if n := holding(t, nodes, res, held.Token()); n != len(nodes) {
+	if n := holding(t, nodes, res, held.Value()); n != len(nodes) {
 		t.Fatalf("the holder's token is on %d nodes, want %d", n, len(nodes))
 	}
 	wantNoErr(t, "Unlock by the holder", held.Unlock())
@@ -175,7 +175,7 @@ func TestLockContextEndedBefore(t *testing.T) {
 	l, err := m.LockContext(context.Background(), res, 5*time.Second, redlock.Fenced(), redlock.AutoRenew(time.Minute))
 	wantNoErr(t, "LockContext", err)
 	defer l.Free()
-	if holding(t, nodes, res, l.Token()) < 2 || l.FencingToken() == 0 || !l.Renewing() {
+	if holding(t, nodes, res, l.Value()) < 2 || l.FencingToken() == 0 || !l.Renewing() {
 		t.Fatalf("LockContext's lock: %v, renewing %v", l, l.Renewing())
 	}
 	wantNoErr(t, "Unlock", l.Unlock())
@@ -243,7 +243,7 @@ func TestLockContextDeadline(t *testing.T) {
 		t.Fatalf("LockContext(NoWait) made %d attempts", a)
 	}
 
-	if n := holding(t, nodes, res, held.Token()); n != len(nodes) {
+	if n := holding(t, nodes, res, held.Value()); n != len(nodes) {
 		t.Fatalf("the holder's token is on %d nodes, want %d", n, len(nodes))
 	}
 	wantNoErr(t, "Unlock by the holder", held.Unlock())
@@ -293,7 +293,7 @@ func TestLockContextWokenByRelease(t *testing.T) {
 		if handoff > time.Second {
 			t.Fatalf("%s: got the lock %v after the unlock, want well under 1 s", c.name, handoff)
 		}
-		if n := holding(t, nodes, res, r.l.Token()); n < 2 {
+		if n := holding(t, nodes, res, r.l.Value()); n < 2 {
 			t.Fatalf("%s: the waiter's token is on %d nodes", c.name, n)
 		}
 		wantNoErr(t, c.name+": Unlock by the waiter", r.l.Unlock())

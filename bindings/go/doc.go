@@ -79,6 +79,27 @@
 // nodes are quarantined, for how long and why (QuarantineReason). WithRestartQuarantine(false)
 // turns it off: only for nodes that persist every write (appendfsync always).
 //
+// # Who holds a lock
+//
+// Manager.Holders asks every node who holds a resource and returns a snapshot: each node's
+// answer (free, held, or failed) and the holder a quorum agrees on, with its kind, ID (a plain
+// lock's value, Lock.Value), label, how long it has been held and how long it stays. WithLabel
+// names a manager's locks (for example "host:pid") so that the snapshot, and `redlock
+// inspect`, can say whose they are. It is for people and monitoring, never a reason to act:
+// take the lock for that.
+//
+//	h, err := m.Holders("orders:42")
+//	if err != nil {
+//		return err
+//	}
+//	if holder, ok := h.Holder(); ok {
+//		log.Printf("held by %q for %v, %v left", holder.Label, holder.HeldFor, holder.TTL)
+//	}
+//
+// WithKeyPrefix sets the prefix of the lock keys ("redlock:" by default); the empty prefix
+// names keys after the resources themselves, as redsync and node-redlock do, so that services
+// on both sides of a migration exclude each other.
+//
 // # Metrics
 //
 // Manager.Metrics returns the manager's counters and histograms (acquisitions by result,

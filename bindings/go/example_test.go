@@ -479,3 +479,55 @@ func ExampleFenced() {
 	// unlock: <nil>
 	// plain lock's token: 0
 }
+
+// Holders tells who holds a resource: the holder a quorum of nodes agrees on, named by the
+// label of the manager that took the lock (WithLabel), and each node's answer. It is a
+// snapshot for people and monitoring: take the lock to act on the resource.
+func ExampleManager_Holders() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	worker, err := redlock.New(nodes, redlock.WithLabel("billing-7:4242"),
+		redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer worker.Close()
+	monitor, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer monitor.Close()
+
+	l, err := worker.TryLock("example:holders", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Free()
+
+	h, err := monitor.Holders("example:holders")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	holder, ok := h.Holder()
+	fmt.Println("locked:", ok, "by:", holder.Label, "kind:", holder.Kind)
+	fmt.Println("the worker's lock:", string(holder.ID) == l.Value())
+	fmt.Println("TTL within the lock's:", holder.TTL > 0 && holder.TTL <= 10*time.Second)
+	fmt.Println("held on a quorum of nodes:", h.HeldOn() >= h.Quorum, h.Quorum, "of", len(h.Nodes))
+
+	_ = l.Unlock()
+	h, err = monitor.Holders("example:holders")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("after Unlock, locked:", h.IsLocked())
+	// Output:
+	// locked: true by: billing-7:4242 kind: lock
+	// the worker's lock: true
+	// TTL within the lock's: true
+	// held on a quorum of nodes: true 2 of 3
+	// after Unlock, locked: false
+}

@@ -102,6 +102,7 @@ type Lock struct {
 
 	// Immutable facts copied out of the lease when it was acquired; valid after Free.
 	token    string
+	value    string
 	resource string
 	granted  int
 	outcomes []NodeOutcome
@@ -120,6 +121,7 @@ func newLock(p *C.redlock_lease, resource string, s cScratch) *Lock {
 		ptr:      p,
 		lost:     newLostState(),
 		token:    C.GoString(C.redlock_lease_token(p)),
+		value:    C.GoString(C.redlock_lease_value(p)),
 		resource: resource,
 		granted:  int(C.redlock_lease_granted(p)),
 		fence:    uint64(C.redlock_lease_fencing_token(p)),
@@ -161,7 +163,7 @@ func (l *Lock) free() {
 // Free releases the Lock's memory without unlocking it: if it was not unlocked, the lock
 // expires on the nodes after its TTL. It stops auto-renewal. It waits for calls in progress
 // on this Lock; afterwards Unlock and Extend return ErrClosed, Validity returns 0, Renewing
-// false, and Token, Resource, Granted, NodeOutcomes, FencingToken, TTL, IsLost and
+// false, and Token, Value, Resource, Granted, NodeOutcomes, FencingToken, TTL, IsLost and
 // LostReason still answer (with what they said at Free). Free is idempotent.
 func (l *Lock) Free() {
 	if l == nil {
@@ -263,13 +265,25 @@ func (l *Lock) Valid() bool {
 	return bool(ok)
 }
 
-// Token returns the random token (40 hex characters) stored under the lock's key on the
-// nodes: the proof of ownership.
+// Token returns the lock's random token, 40 hex characters: the proof of ownership, at the
+// start of the value stored on the nodes (Value).
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
 	return l.token
+}
+
+// Value returns what the lock stores under its key on the nodes. For a plain lock it is the
+// token, a dot, the holder's wall-clock Unix time in milliseconds when the attempt started,
+// and, if the manager has a label (WithLabel), a space and the label:
+// "<40 hex>.<unix ms>[ <label>]". For a reentrant lock (WithOwner) it is the token. It is the
+// ID that Manager.Holders reports for the holder of this lock. It still answers after Free.
+func (l *Lock) Value() string {
+	if l == nil {
+		return ""
+	}
+	return l.value
 }
 
 // Resource returns the resource name, as given to Lock.

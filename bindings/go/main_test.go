@@ -380,8 +380,8 @@ func readReply(r *bufio.Reader) (any, error) {
 // lockKey is the Redis key that holds a resource's lock.
 func lockKey(resource string) string { return "redlock:" + resource }
 
-// holding returns how many of the nodes store token under the resource's key.
-func holding(t testing.TB, nodes []string, resource, token string) int {
+// holding returns how many of the nodes store value (a Lock's Value) under the resource's key.
+func holding(t testing.TB, nodes []string, resource, value string) int {
 	t.Helper()
 	n := 0
 	for _, u := range nodes {
@@ -389,7 +389,7 @@ func holding(t testing.TB, nodes []string, resource, token string) int {
 		if err != nil {
 			t.Fatalf("GET on %s: %v", u, err)
 		}
-		if v == token {
+		if v == value {
 			n++
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -37,6 +39,13 @@ const (
 	MaxResourceLen = 1024
 	// MaxOwnerLen is the longest owner id of a reentrant lock (WithOwner), in bytes.
 	MaxOwnerLen = 512
+	// MaxLabelLen is the longest holder label (WithLabel), in bytes.
+	MaxLabelLen = 256
+	// MaxKeyPrefixLen is the longest lock key prefix (WithKeyPrefix), in bytes.
+	MaxKeyPrefixLen = 256
+	// DefaultKeyPrefix is the prefix of every lock key unless WithKeyPrefix sets another: the
+	// key of a resource is the prefix followed by the resource's bytes.
+	DefaultKeyPrefix = "redlock:"
 )
 
 // Compile-time checks that the constants above are the header's: each array length is
@@ -46,6 +55,10 @@ var (
 	_ [C.REDLOCK_MAX_RESOURCE_LEN - MaxResourceLen]struct{}
 	_ [MaxOwnerLen - C.REDLOCK_MAX_OWNER_LEN]struct{}
 	_ [C.REDLOCK_MAX_OWNER_LEN - MaxOwnerLen]struct{}
+	_ [MaxLabelLen - C.REDLOCK_MAX_LABEL_LEN]struct{}
+	_ [C.REDLOCK_MAX_LABEL_LEN - MaxLabelLen]struct{}
+	_ [MaxKeyPrefixLen - C.REDLOCK_MAX_KEY_PREFIX_LEN]struct{}
+	_ [C.REDLOCK_MAX_KEY_PREFIX_LEN - MaxKeyPrefixLen]struct{}
 	_ [MaxTTL/time.Millisecond - C.REDLOCK_MAX_TTL_MS]struct{}
 	_ [C.REDLOCK_MAX_TTL_MS - MaxTTL/time.Millisecond]struct{}
 )
@@ -179,6 +192,12 @@ type options struct {
 
 	quarantineSet bool
 	quarantine    bool
+
+	labelSet bool
+	label    string
+
+	prefixSet bool
+	prefix    string
 }
 
 // WithRetry sets the manager's retry policy, how Acquire and Lock retry when given neither
@@ -283,6 +302,60 @@ func WithMaxTTL(d time.Duration) Option {
 func WithRestartQuarantine(on bool) Option {
 	return func(o *options) {
 		o.quarantineSet, o.quarantine = true, on
+	}
+}
+
+// WithLabel names this holder, for example "host:pid" or "billing-7:4242": the label is
+// stored beside the token in the value of every plain lock the manager takes (Lock.Value), so
+// that Manager.Holders (and `redlock inspect`) can say who holds a resource. A reentrant lock
+// (WithOwner) is labelled by its owner id instead. The default is no label, and so is "".
+//
+// The label must be valid UTF-8 of at most MaxLabelLen bytes with no control characters
+// (unicode.IsControl: no NUL, tab or newline); New returns ErrInvalidArgument otherwise.
+// Anyone who can read the keys can read it: put no secrets in it.
+func WithLabel(label string) Option {
+	return func(o *options) {
+		if err := checkLabel(label); err != nil {
+			o.fail(err)
+			return
+		}
+		o.labelSet, o.label = true, label
+	}
+}
+
+// checkLabel applies the library's rules for a label, so that a bad one is refused before
+// New makes anything (and a NUL byte never truncates it on its way to C).
+func checkLabel(label string) error {
+	if len(label) > MaxLabelLen {
+		return invalidf("label is %d bytes, more than the maximum of %d", len(label), MaxLabelLen)
+	}
+	if !utf8.ValidString(label) {
+		return invalidf("label is not valid UTF-8")
+	}
+	if strings.IndexFunc(label, unicode.IsControl) >= 0 {
+		return invalidf("label must not contain control characters, got %q", label)
+	}
+	return nil
+}
+
+// WithKeyPrefix sets the prefix of every lock key: the key of a resource is the prefix
+// followed by the resource's bytes. The default is DefaultKeyPrefix ("redlock:"). The prefix
+// is 0 to MaxKeyPrefixLen arbitrary bytes; New returns ErrInvalidArgument for a longer one.
+//
+// The empty prefix names each key after the resource itself, as redsync and node-redlock do:
+// a plain lock is then the same SET key value NX PX ttl and compare-and-delete as theirs, so
+// services on either side of a migration exclude each other on the same resource names.
+// Managers with different prefixes never exclude each other: every process that shares a lock
+// must use the same prefix. A lock key may not fall in the library's own namespaces (keys
+// starting with "redlock-fence:", and "redlock-marker"): acquiring such a resource, or asking
+// who holds it, is ErrInvalidArgument.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) {
+		if len(prefix) > MaxKeyPrefixLen {
+			o.fail(invalidf("key prefix is %d bytes, more than the maximum of %d", len(prefix), MaxKeyPrefixLen))
+			return
+		}
+		o.prefixSet, o.prefix = true, prefix
 	}
 }
 
@@ -396,6 +469,25 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 	}
 	if o.quarantineSet {
 		st := C.redlock_config_set_restart_quarantine(cfg, C.bool(o.quarantine), s.err, errBufLen)
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.labelSet {
+		cl := C.CString(o.label) // checked by WithLabel: no NUL inside
+		st := C.redlock_config_set_label(cfg, cl, s.err, errBufLen)
+		C.free(unsafe.Pointer(cl))
+		if st != C.REDLOCK_STATUS_OK {
+			return nil, statusError(st, s.err)
+		}
+	}
+	if o.prefixSet {
+		var cp unsafe.Pointer // NULL with length 0: the empty prefix
+		if o.prefix != "" {
+			cp = C.CBytes([]byte(o.prefix))
+		}
+		st := C.redlock_config_set_key_prefix(cfg, (*C.uint8_t)(cp), C.size_t(len(o.prefix)), s.err, errBufLen)
+		C.free(cp)
 		if st != C.REDLOCK_STATUS_OK {
 			return nil, statusError(st, s.err)
 		}
@@ -871,10 +963,11 @@ func contextError(ctx context.Context, st Status, msg string, now time.Time) err
 // WithNotify). It blocks for a bounded time, never forever (LockContext waits until a
 // context ends).
 //
-// The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key "redlock:"
-// followed by them. The TTL must be > 0 and at most the manager's maximum TTL (WithMaxTTL;
-// DefaultMaxTTL, 60 s, by default); it is rounded up to whole milliseconds and must exceed
-// its drift allowance (so at least MinTTL). Hold a lock longer with auto-renewal.
+// The resource is 1 to MaxResourceLen arbitrary bytes; the lock is the Redis key made of the
+// manager's key prefix ("redlock:" unless set with WithKeyPrefix) followed by them. The TTL
+// must be > 0 and at most the manager's maximum TTL (WithMaxTTL; DefaultMaxTTL, 60 s, by
+// default); it is rounded up to whole milliseconds and must exceed its drift allowance (so
+// at least MinTTL). Hold a lock longer with auto-renewal.
 //
 // Options: NoWait and Wait set how long to try (the last one given counts); Fenced gives the
 // lock a fencing token (FencingToken); AutoRenew (with OnLost and MaxExtensions) starts

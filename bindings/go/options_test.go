@@ -77,7 +77,7 @@ func TestAutoRenewOption(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 		t.Fatalf("after 2.1 s of a 1 s lock only %d nodes hold the token", n)
 	}
 	if l.TTL() != time.Second {

@@ -156,7 +156,7 @@ func TestQuarantineFreshCluster(t *testing.T) {
 			t.Fatalf("node %d: outcome %v (all: %v)", i, o, l.NodeOutcomes())
 		}
 	}
-	if n := holding(t, nodes, res, l.Token()); n < m.Quorum() {
+	if n := holding(t, nodes, res, l.Value()); n < m.Quorum() {
 		t.Fatalf("%d nodes hold the token", n)
 	}
 	wantNoErr(t, "Unlock", l.Unlock())
@@ -264,7 +264,7 @@ func testLossReasons(t *testing.T, loss keyLoss) {
 	if o := l.NodeOutcomes(); l.Granted() != 2 || o[0] != redlock.NodeQuarantined {
 		t.Fatalf("Granted() = %d, NodeOutcomes() = %v with node 0 quarantined", l.Granted(), o)
 	}
-	if n := holding(t, nodes[1:], res, l.Token()); n != 2 {
+	if n := holding(t, nodes[1:], res, l.Value()); n != 2 {
 		t.Fatalf("%d of the other nodes hold the token", n)
 	}
 	if !eventually(5*time.Second, func() bool { return present(t, nodes[:1], res) == 0 }) {

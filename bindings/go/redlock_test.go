@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,9 @@ func wantNoErr(t testing.TB, what string, err error) {
 
 var tokenRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// msRE matches the Unix milliseconds in a lock's value.
+var msRE = regexp.MustCompile(`^[0-9]{13}$`)
+
 func TestVersion(t *testing.T) {
 	v := redlock.Version()
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(v) {
@@ -77,6 +81,12 @@ func TestLockUnlockExtend(t *testing.T) {
 	if !tokenRE.MatchString(l.Token()) {
 		t.Fatalf("Token() = %q, want 40 hex characters", l.Token())
 	}
+	// Without a label the value is "<token>.<unix ms>", the start of the attempt.
+	if tok, ms, ok := strings.Cut(l.Value(), "."); !ok || tok != l.Token() || !msRE.MatchString(ms) {
+		t.Fatalf("Value() = %q, want %q followed by a dot and Unix milliseconds", l.Value(), l.Token())
+	} else if n, _ := strconv.ParseInt(ms, 10, 64); time.Since(time.UnixMilli(n)).Abs() > time.Minute {
+		t.Fatalf("Value() = %q: the time is not about now", l.Value())
+	}
 	if l.Resource() != res {
 		t.Fatalf("Resource() = %q, want %q", l.Resource(), res)
 	}
@@ -102,10 +112,10 @@ func TestLockUnlockExtend(t *testing.T) {
 	}
 
 	// The nodes really hold our token, with the TTL we asked for.
-	if n := holding(t, sharedNodes, res, l.Token()); n < m.Quorum() {
+	if n := holding(t, sharedNodes, res, l.Value()); n < m.Quorum() {
 		t.Fatalf("%d nodes hold the token right after Lock, want at least %d", n, m.Quorum())
 	}
-	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l.Token()) == 3 }) {
+	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l.Value()) == 3 }) {
 		t.Fatal("the third node never stored the token")
 	}
 	for _, u := range sharedNodes {
@@ -127,7 +137,7 @@ func TestLockUnlockExtend(t *testing.T) {
 	}
 	_, err = m2.Lock(res, time.Second)
 	wantIs(t, "Lock on a held resource", err, redlock.ErrNotAcquired)
-	if n := holding(t, sharedNodes, res, l.Token()); n != 3 {
+	if n := holding(t, sharedNodes, res, l.Value()); n != 3 {
 		t.Fatalf("failed attempts disturbed the holder: %d nodes hold its token", n)
 	}
 
@@ -183,7 +193,7 @@ func TestHostPortAndBinaryResource(t *testing.T) {
 	if l.Resource() != res {
 		t.Fatalf("Resource() = %q, want %q", l.Resource(), res)
 	}
-	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 		t.Fatalf("%d nodes hold the binary key", n)
 	}
 	// The longest accepted name, and the longest TTL (the manager's maximum TTL raised to it).
@@ -234,7 +244,7 @@ func TestLockWait(t *testing.T) {
 	if elapsed < 150*time.Millisecond || elapsed > 9*time.Second {
 		t.Fatalf("LockWait succeeded after %v, expected after the release at ~200ms", elapsed)
 	}
-	if n := holding(t, sharedNodes, res, l2.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l2.Value()); n < 2 {
 		t.Fatalf("%d nodes hold the new token", n)
 	}
 	wantNoErr(t, "Unlock", l2.Unlock())
@@ -296,7 +306,7 @@ func TestContentionMutualExclusion(t *testing.T) {
 				acquired.Add(1)
 				held := 0
 				for _, u := range sharedNodes {
-					if v, err := respDo(addrOf(u), "GET", lockKey(res)); err == nil && v == l.Token() {
+					if v, err := respDo(addrOf(u), "GET", lockKey(res)); err == nil && v == l.Value() {
 						held++
 					}
 				}
@@ -362,7 +372,7 @@ func TestNodeKilled(t *testing.T) {
 	case o[1] != redlock.NodeSuccess || o[2] != redlock.NodeSuccess:
 		t.Fatalf("the live nodes' outcomes are %v", o)
 	}
-	if n := holding(t, nodes[1:], res+"/2", l2.Token()); n != 2 {
+	if n := holding(t, nodes[1:], res+"/2", l2.Value()); n != 2 {
 		t.Fatalf("%d live nodes hold the token", n)
 	}
 	// The lock taken before the failure can still be extended and released by the quorum.
@@ -422,7 +432,7 @@ func TestExpiredLock(t *testing.T) {
 	defer l2.Free()
 	wantIs(t, "Extend after expiry", l1.Extend(10*time.Second), redlock.ErrNotHeld)
 	wantIs(t, "Unlock after expiry", l1.Unlock(), redlock.ErrNotHeld)
-	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l2.Token()) == 3 }) {
+	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l2.Value()) == 3 }) {
 		t.Fatal("the new holder's key was disturbed by the expired holder")
 	}
 	wantNoErr(t, "Unlock by the new holder", l2.Unlock())
@@ -690,7 +700,7 @@ func TestFreeDuringUse(t *testing.T) {
 	res := uniq(t)
 	l, err := m.Lock(res, 10*time.Second)
 	wantNoErr(t, "Lock", err)
-	token := l.Token()
+	token, value := l.Token(), l.Value()
 	var (
 		wg    sync.WaitGroup
 		calls atomic.Int32
@@ -731,11 +741,11 @@ func TestFreeDuringUse(t *testing.T) {
 	if l.Validity() != 0 || l.Valid() {
 		t.Fatal("a freed Lock reads as valid")
 	}
-	if l.Token() != token || l.Resource() != res || l.Granted() < 2 || len(l.NodeOutcomes()) != 3 {
-		t.Fatal("a freed Lock forgot its token, resource or acquisition report")
+	if l.Token() != token || l.Value() != value || l.Resource() != res || l.Granted() < 2 || len(l.NodeOutcomes()) != 3 {
+		t.Fatal("a freed Lock forgot its token, value, resource or acquisition report")
 	}
-	// Free did not unlock: the nodes still hold the token. Clean up by hand.
-	if n := holding(t, sharedNodes, res, token); n < 2 {
+	// Free did not unlock: the nodes still hold the value. Clean up by hand.
+	if n := holding(t, sharedNodes, res, value); n < 2 {
 		t.Fatalf("Free unlocked the lock: only %d nodes hold the token", n)
 	}
 	for _, u := range sharedNodes {

@@ -32,7 +32,7 @@ func TestAutoRenewKeepsTheLock(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := holding(t, sharedNodes, res, l.Token()); n < 2 {
+	if n := holding(t, sharedNodes, res, l.Value()); n < 2 {
 		t.Fatalf("after 2.5 s of a 1 s lock only %d nodes hold the token", n)
 	}
 	if l.IsLost() || l.WaitLost(0) || called.Load() != 0 {

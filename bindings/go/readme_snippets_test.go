@@ -1,0 +1,150 @@
+package redlock_test
+
+// The Go code of README.md. Each ```go block there is, byte for byte, the body of one of
+// these functions (or of a runnable Example or Test): TestReadmeBlocks checks that, and
+// TestReadmeSnippets runs every function here against the test servers. Edit the code here,
+// then copy the body into the README (without the function's indentation).
+//
+// The parameters are the names a README block uses without defining them (nodes, m, done,
+// mux); TestReadmeSnippets passes each by its type (see readmeArgs).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	redlock "github.com/redlock-quorum/redlock/bindings/go"
+)
+
+// readmeSnippets are the functions TestReadmeSnippets runs.
+var readmeSnippets = []any{
+	readmeQuickstart,
+	readmeAcquireOptions,
+	readmeNodeStates,
+	readmeMetrics,
+	readmeErrors,
+	readmeLabelAndPrefix,
+	readmeHolders,
+}
+
+func readmeQuickstart(nodes []string) error {
+	// nodes: []string{"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"}
+	m, err := redlock.New(nodes, redlock.WithRetry(3, 200*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	l, err := m.Lock("orders:42", 10*time.Second) // errors.Is(err, redlock.ErrNotAcquired), redlock.ErrUnavailable
+	if err != nil {
+		return err
+	}
+	defer l.Free()
+	// ... finish before l.Validity() runs out, or l.Extend(10 * time.Second)
+	return l.Unlock()
+}
+
+func readmeAcquireOptions(m *redlock.Manager, done <-chan struct{}) error {
+	l, err := m.Acquire("orders:42", 10*time.Second,
+		redlock.Wait(5*time.Second),  // wait up to 5 s, woken by the release (NoWait(): one attempt; neither: WithRetry's policy)
+		redlock.Fenced(),             // l.FencingToken(): larger than every earlier fenced grant
+		redlock.AutoRenew(time.Hour), // renewed until Unlock, for at most an hour
+		redlock.OnLost(func(l *redlock.Lock) { log.Print("lost: ", l.LostReason()) }))
+	if err != nil {
+		return err
+	}
+	defer l.Free()
+	defer l.Unlock()
+	select {
+	case <-l.Lost(): // renewal failed or hit its bound: stop touching the resource
+		return errors.New(l.LostReason())
+	case <-done:
+	}
+	// every write to the protected store carries l.FencingToken(); the store refuses lower ones
+	return nil
+}
+
+func readmeNodeStates(m *redlock.Manager) error {
+	states, err := m.NodeStates() // after a connection: before it, no node is known to be quarantined
+	if err != nil {
+		return err
+	}
+	for _, s := range states {
+		if s.Quarantined {
+			log.Printf("node %d counts again in %v at the latest (%v)", s.Index, s.Remaining, s.Reason)
+		}
+	}
+	return nil
+}
+
+func readmeMetrics(m *redlock.Manager, mux *http.ServeMux) error {
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		text, err := m.Metrics()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, text)
+	})
+	return nil
+}
+
+func readmeErrors(m *redlock.Manager) error {
+	l, err := m.TryLock("orders:43", 5*time.Second)
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return nil // someone else has it
+	case errors.Is(err, redlock.ErrUnavailable):
+		return err // too many Redis nodes down or in restart quarantine
+	case err != nil:
+		var e *redlock.Error
+		if errors.As(err, &e) {
+			log.Printf("status %d (%v): %s", e.Status, e.Status, e.Message)
+		}
+		return err
+	}
+	defer l.Free()
+	return l.Unlock()
+}
+
+func readmeLabelAndPrefix(nodes []string) error {
+	host, _ := os.Hostname()
+	m, err := redlock.New(nodes,
+		redlock.WithLabel(fmt.Sprintf("%s:%d", host, os.Getpid())), // who holds a lock, for Holders and `redlock inspect`
+		redlock.WithKeyPrefix(""))                                  // keys named like node-redlock's and redsync's (default "redlock:")
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	l, err := m.Lock("orders:42", 10*time.Second) // the key is "orders:42", as for node-redlock's lock on "orders:42"
+	if err != nil {
+		return err
+	}
+	defer l.Free()
+	log.Printf("stored on the nodes: %s", l.Value()) // "<token>.<unix ms> host:pid"
+	return l.Unlock()
+}
+
+func readmeHolders(m *redlock.Manager) error {
+	h, err := m.Holders("orders:42")
+	if err != nil {
+		return err // ErrInvalidArgument for a bad name; a node that fails is a HoldFailed entry
+	}
+	if holder, ok := h.Holder(); ok { // the holder a quorum of nodes agrees on
+		log.Printf("orders:42: held by %q for %v, %v left", holder.Label, holder.HeldFor, holder.TTL)
+	} else {
+		log.Printf("orders:42: not locked (held on %d of %d nodes)", h.HeldOn(), len(h.Nodes))
+	}
+	for _, n := range h.Nodes {
+		if n.State == redlock.HoldFailed {
+			log.Printf("node %d did not answer", n.Index)
+		}
+	}
+	return nil
+}
