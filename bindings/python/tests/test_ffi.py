@@ -258,7 +258,10 @@ def test_constants_match_header():
     m = re.search(r"#define REDLOCK_MAX_RESOURCE_LEN (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_RESOURCE_LEN
     assert "#define REDLOCK_MAX_TTL_MS UINT32_MAX" in text
-    for name, value in (("LABEL", redlock.MAX_LABEL_LEN), ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN)):
+    for name, value in (
+        ("LABEL", redlock.MAX_LABEL_LEN),
+        ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN),
+    ):
         m = re.search(rf"#define REDLOCK_MAX_{name}_LEN (\d+)", text)
         assert m and int(m.group(1)) == value, name
     # ``~0`` in a size_t context: SIZE_MAX.
