@@ -65,7 +65,7 @@ def test_alock_acquires_and_releases(cluster, new_manager, resource):
     async def main() -> Dict[str, Any]:
         async with m.alock(resource, 5_000, fenced=True, auto_renew=True) as lk:
             assert isinstance(lk, redlock.Lease) and lk.valid and lk.renewing
-            held = await off_loop(cluster.holding, key, lk.token)
+            held = await off_loop(cluster.holding, key, lk.value)
             return {"lease": lk, "held": held}
 
     out = asyncio.run(main())
@@ -157,7 +157,7 @@ def test_exceptions_inside_the_block_still_release(cluster, new_manager, resourc
     async def main() -> None:
         with pytest.raises(ValueError, match="boom"):
             async with m.alock(resource, 30_000) as lk:
-                assert await off_loop(cluster.holding, key_of(resource), lk.token) >= 2
+                assert await off_loop(cluster.holding, key_of(resource), lk.value) >= 2
                 raise ValueError("boom")
         assert lk.closed
 
@@ -209,7 +209,7 @@ def test_the_loop_stays_responsive_while_a_task_waits(cluster, new_manager, reso
             async with m.alock(resource, 5_000, wait_ms=30_000) as lk:
                 got["at"] = time.monotonic()
                 got["token"] = lk.token
-                got["held"] = await off_loop(cluster.holding, key_of(resource), lk.token)
+                got["held"] = await off_loop(cluster.holding, key_of(resource), lk.value)
 
         task = asyncio.ensure_future(waiter())
         await off_loop(wait_until_waiting, cluster, m, resource)
@@ -544,7 +544,7 @@ def test_coroutines_contending_on_one_resource_take_turns(cluster, new_manager, 
                 assert inside[0] is None, f"{name} entered while {inside[0]} held the lock"
                 inside[0] = name
                 turns.append(name)
-                assert await off_loop(cluster.holding, key_of(resource), lk.token) >= 2
+                assert await off_loop(cluster.holding, key_of(resource), lk.value) >= 2
                 await asyncio.sleep(0.05)
                 inside[0] = None
 

@@ -70,7 +70,7 @@ def no_key_but_the_holders(cluster, resource: str, holder: redlock.Lease) -> Non
     """Every node that has the resource's key has the holder's token (on a quorum at least);
     after the holder's unlock, no node has the key."""
     key = key_of(resource)
-    assert cluster.present(key) == cluster.holding(key, holder.token) >= 2
+    assert cluster.present(key) == cluster.holding(key, holder.value) >= 2
     holder.unlock()
     holder.close()
     cluster.released(key)
@@ -279,7 +279,7 @@ def test_a_waiter_is_woken_by_the_release(cluster, new_manager, resource, where)
             lk = box.get("result")
             assert isinstance(lk, redlock.Lease), box
         times.append(granted_at - released_at[0])
-        assert lk.valid and cluster.holding(key_of(resource), lk.token) >= 2
+        assert lk.valid and cluster.holding(key_of(resource), lk.value) >= 2
         lk.unlock()
         lk.close()
         holder.close()
@@ -307,7 +307,7 @@ def test_notify_false_polls(cluster, new_manager, resource, how):
     t.join(30)
     lk = box.get("result")
     assert isinstance(lk, redlock.Lease), box
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     lk.unlock()
     lk.close()
     assert (30_000, False, None, False, None) in m._opts  # its own options object
