@@ -28,7 +28,6 @@ from conftest import PACKAGE_ROOT
 from redis_nodes import key_of, wait_until
 from test_acquire import counters, long_holder, nothing_reached_the_library
 from test_cancel import (
-    _readme_block,
     cancelled,
     no_key_but_the_holders,
     subscribers,
@@ -557,18 +556,3 @@ def test_coroutines_contending_on_one_resource_take_turns(cluster, new_manager, 
     assert sorted(turns) == ["a", "a", "b", "b", "c", "c"], turns
     print(f"\nturns: {turns}")
     none_left(cluster, resource)
-
-
-# ---- the README's example ----
-
-
-def test_readme_asyncio_example_runs(cluster):
-    code = _readme_block("## asyncio")
-    out: List[str] = []
-    env: Dict[str, Any] = {"nodes": cluster.urls, "print": lambda *a: out.append(
-        " ".join(str(x) for x in a))}  # fmt: skip
-    exec(compile(code, "README.md", "exec"), env)
-    assert len(out) == 3 and out[0].startswith("held for "), out
-    assert out[1] in ("turns: ['a', 'b']", "turns: ['b', 'a']") and out[2] == "gave up waiting"
-    for name in ("report", "queue", "job"):
-        cluster.released(key_of(f"readme:asyncio:{name}"))
