@@ -4,7 +4,8 @@ Each block is executed once, in a fresh namespace holding only ``nodes`` (the UR
 redis-server nodes started for that block alone, as the README's Quickstart says), with its
 standard output captured; the asyncio block's ``asyncio.run`` runs outside any event loop, as
 in a script. A block must define or import everything else itself. After it, no lock key may
-be left on any node. Tracebacks point at README lines.
+be left on any node. Tracebacks point at README lines; a block that hangs fails after
+``BLOCK_LIMIT_S``.
 
 Every block needs an entry in ``CHECKS`` (keyed by its section heading), which says what it
 must print or leave behind, and may have one in ``SETUPS`` (what the nodes must look like
@@ -19,6 +20,7 @@ import contextlib
 import io
 import os
 import re
+import signal
 from typing import Any, Callable, Dict, List, NamedTuple
 
 import pytest
@@ -27,6 +29,14 @@ from conftest import PACKAGE_ROOT, first_contact
 from redis_nodes import Cluster, wait_until
 
 README = os.path.join(PACKAGE_ROOT, "README.md")
+
+#: How long a block may run before it fails (e.g. a server that serves forever): far above
+#: what any block needs (about a second), so only a hang reaches it.
+BLOCK_LIMIT_S = 120
+
+
+class BlockTimeout(Exception):
+    """Raised on the main thread, by SIGALRM, in a block that ran past ``BLOCK_LIMIT_S``."""
 
 
 class Block(NamedTuple):
@@ -70,8 +80,20 @@ def run_block(block: Block, nodes: List[str]) -> "tuple[str, Dict[str, Any]]":
     # Blank lines in front, so that the line numbers of a traceback are the README's.
     code = compile("\n" * (block.line - 1) + block.code, README, "exec")
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(code, env)
+
+    def too_long(signum: int, frame: Any) -> None:
+        raise BlockTimeout(f"README block {block.id!r} ran past {BLOCK_LIMIT_S} s")
+
+    # On the main thread, as a reader's script runs (it is where the binding keeps waits
+    # interruptible); a hang is cut short by an exception raised from SIGALRM's handler.
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, BLOCK_LIMIT_S)
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(code, env)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return out.getvalue(), env
 
 
