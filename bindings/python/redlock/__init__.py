@@ -24,6 +24,13 @@ Example::
             lk.unlock()                                     # (a wait is woken by the release)
         mgr.node_states()           # [NodeState(index, quarantined, remaining_ms, reason)]
         mgr.metrics()               # Prometheus text
+        h = mgr.holders("job:9")    # who holds it: h.is_locked, h.holder (label, held_for_ms,
+                                    # ttl_ms, id), h.nodes (per node: state, kind, id, label)
+
+    # A label names this process in every lock it takes (``holders`` shows it); the empty key
+    # prefix shares redsync's and node-redlock's keys (the resource name itself) in a migration.
+    redlock.Redlock(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"],
+                    label="web-1:4242", key_prefix="")
 
     async def job(mgr):             # asyncio: the blocking calls run off the event loop
         async with mgr.alock("job:11", 5_000, wait_ms=30_000) as lk:   # cancelling the
@@ -68,7 +75,14 @@ from ._errors import (
     Status,
     Unavailable,
 )
-from ._ffi import MAX_RESOURCE_LEN, LibraryNotFoundError, library_path
+from ._ffi import (
+    MAX_KEY_PREFIX_LEN,
+    MAX_LABEL_LEN,
+    MAX_RESOURCE_LEN,
+    LibraryNotFoundError,
+    library_path,
+)
+from ._holders import Holder, HolderKind, Holders, HoldState, NodeHold
 
 # Public classes present themselves as ``redlock.X`` (tracebacks, reprs, pickling).
 for _cls in (
@@ -76,6 +90,11 @@ for _cls in (
     Lease,
     Cancel,
     NodeState,
+    Holders,
+    Holder,
+    NodeHold,
+    HoldState,
+    HolderKind,
     Status,
     NodeOutcome,
     QuarantineReason,
@@ -104,6 +123,11 @@ __all__ = [
     "Lease",
     "Cancel",
     "NodeState",
+    "Holders",
+    "Holder",
+    "NodeHold",
+    "HoldState",
+    "HolderKind",
     "Resource",
     "AsyncLock",
     "Status",
@@ -125,6 +149,8 @@ __all__ = [
     "LibraryNotFoundError",
     "MAX_RESOURCE_LEN",
     "MAX_TTL_MS",
+    "MAX_LABEL_LEN",
+    "MAX_KEY_PREFIX_LEN",
     "library_path",
     "version",
     "__version__",

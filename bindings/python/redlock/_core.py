@@ -36,6 +36,7 @@ from ._errors import (
     RedlockError,
     error_for_status,
 )
+from ._holders import HolderKind, Holders, HoldState, NodeHold
 
 if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
     from ._aio import AsyncLock
@@ -217,6 +218,37 @@ def _owner(owner: object) -> bytes:
     if isinstance(owner, (bytes, bytearray)):
         return bytes(owner)
     raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
+
+
+def _label(label: object) -> Optional[bytes]:
+    """A holder label as NUL-terminated-safe UTF-8 (``None``: no label). Its length and
+    characters are checked by the library; a NUL is refused here, as C would cut the string
+    short at it."""
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, not {type(label).__name__}")
+    if "\0" in label:
+        raise InvalidArgument("label must not contain control characters (a NUL found)")
+    try:
+        return label.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"label is not encodable as UTF-8: {e}") from None
+
+
+def _key_prefix(prefix: object) -> Optional[bytes]:
+    """A key prefix as bytes (``None``: the default, ``redlock:``); its length is checked by
+    the library."""
+    if prefix is None:
+        return None
+    if isinstance(prefix, str):
+        try:
+            return prefix.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"key_prefix is not encodable as UTF-8: {e}") from None
+    if isinstance(prefix, (bytes, bytearray)):
+        return bytes(prefix)
+    raise TypeError(f"key_prefix must be str or bytes, not {type(prefix).__name__}")
 
 
 def _url(url: object) -> bytes:
@@ -452,8 +484,9 @@ class Lease:
     is closed. If you called :meth:`unlock` (or :meth:`close`) inside the block, nothing more
     is done at its end.
 
-    Facts recorded at acquisition (:attr:`token`, :attr:`resource`, :attr:`fencing_token`,
-    :attr:`node_outcomes`, :attr:`granted`) stay readable after :meth:`close`; everything that
+    Facts recorded at acquisition (:attr:`token`, :attr:`value`, :attr:`resource`,
+    :attr:`fencing_token`, :attr:`node_outcomes`, :attr:`granted`) stay readable after
+    :meth:`close`; everything that
     needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
     :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
     :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
@@ -469,6 +502,7 @@ class Lease:
     __slots__ = (
         "_handle",
         "_token",
+        "_value",
         "_resource",
         "_outcomes",
         "_granted",
@@ -498,6 +532,7 @@ class Lease:
         self._watch: Optional[_Watch] = None
         self._resource = resource
         self._token: Any = c.redlock_lease_token(ptr)  # bytes until read
+        self._value: Any = c.redlock_lease_value(ptr)  # bytes until read
         arr = (_ffi.node_outcome_t * node_count)()
         total = c.redlock_lease_node_outcomes(ptr, arr, node_count)
         if total > node_count:  # not expected: the report has one entry per node
@@ -519,6 +554,19 @@ class Lease:
         if type(token) is not str:
             token = self._token = token.decode("ascii") if token else ""
         return token
+
+    @property
+    def value(self) -> str:
+        """What this lease stored on the nodes (``redlock_lease_value``): for a plain lock,
+        :attr:`token`, then ``.`` and the wall-clock milliseconds at which the attempt started,
+        then a space and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
+        web-1:4242"``); for a reentrant lock (``owner=``), :attr:`token` (the nodes show its
+        owner id instead). A plain lock's value is the identity :meth:`Redlock.holders`
+        reports for it: ``holder.id == lease.value.encode()``."""
+        value = self._value
+        if type(value) is not str:
+            value = self._value = value.decode("utf-8", "replace") if value else ""
+        return value
 
     @property
     def resource(self) -> bytes:
@@ -1221,6 +1269,45 @@ def _reason(value: int) -> QuarantineReason:
     return _REASONS.get(value, value)  # type: ignore[return-value]
 
 
+# HoldState and HolderKind members by value.
+_HOLD_STATES = {v.value: v for v in HoldState}
+_HOLDER_KINDS = {v.value: v for v in HolderKind}
+
+
+def _node_hold(p: Any, index: int) -> NodeHold:
+    """Node ``index``'s answer in the snapshot ``p`` (or the quorum's, for
+    ``HOLDERS_QUORUM``; its ``index`` is then -1), read in full."""
+    c = _c
+    info = _ffi.HolderInfo()
+    err = _err_buf()
+    _check(c.redlock_holders_info(p, index, _byref(info), err, _ffi.ERR_LEN), err)
+    # A newer library may report a state or kind this package does not know: kept as an int.
+    state = _HOLD_STATES.get(info.state, info.state)
+    kind = _HOLDER_KINDS.get(info.kind, info.kind)
+    # snprintf-like sizing calls: the snapshot is immutable, so the second call fits.
+    label: Optional[str] = None
+    n = c.redlock_holders_label(p, index, None, 0)
+    if n:
+        buf = ctypes.create_string_buffer(n + 1)
+        c.redlock_holders_label(p, index, buf, n + 1)
+        label = buf.raw[:n].decode("utf-8", "replace")
+    ident = b""
+    n = c.redlock_holders_id(p, index, None, 0)
+    if n:
+        arr = (ctypes.c_uint8 * n)()
+        c.redlock_holders_id(p, index, arr, n)
+        ident = bytes(arr)
+    return NodeHold(
+        -1 if index == _ffi.HOLDERS_QUORUM else index,
+        state,  # type: ignore[arg-type]
+        kind,  # type: ignore[arg-type]
+        ident,
+        label,
+        None if info.ttl_ms < 0 else int(info.ttl_ms),
+        None if info.held_for_ms < 0 else int(info.held_for_ms),
+    )
+
+
 class Redlock:
     """A lock manager over N independent Redis masters (quorum N/2+1).
 
@@ -1252,6 +1339,21 @@ class Redlock:
             lock on freshly started nodes succeeds. Pass ``False`` only for nodes that persist
             every write (``appendfsync always``); no marker is then read or written, and the
             library logs a warning once for each node that does not persist every write.
+        label: a name for this holder, e.g. ``f"{socket.gethostname()}:{os.getpid()}"``,
+            stored beside the token in the value of every plain lock the manager takes, so
+            that :meth:`holders` (and ``redlock inspect``) can say who holds a resource. A
+            ``str`` of at most 256 bytes of UTF-8 (:data:`redlock.MAX_LABEL_LEN`) with no
+            control characters; ``None`` or ``""``: no label (the default). A reentrant lock is
+            labelled by its owner id instead. Anyone who can read the keys can read it: no
+            secrets.
+        key_prefix: the prefix of every lock key (the key of a resource is the prefix followed
+            by the resource's bytes): ``str`` (UTF-8 encoded) or ``bytes``, 0 to 256 bytes
+            (:data:`redlock.MAX_KEY_PREFIX_LEN`); ``None`` keeps the default, ``"redlock:"``.
+            The empty prefix names each key after the resource itself, as redsync and
+            node-redlock do, so that services on either side of a migration exclude each
+            other; a resource whose key would then fall in the library's own namespaces
+            (``redlock-fence:…``, ``redlock-marker``) is refused with
+            :class:`InvalidArgument`. Managers that share locks must use the same prefix.
 
     ``None`` leaves an option at the library's default. Validation happens here: no nodes,
     a malformed URL, a node listed twice, a host that does not resolve or an option out of
@@ -1288,6 +1390,8 @@ class Redlock:
         node_timeout_ms: Optional[int] = None,
         max_ttl_ms: Optional[int] = None,
         restart_quarantine: bool = True,
+        label: Optional[str] = None,
+        key_prefix: Optional[Resource] = None,
     ) -> None:
         if isinstance(nodes, (str, bytes)):
             raise TypeError("nodes must be a list of URLs, not a single string")
@@ -1331,6 +1435,8 @@ class Redlock:
             raise TypeError(
                 f"restart_quarantine must be a bool, not {type(restart_quarantine).__name__}"
             )
+        label_b = _label(label)
+        prefix = _key_prefix(key_prefix)
 
         global _c
         c = _c = _ffi.lib()
@@ -1358,6 +1464,15 @@ class Redlock:
                 ),
                 err,
             )
+            # Both are options of this manager's own config: nothing cached in this binding
+            # (the acquisition options are per manager) carries them to another manager.
+            if label_b:
+                _check(c.redlock_config_set_label(cfg, label_b, err, _ffi.ERR_LEN), err)
+            if prefix is not None:
+                _check(
+                    c.redlock_config_set_key_prefix(cfg, prefix, len(prefix), err, _ffi.ERR_LEN),
+                    err,
+                )
             out = _ffi.ManagerPtr()
             _check(c.redlock_manager_new(cfg, ctypes.byref(out), err, _ffi.ERR_LEN), err)
         finally:
@@ -1868,6 +1983,63 @@ class Redlock:
         finally:
             h.release()
         return states
+
+    def holders(self, resource: Resource) -> Holders:
+        """Who holds ``resource``, on each node and on a quorum (``redlock_holders_get``): one
+        read-only script sent to every node at once, waiting for each at most its node
+        timeout (so, on the main thread, a Ctrl-C is seen when it returns). A node that fails
+        is reported as ``HoldState.FAILED``, not raised. Takes and releases nothing.
+
+        A snapshot for people and monitoring, never a reason to act: the holder can change as
+        soon as it is read (take the lock to act safely).
+
+        Example::
+
+            h = mgr.holders("orders:42")
+            if h.is_locked:
+                print(h.holder.label, h.holder.held_for_ms, h.holder.ttl_ms)
+            for n in h.nodes:
+                print(n.index, n.state.name, n.kind.name, n.label)
+
+        Args:
+            resource: as for :meth:`acquire` (1 to 1024 bytes; a ``str`` is UTF-8 encoded).
+
+        Returns:
+            A :class:`Holders` snapshot.
+
+        Raises:
+            InvalidArgument: a resource an acquisition would refuse (empty, too long, or, with
+                ``key_prefix=""``, one whose key falls in the library's own namespaces).
+                Nothing is sent.
+            TypeError: ``resource`` is not ``str`` or ``bytes``.
+            HandleClosed: the manager was closed.
+        """
+        res = resource if type(resource) is bytes else _resource(resource)
+        c = _c
+        # As for a lease: the library writes the snapshot's pointer straight into its owner,
+        # so it is freed once whatever happens (an exception during the reads below included).
+        snap = _Handle(_ffi.HoldersPtr(), c.redlock_holders_free, "holders snapshot")
+        err = _err_buf()
+        h = self._handle
+        m = h.acquire()
+        try:
+            st = c.redlock_holders_get(m, res, len(res), _byref(snap._ptr), err, _ffi.ERR_LEN)
+        finally:
+            h.release()
+        if st:
+            snap._freed = True  # nothing was written: nothing to free
+            _raise(st, err)
+        try:
+            p = snap._ptr
+            count = int(c.redlock_holders_node_count(p))
+            nodes = tuple(_node_hold(p, i) for i in range(count))
+            quorum = _node_hold(p, _ffi.HOLDERS_QUORUM)
+            holder = quorum.holder
+            if holder is None and c.redlock_holders_is_locked(p):  # not expected
+                raise RedlockError("redlock_holders_is_locked disagrees with the quorum's holder")
+        finally:
+            snap.close()
+        return Holders(res, self._quorum, nodes, holder)
 
     def metrics(self) -> str:
         """This manager's metrics in the Prometheus text exposition format: ``# HELP`` /

@@ -34,6 +34,7 @@ from ctypes import (
     c_double,
     c_int,
     c_int32,
+    c_int64,
     c_size_t,
     c_uint8,
     c_uint32,
@@ -65,6 +66,16 @@ UINT32_MAX = 2**32 - 1
 #: ``REDLOCK_MAX_RESOURCE_LEN``.
 MAX_RESOURCE_LEN = 1024
 
+#: ``REDLOCK_MAX_LABEL_LEN``: the longest holder label, in bytes.
+MAX_LABEL_LEN = 256
+
+#: ``REDLOCK_MAX_KEY_PREFIX_LEN``: the longest key prefix, in bytes.
+MAX_KEY_PREFIX_LEN = 256
+
+#: ``REDLOCK_HOLDERS_QUORUM`` (``SIZE_MAX``): the ``index`` that names the holder a quorum of
+#: nodes agrees on.
+HOLDERS_QUORUM = ctypes.c_size_t(-1).value
+
 
 # Opaque handle types: distinct pointer types so that a lease can never be passed where a
 # manager is expected.
@@ -88,11 +99,29 @@ class Cancel(Structure):
     """``struct redlock_cancel`` (opaque): a cancellation handle."""
 
 
+class Holders(Structure):
+    """``struct redlock_holders`` (opaque): a snapshot of who holds one resource."""
+
+
+class HolderInfo(Structure):
+    """``struct redlock_holder_info``: one node's answer, or the quorum's holder (a plain
+    struct, filled by ``redlock_holders_info``; ``tests/test_ffi.py`` checks its fields
+    against the header)."""
+
+    _fields_ = [
+        ("state", c_int),  # enum redlock_hold_state
+        ("kind", c_int),  # enum redlock_holder_kind
+        ("ttl_ms", c_int64),  # -1: not held, or no expiry
+        ("held_for_ms", c_int64),  # -1: unknown, or not held
+    ]
+
+
 ConfigPtr = POINTER(Config)
 ManagerPtr = POINTER(Manager)
 LeasePtr = POINTER(Lease)
 AcquireOptsPtr = POINTER(AcquireOpts)
 CancelPtr = POINTER(Cancel)
+HoldersPtr = POINTER(Holders)
 
 #: ``enum redlock_status`` (returned by every fallible function).
 status_t = c_int
@@ -193,6 +222,24 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         status_t,
         (ConfigPtr, c_bool, err_buf_t, c_size_t),
     ),
+    "redlock_config_set_key_prefix": (
+        status_t,
+        (ConfigPtr, resource_t, c_size_t, err_buf_t, c_size_t),
+    ),
+    "redlock_config_set_label": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_holders_get": (
+        status_t,
+        (ManagerPtr, resource_t, c_size_t, POINTER(HoldersPtr), err_buf_t, c_size_t),
+    ),
+    "redlock_holders_is_locked": (c_bool, (HoldersPtr,)),
+    "redlock_holders_node_count": (c_size_t, (HoldersPtr,)),
+    "redlock_holders_info": (
+        status_t,
+        (HoldersPtr, c_size_t, POINTER(HolderInfo), err_buf_t, c_size_t),
+    ),
+    "redlock_holders_label": (c_size_t, (HoldersPtr, c_size_t, err_buf_t, c_size_t)),
+    "redlock_holders_id": (c_size_t, (HoldersPtr, c_size_t, POINTER(c_uint8), c_size_t)),
+    "redlock_holders_free": (None, (HoldersPtr,)),
     "redlock_extend": (status_t, (LeasePtr, c_uint32, err_buf_t, c_size_t)),
     "redlock_unlock": (status_t, (LeasePtr, err_buf_t, c_size_t)),
     "redlock_lease_fencing_token": (c_uint64, (LeasePtr,)),
@@ -202,6 +249,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_lease_validity_ms": (c_uint32, (LeasePtr,)),
     "redlock_lease_is_valid": (c_bool, (LeasePtr,)),
     "redlock_lease_token": (c_char_p, (LeasePtr,)),
+    "redlock_lease_value": (c_char_p, (LeasePtr,)),
     "redlock_lease_resource": (POINTER(c_uint8), (LeasePtr, POINTER(c_size_t))),
     "redlock_lease_node_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_granted": (c_size_t, (LeasePtr,)),

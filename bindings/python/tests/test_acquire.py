@@ -86,7 +86,7 @@ def test_acquire_with_defaults_returns_a_plain_lease(cluster, new_manager, resou
     assert lk.fencing_token is None and lk.renewing is False and lk.lost is False
     assert lk.ttl_ms == 5_000 and 4_000 < lk.validity_ms <= 5_000
     assert lk.resource == resource.encode() and len(lk.token) == 40
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     lk.unlock()
     cluster.released(key_of(resource))
     lk.close()
@@ -125,7 +125,7 @@ def test_wait_ms_zero_makes_one_attempt_none_follows_the_retry_policy(
     assert time.monotonic() - t0 >= 1.45
     assert retries(m) - 6 >= 1 and "held by another owner" in ei.value.message
     assert counters(m)['redlock_acquire_total{result="granted"}'] == 0
-    assert cluster.holding(key_of(resource), holder.token) >= 2  # untouched
+    assert cluster.holding(key_of(resource), holder.value) >= 2  # untouched
     holder.unlock()
     holder.close()
 
@@ -150,7 +150,7 @@ def test_waiting_acquire_gets_the_lock_once_the_holder_releases(
     assert "error" not in box, box
     lk = box["result"]
     assert isinstance(lk, redlock.Lease) and lk.valid
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     assert (lk.fencing_token is not None) == (how == "acquire-fenced")
     assert counters(m)['redlock_acquire_total{result="granted"}'] == 1
     lk.unlock()
@@ -201,7 +201,7 @@ def test_auto_renew_keeps_a_one_second_lock_past_three_seconds_and_stops_on_unlo
     # Three times its TTL later the lock is still held, by this lease, on a quorum.
     assert lk.renewing and not lk.lost
     assert lk.valid and 0 < lk.validity_ms <= 1_000
-    assert cluster.holding(key, lk.token) >= 2
+    assert cluster.holding(key, lk.value) >= 2
     assert counters(m)["redlock_renewals_total"] >= 3
     other = new_manager(cluster.urls, retry_count=0)
     with pytest.raises(redlock.NotAcquired):

@@ -28,7 +28,6 @@ from conftest import PACKAGE_ROOT
 from redis_nodes import key_of, wait_until
 from test_acquire import counters, long_holder, nothing_reached_the_library
 from test_cancel import (
-    _readme_block,
     cancelled,
     no_key_but_the_holders,
     subscribers,
@@ -65,7 +64,7 @@ def test_alock_acquires_and_releases(cluster, new_manager, resource):
     async def main() -> Dict[str, Any]:
         async with m.alock(resource, 5_000, fenced=True, auto_renew=True) as lk:
             assert isinstance(lk, redlock.Lease) and lk.valid and lk.renewing
-            held = await off_loop(cluster.holding, key, lk.token)
+            held = await off_loop(cluster.holding, key, lk.value)
             return {"lease": lk, "held": held}
 
     out = asyncio.run(main())
@@ -157,7 +156,7 @@ def test_exceptions_inside_the_block_still_release(cluster, new_manager, resourc
     async def main() -> None:
         with pytest.raises(ValueError, match="boom"):
             async with m.alock(resource, 30_000) as lk:
-                assert await off_loop(cluster.holding, key_of(resource), lk.token) >= 2
+                assert await off_loop(cluster.holding, key_of(resource), lk.value) >= 2
                 raise ValueError("boom")
         assert lk.closed
 
@@ -209,7 +208,7 @@ def test_the_loop_stays_responsive_while_a_task_waits(cluster, new_manager, reso
             async with m.alock(resource, 5_000, wait_ms=30_000) as lk:
                 got["at"] = time.monotonic()
                 got["token"] = lk.token
-                got["held"] = await off_loop(cluster.holding, key_of(resource), lk.token)
+                got["held"] = await off_loop(cluster.holding, key_of(resource), lk.value)
 
         task = asyncio.ensure_future(waiter())
         await off_loop(wait_until_waiting, cluster, m, resource)
@@ -544,7 +543,7 @@ def test_coroutines_contending_on_one_resource_take_turns(cluster, new_manager, 
                 assert inside[0] is None, f"{name} entered while {inside[0]} held the lock"
                 inside[0] = name
                 turns.append(name)
-                assert await off_loop(cluster.holding, key_of(resource), lk.token) >= 2
+                assert await off_loop(cluster.holding, key_of(resource), lk.value) >= 2
                 await asyncio.sleep(0.05)
                 inside[0] = None
 
@@ -557,18 +556,3 @@ def test_coroutines_contending_on_one_resource_take_turns(cluster, new_manager, 
     assert sorted(turns) == ["a", "a", "b", "b", "c", "c"], turns
     print(f"\nturns: {turns}")
     none_left(cluster, resource)
-
-
-# ---- the README's example ----
-
-
-def test_readme_asyncio_example_runs(cluster):
-    code = _readme_block("## asyncio")
-    out: List[str] = []
-    env: Dict[str, Any] = {"nodes": cluster.urls, "print": lambda *a: out.append(
-        " ".join(str(x) for x in a))}  # fmt: skip
-    exec(compile(code, "README.md", "exec"), env)
-    assert len(out) == 3 and out[0].startswith("held for "), out
-    assert out[1] in ("turns: ['a', 'b']", "turns: ['b', 'a']") and out[2] == "gave up waiting"
-    for name in ("report", "queue", "job"):
-        cluster.released(key_of(f"readme:asyncio:{name}"))

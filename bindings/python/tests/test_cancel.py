@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Dict, List
+from typing import List
 
 import pytest
 
@@ -70,7 +70,7 @@ def no_key_but_the_holders(cluster, resource: str, holder: redlock.Lease) -> Non
     """Every node that has the resource's key has the holder's token (on a quorum at least);
     after the holder's unlock, no node has the key."""
     key = key_of(resource)
-    assert cluster.present(key) == cluster.holding(key, holder.token) >= 2
+    assert cluster.present(key) == cluster.holding(key, holder.value) >= 2
     holder.unlock()
     holder.close()
     cluster.released(key)
@@ -279,7 +279,7 @@ def test_a_waiter_is_woken_by_the_release(cluster, new_manager, resource, where)
             lk = box.get("result")
             assert isinstance(lk, redlock.Lease), box
         times.append(granted_at - released_at[0])
-        assert lk.valid and cluster.holding(key_of(resource), lk.token) >= 2
+        assert lk.valid and cluster.holding(key_of(resource), lk.value) >= 2
         lk.unlock()
         lk.close()
         holder.close()
@@ -307,7 +307,7 @@ def test_notify_false_polls(cluster, new_manager, resource, how):
     t.join(30)
     lk = box.get("result")
     assert isinstance(lk, redlock.Lease), box
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     lk.unlock()
     lk.close()
     assert (30_000, False, None, False, None) in m._opts  # its own options object
@@ -581,25 +581,3 @@ def test_sigint_interrupts_a_waiting_child_promptly_and_leaves_no_key(
     # The child left nothing: the holder's key is intact, and no subscription remains.
     assert subscribers(cluster, key) == 0
     no_key_but_the_holders(cluster, resource, holder)
-
-
-# ---- the README's example ----
-
-
-def _readme_block(heading: str) -> str:
-    with open(os.path.join(PACKAGE_ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    section = text.split(heading, 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, re.S)
-    assert m, f"no python block after {heading!r}"
-    return m.group(1)
-
-
-def test_readme_waiting_example_runs(cluster, resource):
-    code = _readme_block("## Waiting, cancelling and Ctrl-C")
-    out: List[str] = []
-    env: Dict[str, object] = {"urls": cluster.urls, "print": lambda *a: out.append(
-        " ".join(str(x) for x in a))}  # fmt: skip
-    exec(compile(code, "README.md", "exec"), env)
-    assert out == ["gave up: cancelled"], out
-    cluster.released(key_of("job:7"))

@@ -225,7 +225,7 @@ def test_lease_close_wakes_a_wait_lost_in_another_thread(cluster, mgr, resource)
     assert result == {"lost": False}
     wait_until(lambda: lk._handle.freed, timeout=5, what="the lease to be freed")
     # Closing never unlocked it; renewal stopped, so it expires after its TTL.
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     wait_until(lambda: cluster.present(key_of(resource)) == 0, timeout=5, what="expiry")
 
 

@@ -30,7 +30,7 @@ def test_one_node_killed(make_cluster, new_manager, resource):
     outcomes = lk.node_outcomes
     assert outcomes[1] in (NodeOutcome.UNREACHABLE, NodeOutcome.BACKOFF)
     assert outcomes[0] == outcomes[2] == NodeOutcome.SUCCESS
-    assert c.holding(key_of(resource), lk.token) == 2
+    assert c.holding(key_of(resource), lk.value) == 2
     lk.extend(20_000)
     assert lk.validity_ms > 15_000
     lk.unlock()
@@ -107,7 +107,7 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
         dropped = mgr.lock(res + ":dropped", ttl_ms=30_000)
         renewing = mgr.lock(res + ":renewing", ttl_ms=30_000)
         renewing.auto_renew(on_lost=lambda lk: None)
-        print("dropped-token", dropped.token, flush=True)
+        print("dropped-value", dropped.value, flush=True)
 
         # Drop the manager while its leases live: they keep working.
         del mgr
@@ -143,9 +143,9 @@ def test_dropped_manager_with_live_locks_does_not_crash(cluster, resource):
     assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
     assert "done" in proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr
-    token = proc.stdout.split("dropped-token ")[1].split()[0]
+    value = proc.stdout.split("dropped-value ")[1].split()[0]
     # Finalizers only free: every lock the child held is still on the nodes.
-    assert cluster.holding(key_of(resource + ":dropped"), token) >= 2
+    assert cluster.holding(key_of(resource + ":dropped"), value) >= 2
     for suffix in (":kept", ":renewing", ":cycle"):
         assert cluster.present(key_of(resource + suffix)) >= 2, suffix
 

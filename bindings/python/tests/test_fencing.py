@@ -132,7 +132,7 @@ def test_fenced_and_auto_renew_compose(cluster, mgr, new_manager, resource):
     time.sleep(1.0)  # more than two TTLs: renewed several times
     assert lk.valid and lk.renewing and not lk.lost
     assert lk.fencing_token == token
-    assert cluster.holding(key_of(resource), lk.token) >= 2
+    assert cluster.holding(key_of(resource), lk.value) >= 2
     other = new_manager(cluster.urls, retry_count=0)
     with pytest.raises(redlock.NotAcquired):
         other.try_lock(resource, ttl_ms=1_000, fenced=True)

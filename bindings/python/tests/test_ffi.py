@@ -73,6 +73,7 @@ ACCEPTED = {
     "const char *": (c_char_p,),
     "char *": (POINTER(c_char),),
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),
+    "uint8_t *": (POINTER(c_uint8),),
     "enum redlock_status": (c_int,),
     "enum redlock_quarantine_reason": (c_int,),
     "enum redlock_node_outcome *": (POINTER(c_int),),
@@ -90,6 +91,10 @@ ACCEPTED = {
     "struct redlock_lease **": (POINTER(_ffi.LeasePtr),),
     "void *": (c_void_p,),
     "redlock_lost_fn": (_ffi.lost_fn_t,),
+    "const struct redlock_holders *": (_ffi.HoldersPtr,),
+    "struct redlock_holders *": (_ffi.HoldersPtr,),
+    "struct redlock_holders **": (POINTER(_ffi.HoldersPtr),),
+    "struct redlock_holder_info *": (POINTER(_ffi.HolderInfo),),
 }
 
 
@@ -175,6 +180,29 @@ def test_quarantine_reason_enum_matches_header():
     assert {r.name: r.value for r in redlock.QuarantineReason} == in_header
 
 
+def test_hold_state_and_holder_kind_enums_match_header():
+    states = _header_enum("REDLOCK_HOLD_")
+    kinds = _header_enum("REDLOCK_HOLDER_")
+    assert len(states) == 3 and len(kinds) == 4
+    assert {s.name: s.value for s in redlock.HoldState} == states
+    assert {k.name: k.value for k in redlock.HolderKind} == kinds
+
+
+def test_holder_info_struct_matches_header():
+    m = re.search(
+        r"typedef struct redlock_holder_info \{(.*?)\} redlock_holder_info;", _header_text(), re.S
+    )
+    assert m, "struct redlock_holder_info not found"
+    fields = [
+        (fm.group(2), _norm(fm.group(1)))
+        for fm in re.finditer(r"^\s*([\w ]+?)\s+(\w+);", _strip(m.group(1)), re.M)
+    ]
+    c_types = {"enum redlock_hold_state": c_int, "enum redlock_holder_kind": c_int,
+               "int64_t": ctypes.c_int64}  # fmt: skip
+    assert [(name, c_types[t]) for name, t in fields] == list(_ffi.HolderInfo._fields_)
+    assert ctypes.sizeof(_ffi.HolderInfo) == 24
+
+
 def test_quarantine_reason_of_null_or_out_of_range_is_none():
     cdll = _ffi.lib()
     assert cdll.redlock_manager_node_quarantine_reason(None, 0) == 0
@@ -230,6 +258,15 @@ def test_constants_match_header():
     m = re.search(r"#define REDLOCK_MAX_RESOURCE_LEN (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_RESOURCE_LEN
     assert "#define REDLOCK_MAX_TTL_MS UINT32_MAX" in text
+    for name, value in (
+        ("LABEL", redlock.MAX_LABEL_LEN),
+        ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN),
+    ):
+        m = re.search(rf"#define REDLOCK_MAX_{name}_LEN (\d+)", text)
+        assert m and int(m.group(1)) == value, name
+    # ``~0`` in a size_t context: SIZE_MAX.
+    assert "#define REDLOCK_HOLDERS_QUORUM ~0" in text
+    assert _ffi.HOLDERS_QUORUM == 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
     assert redlock.MAX_TTL_MS == 2**32 - 1 == _ffi.UINT32_MAX
 
 

@@ -212,7 +212,7 @@ def test_closed_manager_raises_and_close_is_idempotent(cluster, resource):
 
 def test_closed_lease_raises(cluster, mgr, resource):
     lk = mgr.try_lock(resource, ttl_ms=5_000)
-    token = lk.token
+    token, value = lk.token, lk.value
     lk.close()
     lk.close()
     assert lk._handle.freed
@@ -228,10 +228,10 @@ def test_closed_lease_raises(cluster, mgr, resource):
     ):
         with pytest.raises(redlock.HandleClosed, match="lease is closed"):
             call()
-    assert lk.token == token and lk.resource == resource.encode()
+    assert (lk.token, lk.value) == (token, value) and lk.resource == resource.encode()
     assert lk.granted >= 2 and len(lk.node_outcomes) == 3
     # Closing never unlocks: the lock is still on the nodes.
-    assert cluster.holding(key_of(resource), token) >= 2
+    assert cluster.holding(key_of(resource), value) >= 2
     with pytest.raises(redlock.NotAcquired):
         mgr.try_lock(resource, ttl_ms=1_000)
 

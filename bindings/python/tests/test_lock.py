@@ -34,7 +34,7 @@ def test_lock_unlock_extend(cluster, mgr, new_manager, resource):
     lk = mgr.lock(resource, ttl_ms=10_000)
     assert re.fullmatch(r"[0-9a-f]{40}", lk.token)
     assert lk.resource == resource.encode()
-    assert cluster.holding(key, lk.token) >= 2
+    assert cluster.holding(key, lk.value) >= 2
     assert 9_000 < lk.validity_ms <= 10_000
     assert lk.valid is True
     assert lk.granted >= mgr.quorum
@@ -43,7 +43,7 @@ def test_lock_unlock_extend(cluster, mgr, new_manager, resource):
     assert outcomes.count(NodeOutcome.SUCCESS) == lk.granted
     assert set(outcomes) <= {NodeOutcome.SUCCESS, NodeOutcome.PENDING}
     for s in cluster.servers:
-        if s.get(key) == lk.token.encode():
+        if s.get(key) == lk.value.encode():
             assert 8_000 < s.pttl(key) <= 10_000
 
     # Someone else cannot take it.
@@ -55,9 +55,9 @@ def test_lock_unlock_extend(cluster, mgr, new_manager, resource):
 
     lk.extend(30_000)
     assert 25_000 < lk.validity_ms <= 30_000
-    assert cluster.holding(key, lk.token) >= 2
+    assert cluster.holding(key, lk.value) >= 2
     for s in cluster.servers:
-        if s.get(key) == lk.token.encode():
+        if s.get(key) == lk.value.encode():
             assert 25_000 < s.pttl(key) <= 30_000
 
     lk.unlock()
@@ -75,7 +75,7 @@ def test_lock_unlock_extend(cluster, mgr, new_manager, resource):
 
     # Released for real: another manager gets it at once.
     lk2 = other.try_lock(resource, ttl_ms=5_000)
-    assert cluster.holding(key, lk2.token) >= 2
+    assert cluster.holding(key, lk2.value) >= 2
     lk2.unlock()
     lk2.close()
 
@@ -88,7 +88,7 @@ def test_str_and_bytes_name_the_same_resource(cluster, mgr, resource):
             mgr.try_lock(name.encode("utf-8"), ttl_ms=5_000)
         with pytest.raises(redlock.NotAcquired):
             mgr.try_lock(bytearray(name.encode("utf-8")), ttl_ms=5_000)
-        assert cluster.holding(key_of(name), lk.token) >= 2
+        assert cluster.holding(key_of(name), lk.value) >= 2
     cluster.released(key_of(name))
 
 
@@ -96,7 +96,7 @@ def test_binary_resource_and_maximum_length(cluster, mgr, resource):
     raw = resource.encode() + b"\x00\r\n\xff"
     with mgr.try_lock(raw, ttl_ms=5_000) as lk:
         assert lk.resource == raw
-        assert cluster.holding(b"redlock:" + raw, lk.token) >= 2
+        assert cluster.holding(b"redlock:" + raw, lk.value) >= 2
     cluster.released(b"redlock:" + raw)
 
     longest = (resource.encode() * 100)[: redlock.MAX_RESOURCE_LEN]
@@ -111,7 +111,7 @@ def test_with_block_unlocks(cluster, mgr, resource):
     key = key_of(resource)
     with mgr.lock(resource, ttl_ms=10_000) as lk:
         assert isinstance(lk, redlock.Lease)
-        assert cluster.holding(key, lk.token) >= 2
+        assert cluster.holding(key, lk.value) >= 2
         token = lk.token
     cluster.released(key)
     assert lk.closed
@@ -126,7 +126,7 @@ def test_with_block_that_raises_still_unlocks(cluster, mgr, resource):
     key = key_of(resource)
     with pytest.raises(Boom):
         with mgr.lock(resource, ttl_ms=10_000) as lk:
-            assert cluster.holding(key, lk.token) >= 2
+            assert cluster.holding(key, lk.value) >= 2
             raise Boom("inside the critical section")
     cluster.released(key)
     assert lk.closed
@@ -183,7 +183,7 @@ def test_expired_lock_can_be_taken_over_and_old_unlock_does_not_release_it(
     with pytest.raises(redlock.NotHeld):
         old.unlock()
     # The owner check kept the new holder's key on the nodes.
-    assert cluster.holding(key_of(resource), new.token) >= 2
+    assert cluster.holding(key_of(resource), new.value) >= 2
     new.unlock()
     old.close()
     new.close()
@@ -215,7 +215,7 @@ def test_wait_ms_acquires_once_the_holder_expires(cluster, mgr, new_manager, res
     t0 = time.monotonic()
     with other.lock(resource, ttl_ms=5_000, wait_ms=5_000) as lk:
         waited = time.monotonic() - t0
-        assert cluster.holding(key_of(resource), lk.token) >= 2
+        assert cluster.holding(key_of(resource), lk.value) >= 2
         assert lk.token != holder.token
     assert 0.1 <= waited < 5.0, waited
     holder.close()

@@ -190,7 +190,7 @@ def test_fresh_cluster_counts_at_once_and_gets_markers(make_cluster, resource):
         lk = m.try_lock(resource, ttl_ms=10_000)  # the very first attempt succeeds
         assert lk.granted >= m.quorum
         assert NodeOutcome.QUARANTINED not in lk.node_outcomes, lk.node_outcomes
-        assert c.holding(key_of(resource), lk.token) >= m.quorum
+        assert c.holding(key_of(resource), lk.value) >= m.quorum
         assert m.node_states() == [NodeState(i, False, 0, QuarantineReason.NONE) for i in range(3)]
         for s in m.node_states():
             assert type(s.reason) is QuarantineReason

@@ -25,7 +25,7 @@ def test_auto_renew_keeps_a_short_lock_alive(cluster, mgr, new_manager, resource
     time.sleep(1.2)  # more than two TTLs
     assert lk.valid and not lk.lost
     assert 0 < lk.validity_ms <= 500
-    assert cluster.holding(key, lk.token) >= 2
+    assert cluster.holding(key, lk.value) >= 2
     other = new_manager(cluster.urls, retry_count=0)
     with pytest.raises(redlock.NotAcquired):
         other.try_lock(resource, ttl_ms=1_000)
