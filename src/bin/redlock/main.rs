@@ -172,7 +172,7 @@ pub const NODE_OPTS_HELP: &str =
       --node-timeout DURATION  each node's timeout per step (default: from its round trips,
                                10ms to a tenth of the TTL)             [REDLOCK_NODE_TIMEOUT]
       --key-prefix PREFIX      the prefix of every lock key (default redlock:; '' for none,
-                               to share keys with redsync or node-redlock) [REDLOCK_KEY_PREFIX]";
+                               to share keys with redsync, node-redlock) [REDLOCK_KEY_PREFIX]";
 
 /// A library error, for the user: bad input names what was wrong; the rest carries the
 /// per-node report, and, when nodes in restart quarantine stood in the way, what to do about

@@ -53,8 +53,8 @@ options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
                                (default 1h)                                [REDLOCK_MAX_HOLD]
       --grace DURATION         after SIGTERM on a lost lease, wait this long before SIGKILL
                                (default 5s)                                   [REDLOCK_GRACE]
-      --label TEXT             who holds the lock, as `redlock inspect -r NAME` shows it
-                               (default HOST:PID of this redlock; '' for none) [REDLOCK_LABEL]
+      --label TEXT             who holds the lock, for `redlock inspect -r NAME` (default
+                               HOST:PID of this redlock; '' for none)         [REDLOCK_LABEL]
       --metrics-listen ADDR    while running, serve the lock's Prometheus metrics over HTTP
                                at http://ADDR/metrics (ADDR: 127.0.0.1:9464; port 0 picks a
                                free port, given to CMD as REDLOCK_METRICS_ADDR)
