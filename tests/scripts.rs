@@ -373,7 +373,8 @@ fn reentrant_holds_are_idempotent_and_the_key_lives_as_long_as_the_latest() {
     assert_eq!(acquire(&mut c, "a", "10000", "o1"), 1);
     assert_eq!(acquire(&mut c, "b", "60000", "o1"), 1);
     let fields: Vec<String> = redis::cmd("HKEYS").arg("k").query(&mut c).unwrap();
-    assert_eq!(fields.len(), 3, "{fields:?}"); // owner, hold:a, hold:b
+    assert_eq!(fields.len(), 4, "{fields:?}"); // owner, since (the tenure's start), hold:a, hold:b
+    assert!(fields.iter().any(|f| f == "since"), "{fields:?}");
     assert!(
         s.pttl(b"k") > 59_000,
         "the key lives as long as its latest hold"
