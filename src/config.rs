@@ -437,6 +437,33 @@ impl Config {
         }
     }
 
+    /// Checks a holder label (see [`label`](Self::label)): at most [`MAX_LABEL_LEN`] bytes,
+    /// no control characters.
+    pub fn check_label(label: &str) -> Result<(), Error> {
+        if label.len() > MAX_LABEL_LEN {
+            return Err(Error::invalid(format!(
+                "label is {} bytes; the limit is {MAX_LABEL_LEN}",
+                label.len()
+            )));
+        }
+        if label.chars().any(char::is_control) {
+            return Err(Error::invalid("label must not contain control characters"));
+        }
+        Ok(())
+    }
+
+    /// Checks a key prefix (see [`key_prefix`](Self::key_prefix)): at most
+    /// [`MAX_KEY_PREFIX_LEN`] bytes.
+    pub fn check_key_prefix(prefix: &[u8]) -> Result<(), Error> {
+        if prefix.len() > MAX_KEY_PREFIX_LEN {
+            return Err(Error::invalid(format!(
+                "key prefix is {} bytes; the limit is {MAX_KEY_PREFIX_LEN}",
+                prefix.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Validates every option and parses every node, without resolving host names.
     pub fn validate(&self) -> Result<Vec<NodeAddr>, Error> {
         if self.nodes.is_empty() {
@@ -482,14 +509,9 @@ impl Config {
                 self.max_ttl.as_millis()
             )));
         }
-        if self.key_prefix.len() > MAX_KEY_PREFIX_LEN {
-            return Err(Error::invalid(format!(
-                "key prefix is {} bytes; the limit is {MAX_KEY_PREFIX_LEN}",
-                self.key_prefix.len()
-            )));
-        }
+        Self::check_key_prefix(&self.key_prefix)?;
         if let Some(label) = &self.label {
-            check_label(label)?;
+            Self::check_label(label)?;
         }
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
@@ -576,20 +598,6 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
             "resource name is {} bytes; the limit is {MAX_RESOURCE_LEN}",
             resource.len()
         )));
-    }
-    Ok(())
-}
-
-/// Checks a holder label: at most [`MAX_LABEL_LEN`] bytes, no control characters.
-pub(crate) fn check_label(label: &str) -> Result<(), Error> {
-    if label.len() > MAX_LABEL_LEN {
-        return Err(Error::invalid(format!(
-            "label is {} bytes; the limit is {MAX_LABEL_LEN}",
-            label.len()
-        )));
-    }
-    if label.chars().any(char::is_control) {
-        return Err(Error::invalid("label must not contain control characters"));
     }
     Ok(())
 }

@@ -266,13 +266,7 @@ pub unsafe extern "C" fn redlock_config_set_key_prefix(
         with_cfg(cfg, err, err_len, |c| {
             // SAFETY: `prefix_len` readable bytes per the contract.
             let p = bytes(prefix, prefix_len, "prefix")?;
-            if p.len() > super::REDLOCK_MAX_KEY_PREFIX_LEN {
-                return Err(FfiError::invalid(format!(
-                    "key prefix is {} bytes; the limit is {}",
-                    p.len(),
-                    super::REDLOCK_MAX_KEY_PREFIX_LEN
-                )));
-            }
+            Config::check_key_prefix(p)?;
             Ok(c.key_prefix(p))
         })
     }
@@ -307,18 +301,7 @@ pub unsafe extern "C" fn redlock_config_set_label(
                 // SAFETY: NUL-terminated per the contract.
                 c_str(label, "label")?
             };
-            if l.len() > super::REDLOCK_MAX_LABEL_LEN {
-                return Err(FfiError::invalid(format!(
-                    "label is {} bytes; the limit is {}",
-                    l.len(),
-                    super::REDLOCK_MAX_LABEL_LEN
-                )));
-            }
-            if l.chars().any(char::is_control) {
-                return Err(FfiError::invalid(
-                    "label must not contain control characters",
-                ));
-            }
+            Config::check_label(l)?;
             Ok(c.label(l))
         })
     }

@@ -111,14 +111,8 @@ impl NodeOpts {
         if self.key_prefix.is_none() {
             self.key_prefix = env("REDLOCK_KEY_PREFIX")?;
         }
-        if let Some(kp) = &self.key_prefix
-            && kp.len() > redlock::MAX_KEY_PREFIX_LEN
-        {
-            return Err(format!(
-                "--key-prefix is {} bytes; the limit is {}",
-                kp.len(),
-                redlock::MAX_KEY_PREFIX_LEN
-            ));
+        if let Some(kp) = &self.key_prefix {
+            Config::check_key_prefix(kp.as_bytes()).map_err(|e| format!("--key-prefix: {e}"))?;
         }
         let max = MAX_TTL.as_millis() as u64;
         if let Some(t) = self.max_ttl

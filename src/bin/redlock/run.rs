@@ -260,16 +260,7 @@ fn label(flag: Option<String>) -> Result<String, String> {
             ),
         },
     };
-    if l.len() > redlock::MAX_LABEL_LEN {
-        return Err(format!(
-            "{name} is {} bytes; the limit is {}",
-            l.len(),
-            redlock::MAX_LABEL_LEN
-        ));
-    }
-    if l.chars().any(char::is_control) {
-        return Err(format!("{name} must not contain control characters"));
-    }
+    redlock::Config::check_label(&l).map_err(|e| format!("{name}: {e}"))?;
     Ok(l)
 }
 
