@@ -53,6 +53,8 @@ pub struct LockOptions {
     pub(crate) poll: bool,
     /// The owner of a reentrant acquisition.
     pub(crate) owner: Option<Vec<u8>>,
+    /// A shared (read) acquisition.
+    pub(crate) shared: bool,
 }
 
 impl LockOptions {
@@ -110,6 +112,29 @@ impl LockOptions {
     /// acquisition waits like anybody else's.
     pub fn owner(mut self, owner: impl AsRef<[u8]>) -> LockOptions {
         self.owner = Some(owner.as_ref().to_vec());
+        self
+    }
+
+    /// Whether the lock is **shared** (a read lock, as `flock(LOCK_SH)`) rather than
+    /// exclusive (the default, as `flock(LOCK_EX)`). Any number of shared holders may hold a
+    /// resource together; an exclusive holder (a plain, fenced or reentrant lock of the same
+    /// resource name) excludes them all, and they exclude it. Extension, auto-renewal, fencing
+    /// tokens and waiting for a release work as for an exclusive lock. A shared lock has no
+    /// [`owner`](Self::owner): asking for both is [`Error::InvalidInput`].
+    ///
+    /// **A waiting writer is not starved.** Once an exclusive acquisition that waits
+    /// ([`Wait::Retries`], [`Wait::For`], [`Wait::Until`]) has been refused by shared holders,
+    /// it queues an *intent* on those nodes, and new shared acquisitions wait behind it while
+    /// the holders already in finish; the last one's release wakes the writer. The intent
+    /// lives at most the remaining TTL of the shared holds it found plus the writer's own
+    /// TTL; each refused attempt of the writer renews it, and it is removed as soon as the
+    /// writer gets the lock or gives up (a deadline, a cancel), which wakes the shared waiters
+    /// at once. A writer that dies leaves it to expire. [`Wait::No`] queues nothing.
+    ///
+    /// Why the two modes exclude each other on a quorum of independent nodes: see
+    /// [`scripts::SHARED_ACQUIRE`](crate::scripts::SHARED_ACQUIRE).
+    pub fn shared(mut self, shared: bool) -> LockOptions {
+        self.shared = shared;
         self
     }
 

@@ -33,6 +33,15 @@ pub const MAX_LABEL_LEN: usize = 256;
 /// key can equal a counter key: the prefixes differ at their eighth byte (`:` against `-`).
 pub const FENCE_PREFIX: &[u8] = b"redlock-fence:";
 
+/// The prefix of an exclusive waiter's intent key: `redlock-intent:` followed by the lock key.
+/// While it stands on a node, new shared holds of that lock wait (see
+/// [`LockOptions::shared`](crate::LockOptions::shared)).
+pub const INTENT_PREFIX: &[u8] = b"redlock-intent:";
+
+/// The most resources one [`Redlock::acquire_many`](crate::Redlock::acquire_many) call may
+/// name: each node sets or checks them all in one script, which blocks that node meanwhile.
+pub const MAX_RESOURCES: usize = 1000;
+
 /// The key of restart quarantine's marker on every node: it holds the node's `run_id` as of
 /// the time the node was last trusted, and has no TTL. It is outside both the lock namespace
 /// (`redlock:`) and the fencing counters (`redlock-fence:`), so no resource name can alias it.
@@ -396,11 +405,11 @@ impl Config {
     pub fn lock_key(&self, resource: &[u8]) -> Result<Vec<u8>, Error> {
         check_resource(resource)?;
         let key = [self.key_prefix.as_slice(), resource].concat();
-        if key.starts_with(FENCE_PREFIX) || key == MARKER_KEY {
+        if key.starts_with(FENCE_PREFIX) || key.starts_with(INTENT_PREFIX) || key == MARKER_KEY {
             return Err(Error::invalid(format!(
                 "the lock key of this resource would be {:?}, in the library's own namespace \
-                 (`redlock-fence:` counters, `redlock-marker`); choose another resource name \
-                 or key prefix",
+                 (`redlock-fence:` counters, `redlock-intent:` keys, `redlock-marker`); choose \
+                 another resource name or key prefix",
                 String::from_utf8_lossy(&key)
             )));
         }
@@ -604,6 +613,10 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
 
 /// The longest owner id of a reentrant lock, in bytes.
 pub const MAX_OWNER_LEN: usize = 512;
+
+/// The owner id of every shared hold (see `lock::shared`): empty, which [`check_owner`]
+/// refuses, so no reentrant caller can name it.
+pub(crate) const SHARED_OWNER: &[u8] = b"";
 
 /// Checks a reentrant lock's owner id: 1 to [`MAX_OWNER_LEN`] bytes.
 pub(crate) fn check_owner(owner: &[u8]) -> Result<(), Error> {

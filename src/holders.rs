@@ -23,6 +23,10 @@ pub enum HolderKind {
     Lock,
     /// A reentrant lock of this library: a hash with its owner id and when its tenure began.
     Reentrant,
+    /// Shared (read) locks of this library ([`LockOptions::shared`](crate::LockOptions::shared)):
+    /// one hash holding every shared holder's hold. Its id is empty and it has no label;
+    /// `held_for` counts from when the first of the overlapping holders took it.
+    Shared,
     /// Any other key (another library's lock, such as redsync's or node-redlock's under the
     /// same name, a value in an older format, or a key that is not a lock at all). It still
     /// excludes this library's locks on that node.
@@ -215,9 +219,14 @@ fn parse(r: &Reply) -> Result<Option<Holder>, NodeOutcome> {
             let since = bulk(&items[2])
                 .and_then(|s| String::from_utf8(s).ok())
                 .and_then(|s| s.parse::<u64>().ok());
+            let shared = owner.as_slice() == crate::config::SHARED_OWNER;
             Holder {
-                kind: HolderKind::Reentrant,
-                label: Some(String::from_utf8_lossy(&owner).into_owned()),
+                kind: if shared {
+                    HolderKind::Shared
+                } else {
+                    HolderKind::Reentrant
+                },
+                label: (!shared).then(|| String::from_utf8_lossy(&owner).into_owned()),
                 id: owner,
                 held_for: since.map(since_ms),
                 ttl,

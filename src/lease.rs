@@ -13,7 +13,8 @@ use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
 use crate::resp::{self, Reply};
 use crate::scripts::{
-    EXTEND_SCRIPT, REENTRANT_EXTEND_SCRIPT, REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
+    EXTEND_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, REENTRANT_EXTEND_SCRIPT,
+    REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
 };
 use crate::timing::{Budget, Epoch, remaining};
 
@@ -262,6 +263,14 @@ pub(crate) struct Granted {
     pub start: Instant,
     pub expires: Instant,
     pub acquisition: Report,
+    /// For a lease over several resources, all of them (the first is `resource`).
+    pub many: Option<Many>,
+}
+
+/// The resources of a lease over several of them, and their lock keys, in the caller's order.
+pub(crate) struct Many {
+    pub resources: Vec<Vec<u8>>,
+    pub keys: Vec<Vec<u8>>,
 }
 
 pub(crate) struct LeaseInner {
@@ -269,8 +278,11 @@ pub(crate) struct LeaseInner {
     pub(crate) resource: Vec<u8>,
     pub(crate) key: Vec<u8>,
     pub(crate) token: String,
-    /// The owner of a reentrant lock; `token` is then this lease's hold id.
+    /// The owner of a reentrant lock (empty for a shared one); `token` is then this lease's
+    /// hold id.
     pub(crate) owner: Option<Vec<u8>>,
+    /// Every resource and key of a lease over several resources.
+    pub(crate) many: Option<Box<Many>>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.
@@ -352,7 +364,21 @@ impl LeaseInner {
         if let Some(owner) = &self.owner {
             args.push(owner);
         }
-        s.calls(&[&self.key], &args)
+        match &self.many {
+            Some(m) => {
+                let keys: Vec<&[u8]> = m.keys.iter().map(Vec::as_slice).collect();
+                s.calls(&keys, &args)
+            }
+            None => s.calls(&[&self.key], &args),
+        }
+    }
+
+    /// Every lock key of this lease: one, or each resource's for a lease over several.
+    pub(crate) fn keys(&self) -> Vec<&[u8]> {
+        match &self.many {
+            Some(m) => m.keys.iter().map(Vec::as_slice).collect(),
+            None => vec![&self.key],
+        }
     }
 }
 
@@ -385,6 +411,7 @@ impl Lease {
             key: g.key,
             token: g.token,
             owner: g.owner,
+            many: g.many.map(Box::new),
             fencing_token: g.fencing_token,
             expires: AtomicU64::new(shared.epoch.offset(g.expires)),
             state: Mutex::new(LeaseState {
@@ -404,14 +431,34 @@ impl Lease {
         }
     }
 
-    /// The resource name, as given.
+    /// The resource name, as given (the first one, for a lease from
+    /// [`Redlock::acquire_many`](crate::Redlock::acquire_many)).
     pub fn resource(&self) -> &[u8] {
         &self.inner.resource
     }
 
-    /// The Redis key that holds the lock on every node: `redlock:` followed by the resource.
+    /// Every resource this lease holds, in the caller's order: one, or all of those given to
+    /// [`Redlock::acquire_many`](crate::Redlock::acquire_many).
+    pub fn resources(&self) -> Vec<&[u8]> {
+        match &self.inner.many {
+            Some(m) => m.resources.iter().map(Vec::as_slice).collect(),
+            None => vec![&self.inner.resource],
+        }
+    }
+
+    /// The Redis key that holds the lock on every node: the key prefix (`redlock:` by
+    /// default) followed by the resource (the first one's, for a lease over several).
     pub fn key(&self) -> &[u8] {
         &self.inner.key
+    }
+
+    /// True for a shared lease ([`LockOptions::shared`](crate::LockOptions::shared)): others
+    /// may hold shared leases on the resource at the same time, nobody an exclusive one.
+    pub fn is_shared(&self) -> bool {
+        self.inner
+            .owner
+            .as_deref()
+            .is_some_and(|o| o == config::SHARED_OWNER)
     }
 
     /// The random token (40 hex characters) that makes this lease unique. A plain lock stores
@@ -529,9 +576,10 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = match inner.owner {
-            Some(_) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
-            None => inner.script(&RELEASE_SCRIPT, &[]),
+        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many) {
+            (Some(_), _) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
+            (None, Some(_)) => inner.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
+            (None, None) => inner.script(&RELEASE_SCRIPT, &[]),
         };
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
@@ -554,7 +602,9 @@ impl Lease {
         if successes >= sh.cluster.quorum() && freed {
             // The nodes announce the release too; this wakes a waiter of this manager without
             // waiting for their message.
-            sh.listener.released(&inner.key, inner.token.as_bytes());
+            for key in inner.keys() {
+                sh.listener.released(key, inner.token.as_bytes());
+            }
         }
         if !was_valid {
             let why = match lost {
@@ -602,9 +652,10 @@ impl Lease {
         let old = inner.expires_at().expect("checked above");
         let mut digits = [0u8; 20];
         let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
-        let (sha_cmd, eval_cmd) = match inner.owner {
-            Some(_) => inner.script(&REENTRANT_EXTEND_SCRIPT, &[ttl_ms]),
-            None => inner.script(&EXTEND_SCRIPT, &[ttl_ms]),
+        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many) {
+            (Some(_), _) => inner.script(&REENTRANT_EXTEND_SCRIPT, &[ttl_ms]),
+            (None, Some(_)) => inner.script(&MULTI_EXTEND_SCRIPT, &[ttl_ms]),
+            (None, None) => inner.script(&EXTEND_SCRIPT, &[ttl_ms]),
         };
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),

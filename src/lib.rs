@@ -81,8 +81,9 @@ mod token;
 
 pub use acquire::{LockOptions, Wait};
 pub use config::{
-    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_KEY_PREFIX_LEN,
-    MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_RESOURCE_LEN, MAX_TTL, NodeAddr,
+    Config, DEFAULT_MAX_TTL, FENCE_PREFIX, INTENT_PREFIX, KEY_PREFIX, MARKER_KEY,
+    MAX_KEY_PREFIX_LEN, MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_RESOURCE_LEN, MAX_RESOURCES, MAX_TTL,
+    NodeAddr,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
 pub use holders::{Holder, HolderKind, Holders, NodeHold};

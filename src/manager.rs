@@ -270,19 +270,158 @@ impl Redlock {
                     .as_deref()
                     .map_or(Ok(()), config::check_owner)
                     .map(|_| key)
+            })
+            .and_then(|key| match (opts.shared, &opts.owner) {
+                (true, Some(_)) => Err(Error::invalid(
+                    "a shared lock has no owner: ask for shared or for an owner (reentrant), \
+                     not both",
+                )),
+                _ => Ok(key),
             });
         let key = match checked {
             Ok(key) => key,
-            Err(e) => {
-                sh.cluster
-                    .metrics
-                    .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
-                return Err(e);
-            }
+            Err(e) => return Err(self.refused_input(e)),
         };
-        acquire::acquire(sh, opts, &key, || {
-            lock::attempt(sh, resource, &key, ttl, opts.fenced, opts.owner.as_deref())
-        })
+        // An exclusive acquisition that waits queues its intent against shared holders.
+        let mut intent = match opts.wait {
+            Wait::No => None,
+            _ if opts.shared => None,
+            _ => Some(lock::Intent::new(vec![key.clone()], ttl)?),
+        };
+        let r = acquire::acquire(sh, opts, &key, || {
+            let r = lock::attempt(
+                sh,
+                resource,
+                &key,
+                ttl,
+                opts.fenced,
+                opts.owner.as_deref(),
+                opts.shared,
+            );
+            if let (Err(Error::NotAcquired(_)), Some(i)) = (&r, intent.as_mut()) {
+                i.queue(sh);
+            }
+            r
+        });
+        if let Some(i) = &intent {
+            i.finish(sh, r.is_err());
+        }
+        r
+    }
+
+    /// Counts an acquisition refused for its input, and hands the error back.
+    fn refused_input(&self, e: Error) -> Error {
+        self.shared
+            .cluster
+            .metrics
+            .acquisition::<()>(&Err(e.clone()), Duration::ZERO);
+        e
+    }
+
+    /// Acquires **every** resource of `resources` for `ttl`, or none: one lease that covers
+    /// them all. Unlock, extend, validity and auto-renewal act on the whole set.
+    ///
+    /// Each node sets all of the resources' keys or none of them, in one script
+    /// ([`scripts::MULTI_ACQUIRE`]), so two callers that name overlapping sets in different
+    /// orders never deadlock: neither ever holds a part of the set on a node. The lock is held
+    /// when a quorum of nodes granted all of them (with validity left); otherwise the grants
+    /// are taken back everywhere. The keys are the ones a lock of each resource alone uses, so
+    /// a lease over `{a, b}` and a plain or shared lease on `b` exclude each other. Each step
+    /// stays one round trip, whatever the count.
+    ///
+    /// Waiting ([`LockOptions::wait`]) retries after random pauses of up to the retry delay
+    /// (never waiting for a release announcement, which names one resource), and queues an
+    /// exclusive waiter's intent against shared holders of any of the resources (see
+    /// [`LockOptions::shared`]). The lease's [`resources`](Lease::resources) lists them.
+    ///
+    /// Errors: [`Error::InvalidInput`] (nothing is sent) for no resources, more than
+    /// [`MAX_RESOURCES`](crate::MAX_RESOURCES), a resource named twice, an invalid resource
+    /// name or TTL, or options this call does not take: [`shared`](LockOptions::shared),
+    /// [`owner`](LockOptions::owner) and [`fenced`](LockOptions::fenced) (lock such
+    /// resources one at a time); otherwise as [`acquire`](Self::acquire).
+    pub fn acquire_many<R: AsRef<[u8]>>(
+        &self,
+        resources: &[R],
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<Lease, Error> {
+        let sh = &self.shared;
+        let resources: Vec<Vec<u8>> = resources.iter().map(|r| r.as_ref().to_vec()).collect();
+        let keys = match self.check_many(&resources, ttl, opts) {
+            Ok(keys) => keys,
+            Err(e) => return Err(self.refused_input(e)),
+        };
+        let mut intent = match opts.wait {
+            Wait::No => None,
+            _ => Some(lock::Intent::new(keys.clone(), ttl)?),
+        };
+        let opts = opts.clone().notify(false);
+        let r = acquire::acquire(sh, &opts, &keys[0], || {
+            let r = lock::attempt_many(sh, &resources, &keys, ttl);
+            if let (Err(Error::NotAcquired(_)), Some(i)) = (&r, intent.as_mut()) {
+                i.queue(sh);
+            }
+            r
+        });
+        if let Some(i) = &intent {
+            i.finish(sh, r.is_err());
+        }
+        r
+    }
+
+    /// The lock keys of `resources`, or why they cannot be acquired together.
+    fn check_many(
+        &self,
+        resources: &[Vec<u8>],
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        let cfg = &self.shared.cfg;
+        if resources.is_empty() {
+            return Err(Error::invalid("no resources: name at least one"));
+        }
+        if resources.len() > config::MAX_RESOURCES {
+            return Err(Error::invalid(format!(
+                "{} resources; the limit is {} per call",
+                resources.len(),
+                config::MAX_RESOURCES
+            )));
+        }
+        let not_here = if opts.shared {
+            Some("shared")
+        } else if opts.owner.is_some() {
+            Some("owner (reentrant)")
+        } else if opts.fenced {
+            Some("fenced")
+        } else {
+            None
+        };
+        if let Some(what) = not_here {
+            return Err(Error::invalid(format!(
+                "acquire_many takes exclusive, unfenced locks only; for {what} locks, acquire \
+                 each resource on its own"
+            )));
+        }
+        config::check_ttl_for(ttl, cfg)?;
+        if let Some(r) = &opts.auto_renew {
+            r.validate()?;
+        }
+        let mut keys = Vec::with_capacity(resources.len());
+        let mut seen = std::collections::HashMap::with_capacity(resources.len());
+        for (i, r) in resources.iter().enumerate() {
+            let key = cfg.lock_key(r).map_err(|e| match e {
+                Error::InvalidInput(m) => Error::invalid(format!("resource {i}: {m}")),
+                other => other,
+            })?;
+            if let Some(j) = seen.insert(key.clone(), i) {
+                return Err(Error::invalid(format!(
+                    "resource {i} ({:?}) is resource {j} again: name each resource once",
+                    String::from_utf8_lossy(r)
+                )));
+            }
+            keys.push(key);
+        }
+        Ok(keys)
     }
 
     fn with_wait(
@@ -414,6 +553,7 @@ mod tests {
                 start,
                 expires: sh.budget.expiry(start, ttl),
                 acquisition: sh.no_io(crate::Op::Acquire, "test"),
+                many: None,
             },
         );
         // drift = 10 ms + 2 ms

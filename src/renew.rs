@@ -18,6 +18,7 @@
 //! holds a lease's state lock while its renewal is in flight, so `unlock` waits for it; every
 //! command to a node goes over the node's one connection, so the release runs after it.
 
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -249,28 +250,48 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
     let (mut plain, mut reentrant): (Vec<Held<'_>>, Vec<Held<'_>>) =
         held.into_iter().partition(|(l, _)| l.owner.is_none());
     for batch in [&mut plain, &mut reentrant] {
-        for chunk in batch.chunks_mut(MAX_KEYS_PER_COMMAND) {
+        // Up to 1000 keys per command; a lease over several resources is never split.
+        let mut rest = &mut batch[..];
+        while !rest.is_empty() {
+            let mut keys = 0;
+            let take = rest
+                .iter()
+                .take_while(|(l, _)| {
+                    keys += l.keys().len();
+                    keys <= MAX_KEYS_PER_COMMAND
+                })
+                .count()
+                .max(1);
+            let (chunk, tail) = rest.split_at_mut(take);
             if let Err(e) = renew_chunk(sh, chunk, fired) {
                 log::warn!("renewal round failed: {e}");
             }
+            rest = tail;
         }
     }
 }
 
-/// One renewal round for up to 1000 leases, all plain or all reentrant.
+/// One renewal round for up to 1000 keys, all plain or all reentrant. A lease's keys are
+/// consecutive items of the command (one, or each resource's for a lease over several).
 fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result<(), Error> {
     let n = chunk.len();
     let ttls: Vec<String> = chunk
         .iter()
         .map(|(_, st)| st.ttl.as_millis().to_string())
         .collect();
-    let keys: Vec<&[u8]> = chunk.iter().map(|(l, _)| &l.key[..]).collect();
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
     let mut args: Vec<&[u8]> = Vec::with_capacity(3 * n);
+    let mut spans = Vec::with_capacity(n);
     for ((l, _), ttl) in chunk.iter().zip(&ttls) {
-        args.push(l.token.as_bytes());
-        args.push(ttl.as_bytes());
-        if let Some(owner) = &l.owner {
-            args.push(owner);
+        let own = l.keys();
+        spans.push(keys.len()..keys.len() + own.len());
+        for key in own {
+            keys.push(key);
+            args.push(l.token.as_bytes());
+            args.push(ttl.as_bytes());
+            if let Some(owner) = &l.owner {
+                args.push(owner);
+            }
         }
     }
     let script = if chunk.first().is_some_and(|(l, _)| l.owner.is_some()) {
@@ -307,10 +328,10 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
     s.commands.fetch_add(1, Ordering::Relaxed);
     s.attempts.fetch_add(n as u64, Ordering::Relaxed);
     s.max_batch.fetch_max(n as u64, Ordering::Relaxed);
-    // The round reads each node's reply as a whole; lease j's outcome is item j of it.
+    // The round reads each node's reply as a whole; lease j's outcome is its span's items.
     let round = sh.cluster.round(&req, &|_, r| whole(r), limits)?;
-    for (j, held) in chunk.iter_mut().enumerate() {
-        settle(sh, &round, j, held, fired);
+    for (span, held) in spans.into_iter().zip(chunk.iter_mut()) {
+        settle(sh, &round, span, held, fired);
     }
     Ok(())
 }
@@ -325,7 +346,7 @@ fn whole(r: &Reply) -> NodeOutcome {
     }
 }
 
-/// Lease `j`'s outcome on one node, from that node's outcome and reply in a renewal round.
+/// One key's outcome on one node, from that node's outcome and reply in a renewal round.
 fn item(outcome: &NodeOutcome, reply: Option<&Reply>, j: usize) -> NodeOutcome {
     match (outcome, reply) {
         (NodeOutcome::Success, Some(Reply::Array(items))) => match items.get(j) {
@@ -341,20 +362,33 @@ fn item(outcome: &NodeOutcome, reply: Option<&Reply>, j: usize) -> NodeOutcome {
     }
 }
 
-/// Applies a renewal round's result to lease `j`.
-fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut Fired) {
+/// A lease's outcome on one node: its keys' (items `span`), the first that is not a success,
+/// else a success.
+fn items(outcome: &NodeOutcome, reply: Option<&Reply>, span: Range<usize>) -> NodeOutcome {
+    span.map(|j| item(outcome, reply, j))
+        .find(|o| !o.is_success())
+        .unwrap_or(NodeOutcome::Success)
+}
+
+/// Applies a renewal round's result to the lease whose keys are items `span`.
+fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, fired: &mut Fired) {
     let (l, st) = held;
     let s = &sh.cluster.metrics.renewal;
     let outcomes: Vec<NodeOutcome> = round
         .outcomes
         .iter()
         .zip(&round.replies)
-        .map(|(o, r)| item(o, r.as_ref(), j))
+        .map(|(o, r)| items(o, r.as_ref(), span.clone()))
         .collect();
-    let missing: Vec<bool> = round
+    // Per node, which of the lease's keys it reported missing.
+    let missing: Vec<Vec<bool>> = round
         .replies
         .iter()
-        .map(|r| matches!(r, Some(Reply::Array(a)) if a.get(j) == Some(&Reply::Int(2))))
+        .map(|r| {
+            span.clone()
+                .map(|j| matches!(r, Some(Reply::Array(a)) if a.get(j) == Some(&Reply::Int(2))))
+                .collect()
+        })
         .collect();
     let successes = outcomes.iter().filter(|o| o.is_success()).count();
     let now = sh.now();
@@ -365,7 +399,7 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
         s.renewed.fetch_add(1, Ordering::Relaxed);
         // A quorum confirmed the key ours in this very round: put it back where a node lost
         // it (a restart without persistence), never over another owner's (NX).
-        let restored = missing.iter().filter(|m| **m).count();
+        let restored = missing.iter().flatten().filter(|m| **m).count();
         if restored > 0 {
             restore(sh, l, ttl, &missing);
             s.restored.fetch_add(restored as u64, Ordering::Relaxed);
@@ -399,10 +433,11 @@ fn settle(sh: &Shared, round: &Round, j: usize, held: &mut Held<'_>, fired: &mut
     }
 }
 
-/// `SET key token PX ttl NX` on the nodes where the key was missing, without waiting; for a
-/// reentrant lease, its hold added where the key is missing or is its owner's (the
-/// acquisition script, without marker or fencing), never over another owner's.
-fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[bool]) {
+/// `SET key token PX ttl NX` for each key of the lease on the nodes where it was missing
+/// (`missing[node][k]`), without waiting; for a reentrant lease, its hold added where the key
+/// is missing or is its owner's (the acquisition script, without marker or fencing), never
+/// over another owner's.
+fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[Vec<bool>]) {
     let mut digits = [0u8; 20];
     let ttl_ms = crate::resp::decimal(ttl.as_millis() as u64, &mut digits);
     if let Some(owner) = &l.owner {
@@ -411,13 +446,15 @@ fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[bool]) {
             &[&l.key, &fence_key],
             &[l.token.as_bytes(), ttl_ms, owner, b"0"],
         );
-        sh.cluster.detach(&sha, Some(&eval), &|i| missing[i]);
+        sh.cluster.detach(&sha, Some(&eval), &|i| missing[i][0]);
         return;
     }
-    let mut cmd = Vec::new();
-    let args: [&[u8]; 6] = [b"SET", &l.key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
-    crate::resp::pack(&args, &mut cmd);
-    sh.cluster.detach(&cmd, None, &|i| missing[i]);
+    for (k, key) in l.keys().into_iter().enumerate() {
+        let mut cmd = Vec::new();
+        let args: [&[u8]; 6] = [b"SET", key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
+        crate::resp::pack(&args, &mut cmd);
+        sh.cluster.detach(&cmd, None, &|i| missing[i][k]);
+    }
 }
 
 fn fire(fired: Fired) {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{FENCE_PREFIX, MARKER_KEY};
+use crate::config::{FENCE_PREFIX, INTENT_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
@@ -17,7 +17,8 @@ use crate::scripts::SCAN_SCRIPT;
 pub enum KeyKind {
     /// Lock keys: the manager's key prefix (`redlock:` by default, see
     /// [`Config::key_prefix`](crate::Config::key_prefix)) followed by the resource. With the
-    /// empty prefix every key is a candidate, except the library's own counters and marker.
+    /// empty prefix every key is a candidate, except the library's own counters, intent keys and
+    /// marker.
     Lock,
     /// Fencing counters: `redlock-fence:<resource>` (they never expire, by design).
     FencingCounter,
@@ -76,8 +77,12 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
     };
     // Under a prefix other than the default, the pattern may also match the library's own
     // keys; those are never lock keys (see `Config::lock_key`).
-    let own =
-        |key: &[u8]| kind == KeyKind::Lock && (key.starts_with(FENCE_PREFIX) || key == MARKER_KEY);
+    let own = |key: &[u8]| {
+        kind == KeyKind::Lock
+            && (key.starts_with(FENCE_PREFIX)
+                || key.starts_with(INTENT_PREFIX)
+                || key == MARKER_KEY)
+    };
     let mut pattern = key_prefix.to_vec();
     pattern.extend(glob_escape(prefix));
     pattern.push(b'*');

@@ -157,6 +157,22 @@ return redis.call('type', k)['ok'] == 'hash' and redis.call('hget', k, 'owner') 
     };
 }
 
+/// The body of [`REENTRANT_ACQUIRE`] after its marker check, shared with [`SHARED_ACQUIRE`]:
+/// adds the hold `ARGV[1]` of owner `ARGV[3]` to `KEYS[1]`, or refuses.
+macro_rules! reentrant_hold {
+    () => {
+        "local k = KEYS[1] local t = now() \
+if redis.call('exists', k) == 0 then \
+redis.call('hset', k, 'owner', ARGV[3], 'since', string.format('%d', t)) \
+elseif not ours(k, ARGV[3]) then \
+local p = redis.call('pttl', k) if p < 0 then return -1 end return -2 - p end \
+redis.call('hset', k, 'hold:' .. ARGV[1], string.format('%d', t + tonumber(ARGV[2]))) \
+redis.call('pexpire', k, prune(k, t) - t) \
+if ARGV[4] == '1' then return {redis.call('get', KEYS[2]) or '0', redis.call('hget', k, 'fence') or ''} end \
+return 1"
+    };
+}
+
 /// Reentrant acquisition. `KEYS[1]` the lock key, `KEYS[2]` the fencing counter, `KEYS[3]`
 /// (optional) the node's restart-quarantine marker, checked as [`ACQUIRE`] does; `ARGV[1]`
 /// the new hold's id, `ARGV[2]` its TTL in ms, `ARGV[3]` the owner, `ARGV[4]` "1" for a fenced
@@ -178,17 +194,97 @@ return redis.call('type', k)['ok'] == 'hash' and redis.call('hget', k, 'owner') 
 pub const REENTRANT_ACQUIRE: &str = concat!(
     reentrant_lua!(),
     "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
-return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
-local k = KEYS[1] local t = now() \
-if redis.call('exists', k) == 0 then \
-redis.call('hset', k, 'owner', ARGV[3], 'since', string.format('%d', t)) \
-elseif not ours(k, ARGV[3]) then \
-local p = redis.call('pttl', k) if p < 0 then return -1 end return -2 - p end \
-redis.call('hset', k, 'hold:' .. ARGV[1], string.format('%d', t + tonumber(ARGV[2]))) \
-redis.call('pexpire', k, prune(k, t) - t) \
-if ARGV[4] == '1' then return {redis.call('get', KEYS[2]) or '0', redis.call('hget', k, 'fence') or ''} end \
-return 1"
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end ",
+    reentrant_hold!()
 );
+
+/// A **shared** (read) acquisition. A shared lock is the reentrant lock of the empty owner,
+/// which no caller can name (an owner id has 1 to 512 bytes): every shared holder adds its own
+/// hold to one hash, the key lives until the last hold has been released or has expired, and
+/// release, extension, renewal and fencing are the reentrant scripts'. `KEYS[1]` the lock key,
+/// `KEYS[2]` the fencing counter, `KEYS[3]` the resource's *intent* key, `KEYS[4]` (optional)
+/// the node's restart-quarantine marker; `ARGV` as [`REENTRANT_ACQUIRE`] with `ARGV[3]` empty.
+///
+/// Refuses, as the acquisition scripts do (`-2 - PTTL`, here the longer of the key's and the
+/// intent's), while an exclusive waiter's intent ([`INTENT_QUEUE`]) is on the node: once an
+/// exclusive locker waits, new shared holders wait behind it, and the ones already in finish.
+///
+/// Why shared and exclusive exclude each other across the quorum: a node holds at most one of
+/// a string (an exclusive grant, `SET NX`) and a hash of the empty owner (shared holds) under
+/// one key, and each script grants only when the key is absent or of its own kind. A shared
+/// holder's quorum and an exclusive holder's quorum would have a node in common (any two
+/// majorities of N intersect), and that node granted both: impossible. Shared holders
+/// together hold no quorum more than one of them does, so any number may overlap.
+pub const SHARED_ACQUIRE: &str = concat!(
+    reentrant_lua!(),
+    "if #KEYS > 3 and redis.call('exists', KEYS[4]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local q = redis.call('pttl', KEYS[3]) \
+if q ~= -2 then local p = redis.call('pttl', KEYS[1]) \
+if q < 0 or p == -1 then return -1 end \
+if p > q then q = p end return -2 - q end ",
+    reentrant_hold!()
+);
+
+/// An exclusive waiter's **intent**, queued after a refused attempt: if the lock key `KEYS[1]`
+/// holds shared holds (a hash of the empty owner), sets the intent key `KEYS[2]` to the
+/// waiter's id `ARGV[1]`, unless another waiter's intent is there, to expire `ARGV[2]` ms
+/// after the last of those holds; returns 1 when it set or refreshed it, else 0. While it
+/// stands, [`SHARED_ACQUIRE`] refuses new shared holds, so a stream of overlapping readers
+/// cannot starve the writer. It lives at most as long as the holds it waits for plus the
+/// waiter's TTL; each refused attempt of the waiter renews it, and [`INTENT_DROP`] removes it
+/// when the waiter gets the lock or gives up.
+pub const INTENT_QUEUE: &str = "local k = KEYS[1] \
+if redis.call('type', k)['ok'] ~= 'hash' or redis.call('hget', k, 'owner') ~= '' then return 0 end \
+local v = redis.call('get', KEYS[2]) \
+if v and v ~= ARGV[1] then return 0 end \
+local p = redis.call('pttl', k) if p < 0 then p = 0 end \
+redis.call('set', KEYS[2], ARGV[1], 'PX', p + tonumber(ARGV[2])) return 1";
+
+/// Removes the intent `KEYS[2]` if it is waiter `ARGV[1]`'s, and if `ARGV[2]` is "1" (a
+/// waiter that gave up) announces on the lock key's channel `KEYS[1]`, which wakes the shared
+/// waiters that the intent held back. Returns 1 when it removed it, else 0.
+pub const INTENT_DROP: &str = "if redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end \
+redis.call('del', KEYS[2]) \
+if ARGV[2] == '1' then redis.call('publish', KEYS[1], ARGV[1]) end return 1";
+
+/// All-or-nothing acquisition of several resources on one node: `KEYS[1..n]` the lock keys
+/// (`n = ARGV[3]`, no two alike), then optionally the node's restart-quarantine marker,
+/// checked as [`ACQUIRE`] does; `ARGV[1]` the token, `ARGV[2]` the TTL in ms. When every key is
+/// absent, sets each to the token with that TTL and returns 1; otherwise sets nothing and
+/// refuses like [`ACQUIRE`]: `-2 - PTTL` with the longest remaining TTL among the keys that
+/// are there (the time until all of them are free), or 0 when one of them has no TTL.
+///
+/// One script, so the keys are taken together or not at all on each node: two callers naming
+/// overlapping sets, in any order, never each hold a part and wait for the other's.
+pub const MULTI_ACQUIRE: &str = "local n = tonumber(ARGV[3]) \
+if #KEYS > n and redis.call('exists', KEYS[n + 1]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local worst = -2 \
+for i = 1, n do local p = redis.call('pttl', KEYS[i]) \
+if p == -1 then return 0 end if p > worst then worst = p end end \
+if worst >= 0 then return -2 - worst end \
+for i = 1, n do redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2]) end \
+return 1";
+
+/// Releases a multi-resource lease on one node: deletes each key `KEYS[i]` that holds the
+/// token `ARGV[1]`, announcing each on its channel when `ARGV[2]` is "1" (a failed attempt's
+/// undo passes "0"). Returns 1 when every key held the token, else 0 (the keys that held it
+/// are deleted all the same).
+pub const MULTI_RELEASE: &str = "local all = 1 \
+for i = 1, #KEYS do \
+if redis.call('get', KEYS[i]) == ARGV[1] then redis.call('del', KEYS[i]) \
+if ARGV[2] == '1' then redis.call('publish', KEYS[i], ARGV[1]) end \
+else all = 0 end end \
+return all";
+
+/// Extends a multi-resource lease on one node: when every key `KEYS[i]` holds the token
+/// `ARGV[1]`, sets each one's TTL to `ARGV[2]` ms and returns 1; otherwise changes nothing and
+/// returns 0. It never creates a key.
+pub const MULTI_EXTEND: &str = "for i = 1, #KEYS do \
+if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end end \
+for i = 1, #KEYS do redis.call('pexpire', KEYS[i], ARGV[2]) end \
+return 1";
 
 /// Removes the hold `ARGV[1]` from the reentrant lock `KEYS[1]` of owner `ARGV[3]`. When no
 /// live hold is left, deletes the key and, if `ARGV[2]` is "1", announces the release as
@@ -315,7 +411,7 @@ elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget
 return {ty, v, s, redis.call('pttl', k), now}";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 12] = [
+pub(crate) const ALL: [&str; 18] = [
     ACQUIRE,
     RELEASE,
     DISCARD,
@@ -328,6 +424,12 @@ pub(crate) const ALL: [&str; 12] = [
     REENTRANT_EXTEND,
     REENTRANT_RENEW,
     REENTRANT_FENCE_WRITE,
+    SHARED_ACQUIRE,
+    INTENT_QUEUE,
+    INTENT_DROP,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
+    MULTI_EXTEND,
 ];
 
 /// A script and its SHA1 name, computed once.
@@ -390,6 +492,18 @@ pub(crate) static REENTRANT_EXTEND_SCRIPT: Script = Script::new(REENTRANT_EXTEND
 pub(crate) static REENTRANT_RENEW_SCRIPT: Script = Script::new(REENTRANT_RENEW);
 /// [`REENTRANT_FENCE_WRITE`], for calls.
 pub(crate) static REENTRANT_FENCE_WRITE_SCRIPT: Script = Script::new(REENTRANT_FENCE_WRITE);
+/// [`SHARED_ACQUIRE`], for calls.
+pub(crate) static SHARED_ACQUIRE_SCRIPT: Script = Script::new(SHARED_ACQUIRE);
+/// [`INTENT_QUEUE`], for calls.
+pub(crate) static INTENT_QUEUE_SCRIPT: Script = Script::new(INTENT_QUEUE);
+/// [`INTENT_DROP`], for calls.
+pub(crate) static INTENT_DROP_SCRIPT: Script = Script::new(INTENT_DROP);
+/// [`MULTI_ACQUIRE`], for calls.
+pub(crate) static MULTI_ACQUIRE_SCRIPT: Script = Script::new(MULTI_ACQUIRE);
+/// [`MULTI_RELEASE`], for calls.
+pub(crate) static MULTI_RELEASE_SCRIPT: Script = Script::new(MULTI_RELEASE);
+/// [`MULTI_EXTEND`], for calls.
+pub(crate) static MULTI_EXTEND_SCRIPT: Script = Script::new(MULTI_EXTEND);
 /// [`SCAN_KEYS`], for calls.
 pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
 /// [`HOLDER`], sent as `EVAL` by `Redlock::holders`.

@@ -11,7 +11,12 @@
 //! Waiting, retries and auto-renewal are the acquisition driver's (acquire.rs); release and
 //! extension are the lease's.
 
+mod multi;
 mod reentrant;
+mod shared;
+
+pub(crate) use multi::attempt as attempt_many;
+pub(crate) use shared::{Intent, SHARED_OWNER};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,12 +109,15 @@ struct Attempt<'a> {
     fence_key: Vec<u8>,
     /// The key's value for a plain lock; the hold's id for a reentrant one.
     token: String,
-    /// The owner of a reentrant lock.
+    /// The owner of a reentrant lock ([`SHARED_OWNER`] for a shared one).
     owner: Option<&'a [u8]>,
+    /// A shared acquisition (whose owner is [`SHARED_OWNER`]).
+    shared: bool,
 }
 
 /// One attempt to acquire `resource` (whose lock key is `key`) for `ttl`, reentrant for
-/// `owner` if one is given: a lease, or why not. The arguments are already validated.
+/// `owner` if one is given, shared if `shared` (with no owner): a lease, or why not. The
+/// arguments are already validated.
 ///
 /// A plain lock's value is its token followed by when and by whom it was taken (see
 /// [`token::new_value`]); a reentrant lock's hold is named by the bare token, and its owner
@@ -121,7 +129,9 @@ pub(crate) fn attempt(
     ttl: Duration,
     fenced: bool,
     owner: Option<&[u8]>,
+    shared: bool,
 ) -> Result<Lease, Error> {
+    let owner = if shared { Some(SHARED_OWNER) } else { owner };
     let token = match owner {
         Some(_) => token::new_token()?,
         None => token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
@@ -133,31 +143,10 @@ pub(crate) fn attempt(
         fence_key: fence_key_for(resource),
         token,
         owner,
+        shared,
     };
     let round = a.first_round(fenced)?;
-    let expires = sh.budget.expiry(round.start, ttl);
-    let q = sh.cluster.quorum();
-    let granted = round.successes();
-    if granted < q || expires <= sh.now() {
-        // Everywhere but where the script refused: there it ran and set nothing of ours
-        // (the token is this attempt's own), so a release would only cost the node work,
-        // which adds up when many waiters attempt at once.
-        a.release_on(&|i| round.outcomes[i] != NodeOutcome::Rejected);
-        let detail = (granted >= q).then(|| {
-            format!(
-                "validity exhausted: the quorum answered after {} ms of a {} ms TTL",
-                sh.now().saturating_duration_since(round.start).as_millis(),
-                ttl.as_millis()
-            )
-        });
-        let expires_in = held_for(sh, &round);
-        let mut report = sh.cluster.report(Op::Acquire, round.outcomes, detail);
-        report.expires_in = expires_in;
-        if granted >= q {
-            return Err(Error::NotAcquired(report));
-        }
-        return Err(sh.cluster.failure(report, Error::NotAcquired));
-    }
+    let (round, expires) = decide(sh, round, ttl, &|to| a.release_on(to))?;
     let fencing_token = if fenced {
         match a.fence(&round, expires) {
             Ok(t) => Some(t),
@@ -186,8 +175,46 @@ pub(crate) fn attempt(
             start: round.start,
             expires,
             acquisition,
+            many: None,
         },
     ))
+}
+
+/// Takes an attempt's grants back on the nodes a predicate selects, without waiting.
+type Undo<'a> = dyn Fn(&dyn Fn(usize) -> bool) + 'a;
+
+/// The decide rule of every acquisition's first round: granted when a quorum granted and
+/// validity is left (`TTL − elapsed − drift`), with the instant the validity ends. Otherwise
+/// `undo` takes the grants back on every node but those that refused (there the script ran
+/// and set nothing of ours, so a release would only cost the node work, which adds up when
+/// many waiters attempt at once), and the error says why, with how long the holder has left.
+fn decide(
+    sh: &Shared,
+    round: Round,
+    ttl: Duration,
+    undo: &Undo<'_>,
+) -> Result<(Round, std::time::Instant), Error> {
+    let expires = sh.budget.expiry(round.start, ttl);
+    let q = sh.cluster.quorum();
+    let granted = round.successes();
+    if granted >= q && expires > sh.now() {
+        return Ok((round, expires));
+    }
+    undo(&|i| round.outcomes[i] != NodeOutcome::Rejected);
+    let detail = (granted >= q).then(|| {
+        format!(
+            "validity exhausted: the quorum answered after {} ms of a {} ms TTL",
+            sh.now().saturating_duration_since(round.start).as_millis(),
+            ttl.as_millis()
+        )
+    });
+    let expires_in = held_for(sh, &round);
+    let mut report = sh.cluster.report(Op::Acquire, round.outcomes, detail);
+    report.expires_in = expires_in;
+    if granted >= q {
+        return Err(Error::NotAcquired(report));
+    }
+    Err(sh.cluster.failure(report, Error::NotAcquired))
 }
 
 impl Attempt<'_> {

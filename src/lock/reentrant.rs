@@ -48,13 +48,16 @@ fn granted_fenced_reentrant(reply: &Reply) -> NodeOutcome {
     }
 }
 
-/// The first round of a reentrant attempt: the reentrant acquisition script on every node.
+/// The first round of a reentrant attempt: the reentrant acquisition script on every node
+/// (the shared one for a shared attempt, whose owner is empty).
 pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result<Round, Error> {
     let mut digits = [0u8; 20];
     let ttl_ms = resp::decimal(a.ttl.as_millis() as u64, &mut digits);
     let flag: &[u8] = if fenced { b"1" } else { b"0" };
     let args: [&[u8]; 4] = [a.token.as_bytes(), ttl_ms, owner, flag];
-    let (cmd, fallback) = if a.sh.cfg.restart_quarantine {
+    let (cmd, fallback) = if a.shared {
+        super::shared::acquire_call(a, &args)
+    } else if a.sh.cfg.restart_quarantine {
         REENTRANT_ACQUIRE_SCRIPT.calls(&[&a.key, &a.fence_key, MARKER_KEY], &args)
     } else {
         REENTRANT_ACQUIRE_SCRIPT.calls(&[&a.key, &a.fence_key], &args)
