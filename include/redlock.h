@@ -12,6 +12,10 @@
 #define REDLOCK_VERSION_PATCH 0
 #define REDLOCK_VERSION "0.1.0"
 
+// The most resources one [`Redlock::acquire_many`](crate::Redlock::acquire_many) call may
+// name: each node sets or checks them all in one script, which blocks that node meanwhile.
+#define MAX_RESOURCES 1000
+
 // The largest TTL any lock may have, in milliseconds (`UINT32_MAX`, about 49.7 days).
 #define REDLOCK_MAX_TTL_MS UINT32_MAX
 
@@ -23,6 +27,9 @@
 
 // The longest owner id of a reentrant lock (`redlock_acquire_opts_set_owner`), in bytes.
 #define REDLOCK_MAX_OWNER_LEN 512
+
+// The most resources one `redlock_acquire_many` call may name.
+#define REDLOCK_MAX_RESOURCES 1000
 
 // The longest holder label (`redlock_config_set_label`), in bytes.
 #define REDLOCK_MAX_LABEL_LEN 256
@@ -106,6 +113,8 @@ typedef enum redlock_holder_kind {
   // Another key: another library's lock (redsync's, node-redlock's), a value in an older
   // format, or a key that is not a lock. Its id is the value if it is a string.
   REDLOCK_HOLDER_OTHER = 3,
+  // Shared (read) locks: one hash of every shared holder's hold; empty id, no label.
+  REDLOCK_HOLDER_SHARED = 4,
 } redlock_holder_kind;
 
 // What happened on one node during a lease's acquisition. Stable numbers.
@@ -166,7 +175,7 @@ typedef enum redlock_quarantine_reason {
 // `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 // `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
 // `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
-// `redlock_acquire_opts_set_owner`.
+// `redlock_acquire_opts_set_owner`, `redlock_acquire_opts_set_shared`.
 typedef struct redlock_acquire_opts redlock_acquire_opts;
 
 // A cancellation handle: `redlock_cancel_fire` stops every acquisition whose options carry it
@@ -342,6 +351,24 @@ enum redlock_status redlock_acquire_opts_set_retries(struct redlock_acquire_opts
 // `opts` must be live options.
 enum redlock_status redlock_acquire_opts_set_fenced(struct redlock_acquire_opts *opts, bool fenced);
 
+// Makes the lock **shared** (a read lock, as `flock(LOCK_SH)`) when `shared` is true;
+// exclusive (as `flock(LOCK_EX)`, the default) when false. Any number of shared holders may
+// hold a resource together; an exclusive holder of the same resource name excludes them all,
+// and they exclude it. A shared lock has no owner: `redlock_acquire` with both is
+// INVALID_ARGUMENT. Extension, auto-renewal, fencing and waiting work in both modes.
+//
+// A waiting exclusive locker is not starved by overlapping shared holders: once it has been
+// refused by them it queues an intent, and new shared acquisitions wait behind it while the
+// holders already in finish. The intent lives at most the remaining TTL of those shared holds
+// plus the exclusive locker's TTL, is renewed by each of its refused attempts, and is removed
+// when it gets the lock or gives up. An exclusive acquisition with a wait of 0 queues nothing.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_shared(struct redlock_acquire_opts *opts, bool shared);
+
 // Turns on auto-renewal for the lease as soon as it is granted, as
 // `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
 // (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
@@ -381,6 +408,37 @@ enum redlock_status redlock_acquire(struct redlock_manager *mgr,
                                     struct redlock_lease **out,
                                     char *err,
                                     size_t err_len);
+
+// Acquires **every** resource of `resources` for `ttl_ms`, or none: one lease that covers
+// them all (`redlock_unlock`, `redlock_extend`, validity and auto-renewal act on the set;
+// `redlock_lease_resource_count` and `redlock_lease_resource_at` list them). Resource `i` is
+// `resource_lens[i]` bytes at `resources[i]`, each as for `redlock_acquire`.
+//
+// Each node sets every resource's key or none, in one script, so callers naming overlapping
+// sets in any order never deadlock; the lock is held when a quorum granted all of them, and a
+// failed attempt takes its grants back everywhere. A plain or shared lock of any one of the
+// resources excludes the set, and the other way round. One round trip per step, whatever
+// the count. Waiting (`opts`) retries after random pauses of up to the retry delay.
+//
+// Statuses: as `redlock_acquire`. INVALID_ARGUMENT (nothing sent) for `count` 0 or above
+// `REDLOCK_MAX_RESOURCES`, a resource named twice, an invalid resource or TTL, or options
+// set with `redlock_acquire_opts_set_shared`, `_set_owner` or `_set_fenced` (acquire such
+// resources one at a time). NULL_ARGUMENT for `resources` or `resource_lens` NULL with a
+// non-zero count, or a NULL resource with a non-zero length.
+//
+// # Safety
+// `mgr` must be a live manager; `resources` and `resource_lens` must each point to `count`
+// readable elements (or be NULL when `count` is 0), each resource to its length's readable
+// bytes; `opts` NULL or live options; `out` writable; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_acquire_many(struct redlock_manager *mgr,
+                                         const uint8_t *const *resources,
+                                         const size_t *resource_lens,
+                                         size_t count,
+                                         uint32_t ttl_ms,
+                                         const struct redlock_acquire_opts *opts,
+                                         struct redlock_lease **out,
+                                         char *err,
+                                         size_t err_len);
 
 // Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`):
 // `redlock_acquire` with default options. Same arguments and statuses.
@@ -791,6 +849,31 @@ const char *redlock_lease_value(const struct redlock_lease *lease);
 // # Safety
 // `lease` must be NULL or a live lease; `len` NULL or writable.
 const uint8_t *redlock_lease_resource(const struct redlock_lease *lease, size_t *len);
+
+// How many resources the lease holds: 1, or the count given to `redlock_acquire_many` (0 for
+// NULL or an invalid handle).
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+size_t redlock_lease_resource_count(const struct redlock_lease *lease);
+
+// Resource `index` (from 0, in the caller's order) of the lease, as
+// `redlock_lease_resource` gives the first: `*len` receives its length (if `len` is not
+// NULL); the bytes are owned by the lease and are not NUL-terminated. NULL for NULL, an
+// invalid handle or an index out of range.
+//
+// # Safety
+// `lease` must be NULL or a live lease; `len` NULL or writable.
+const uint8_t *redlock_lease_resource_at(const struct redlock_lease *lease,
+                                         size_t index,
+                                         size_t *len);
+
+// True for a shared lease (`redlock_acquire_opts_set_shared`); false for an exclusive one,
+// NULL or an invalid handle.
+//
+// # Safety
+// `lease` must be NULL or a live lease.
+bool redlock_lease_is_shared(const struct redlock_lease *lease);
 
 // The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 //

@@ -21,7 +21,7 @@ use crate::{LockOptions, RenewOptions, Wait};
 /// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 /// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
 /// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
-/// `redlock_acquire_opts_set_owner`.
+/// `redlock_acquire_opts_set_owner`, `redlock_acquire_opts_set_shared`.
 pub struct redlock_acquire_opts {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
@@ -194,6 +194,31 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_fenced(
     unsafe { with_opts(opts, |o| Ok(o.fenced(fenced))) }
 }
 
+/// Makes the lock **shared** (a read lock, as `flock(LOCK_SH)`) when `shared` is true;
+/// exclusive (as `flock(LOCK_EX)`, the default) when false. Any number of shared holders may
+/// hold a resource together; an exclusive holder of the same resource name excludes them all,
+/// and they exclude it. A shared lock has no owner: `redlock_acquire` with both is
+/// INVALID_ARGUMENT. Extension, auto-renewal, fencing and waiting work in both modes.
+///
+/// A waiting exclusive locker is not starved by overlapping shared holders: once it has been
+/// refused by them it queues an intent, and new shared acquisitions wait behind it while the
+/// holders already in finish. The intent lives at most the remaining TTL of those shared holds
+/// plus the exclusive locker's TTL, is renewed by each of its refused attempts, and is removed
+/// when it gets the lock or gives up. An exclusive acquisition with a wait of 0 queues nothing.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_shared(
+    opts: *mut redlock_acquire_opts,
+    shared: bool,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| Ok(o.shared(shared))) }
+}
+
 /// Turns on auto-renewal for the lease as soon as it is granted, as
 /// `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
 /// (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`
@@ -274,6 +299,84 @@ pub unsafe extern "C" fn redlock_acquire(
             opts,
         )
     }
+}
+
+/// Acquires **every** resource of `resources` for `ttl_ms`, or none: one lease that covers
+/// them all (`redlock_unlock`, `redlock_extend`, validity and auto-renewal act on the set;
+/// `redlock_lease_resource_count` and `redlock_lease_resource_at` list them). Resource `i` is
+/// `resource_lens[i]` bytes at `resources[i]`, each as for `redlock_acquire`.
+///
+/// Each node sets every resource's key or none, in one script, so callers naming overlapping
+/// sets in any order never deadlock; the lock is held when a quorum granted all of them, and a
+/// failed attempt takes its grants back everywhere. A plain or shared lock of any one of the
+/// resources excludes the set, and the other way round. One round trip per step, whatever
+/// the count. Waiting (`opts`) retries after random pauses of up to the retry delay.
+///
+/// Statuses: as `redlock_acquire`. INVALID_ARGUMENT (nothing sent) for `count` 0 or above
+/// `REDLOCK_MAX_RESOURCES`, a resource named twice, an invalid resource or TTL, or options
+/// set with `redlock_acquire_opts_set_shared`, `_set_owner` or `_set_fenced` (acquire such
+/// resources one at a time). NULL_ARGUMENT for `resources` or `resource_lens` NULL with a
+/// non-zero count, or a NULL resource with a non-zero length.
+///
+/// # Safety
+/// `mgr` must be a live manager; `resources` and `resource_lens` must each point to `count`
+/// readable elements (or be NULL when `count` is 0), each resource to its length's readable
+/// bytes; `opts` NULL or live options; `out` writable; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_many(
+    mgr: *mut redlock_manager,
+    resources: *const *const u8,
+    resource_lens: *const usize,
+    count: usize,
+    ttl_ms: u32,
+    opts: *const redlock_acquire_opts,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = || {
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
+        let m = unsafe { manager_ref(mgr) }?;
+        let defaults = LockOptions::new();
+        let opts = if opts.is_null() {
+            &defaults
+        } else {
+            // SAFETY: live options per the contract (checked, best effort); only read.
+            &unsafe { live(opts, "opts") }?.inner
+        };
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        if count > 0 && (resources.is_null() || resource_lens.is_null()) {
+            return Err(FfiError::null(if resources.is_null() {
+                "resources"
+            } else {
+                "resource_lens"
+            }));
+        }
+        if count > crate::MAX_RESOURCES {
+            return Err(FfiError::invalid(format!(
+                "{count} resources; the limit is {} per call",
+                crate::MAX_RESOURCES
+            )));
+        }
+        let mut names: Vec<&[u8]> = Vec::with_capacity(count);
+        for i in 0..count {
+            // SAFETY: `count` readable elements in each array, per the contract (both non-NULL
+            // when count > 0, checked above).
+            let (p, n) = unsafe { (*resources.add(i), *resource_lens.add(i)) };
+            // SAFETY: `n` readable bytes at `p`, per the contract.
+            names.push(unsafe { bytes(p, n, "resource") }?);
+        }
+        let ttl = Duration::from_millis(ttl_ms.into());
+        let lease = m.acquire_many(&names, ttl, opts)?;
+        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
 }
 
 /// What to acquire: the manager, the resource and the TTL.

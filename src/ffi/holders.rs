@@ -55,6 +55,8 @@ pub enum redlock_holder_kind {
     /// Another key: another library's lock (redsync's, node-redlock's), a value in an older
     /// format, or a key that is not a lock. Its id is the value if it is a string.
     REDLOCK_HOLDER_OTHER = 3,
+    /// Shared (read) locks: one hash of every shared holder's hold; empty id, no label.
+    REDLOCK_HOLDER_SHARED = 4,
 }
 
 /// One node's answer, or the quorum's holder (see `redlock_holders_info`).
@@ -82,6 +84,7 @@ fn info(state: redlock_hold_state, h: Option<&Holder>) -> redlock_holder_info {
         None => redlock_holder_kind::REDLOCK_HOLDER_NONE,
         Some(HolderKind::Lock) => redlock_holder_kind::REDLOCK_HOLDER_LOCK,
         Some(HolderKind::Reentrant) => redlock_holder_kind::REDLOCK_HOLDER_REENTRANT,
+        Some(HolderKind::Shared) => redlock_holder_kind::REDLOCK_HOLDER_SHARED,
         Some(_) => redlock_holder_kind::REDLOCK_HOLDER_OTHER,
     };
     redlock_holder_info {

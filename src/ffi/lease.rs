@@ -350,6 +350,55 @@ pub unsafe extern "C" fn redlock_lease_resource(
     unsafe { read(lease, std::ptr::null(), f) }
 }
 
+/// How many resources the lease holds: 1, or the count given to `redlock_acquire_many` (0 for
+/// NULL or an invalid handle).
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_resource_count(lease: *const redlock_lease) -> usize {
+    // SAFETY: per the contract.
+    unsafe { read(lease, 0, |l| l.inner.resources().len()) }
+}
+
+/// Resource `index` (from 0, in the caller's order) of the lease, as
+/// `redlock_lease_resource` gives the first: `*len` receives its length (if `len` is not
+/// NULL); the bytes are owned by the lease and are not NUL-terminated. NULL for NULL, an
+/// invalid handle or an index out of range.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_resource_at(
+    lease: *const redlock_lease,
+    index: usize,
+    len: *mut usize,
+) -> *const u8 {
+    let f = |l: &redlock_lease| match l.inner.resources().get(index) {
+        Some(r) => {
+            if !len.is_null() {
+                // SAFETY: non-NULL and writable per the contract.
+                unsafe { *len = r.len() };
+            }
+            r.as_ptr()
+        }
+        None => std::ptr::null(),
+    };
+    // SAFETY: per the contract.
+    unsafe { read(lease, std::ptr::null(), f) }
+}
+
+/// True for a shared lease (`redlock_acquire_opts_set_shared`); false for an exclusive one,
+/// NULL or an invalid handle.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_is_shared(lease: *const redlock_lease) -> bool {
+    // SAFETY: per the contract.
+    unsafe { read(lease, false, |l| l.inner.is_shared()) }
+}
+
 /// The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 ///
 /// # Safety

@@ -391,6 +391,10 @@ const _: () = assert!(REDLOCK_MAX_RESOURCE_LEN == crate::MAX_RESOURCE_LEN);
 pub const REDLOCK_MAX_OWNER_LEN: usize = 512;
 const _: () = assert!(REDLOCK_MAX_OWNER_LEN == crate::MAX_OWNER_LEN);
 
+/// The most resources one `redlock_acquire_many` call may name.
+pub const REDLOCK_MAX_RESOURCES: usize = 1000;
+const _: () = assert!(REDLOCK_MAX_RESOURCES == crate::MAX_RESOURCES);
+
 /// The longest holder label (`redlock_config_set_label`), in bytes.
 pub const REDLOCK_MAX_LABEL_LEN: usize = 256;
 const _: () = assert!(REDLOCK_MAX_LABEL_LEN == crate::MAX_LABEL_LEN);
