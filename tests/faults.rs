@@ -10,12 +10,14 @@
 //! Other options: `--schedule NAME` (repeatable), `--workers N`. This file is its own test
 //! harness (`harness = false`); `faults worker …` is the worker process (the same binary).
 //!
-//! Workers with an odd id take the lock as a reentrant lock with an owner id of their own
-//! (one per process), and inside every critical section re-enter it 1 to 5 times and release
-//! those leases in a random order before the section's write: a re-entry that freed a node
-//! early would let another worker in while the outer lease still believes it holds the lock,
-//! which the checker counts as a violation. The others take the plain lock, so the two kinds
-//! also have to exclude each other.
+//! Workers take the lock in four ways (by id, see [`Role`]), which all have to exclude each
+//! other: the plain lock; a reentrant lock with an owner id of their own (one per process),
+//! re-entered 1 to 5 times inside every critical section and those leases released in a random
+//! order before the section's write (a re-entry that freed a node early would let another
+//! worker in while the outer lease still believes it holds the lock); a shared lock, whose
+//! sections may overlap each other's and nothing else; and a multi-resource lock of the lock's
+//! resource and one of the worker's own. The checker counts two sections that overlap while
+//! both are valid as a violation unless both are shared.
 
 mod support;
 
@@ -154,6 +156,26 @@ impl Schedule {
     }
 }
 
+/// How a worker takes the lock.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Plain,
+    Reentrant,
+    Shared,
+    /// `acquire_many` of the lock's resource and one of the worker's own (unfenced).
+    Many,
+}
+
+/// Worker `id`'s role: of every six, one plain, two reentrant, two shared, one multi-resource.
+fn role(id: usize) -> Role {
+    match id % 6 {
+        0 => Role::Plain,
+        1 | 5 => Role::Reentrant,
+        2 | 4 => Role::Shared,
+        _ => Role::Many,
+    }
+}
+
 /// One granted critical section, times in `CLOCK_MONOTONIC` nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Grant {
@@ -166,6 +188,8 @@ struct Grant {
     write: Option<bool>,
     /// When the write to the fenced store was sent (it ended at `end`).
     write_start: u128,
+    /// A shared section: it may overlap other shared sections.
+    shared: bool,
 }
 
 /// One line of a worker's record file.
@@ -196,6 +220,7 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
                 _ => Option::None,
             },
             write_start: f.get(6)?.parse().ok()?,
+            shared: f.get(7) == Some(&"s"),
         })),
         "E" => Some(Record::Error(f.get(1)?.to_string())),
         "R" => Some(Record::Reentry {
@@ -216,6 +241,8 @@ struct Verdict {
     violations: usize,
     /// Overlaps where at least one holder had run past its validity.
     late_overlaps: usize,
+    /// Two shared sections overlapping (allowed).
+    shared_overlaps: usize,
     /// Critical sections that ended after their validity.
     late_sections: usize,
     /// Fenced store writes sent after the writer's validity had ended, rejected by the store.
@@ -293,7 +320,9 @@ fn check(records: &[Record], secs: f64) -> Verdict {
             // [b.start, min(a.end, b.end)] is the overlap; both valid there?
             let overlap_end = a.end.min(b.end);
             let both_valid_until = a.valid_until.min(b.valid_until);
-            if b.start < both_valid_until.min(overlap_end) {
+            if a.shared && b.shared {
+                v.shared_overlaps += 1;
+            } else if b.start < both_valid_until.min(overlap_end) {
                 v.violations += 1;
             } else {
                 v.late_overlaps += 1;
@@ -316,11 +345,31 @@ fn checker_self_check() {
             token,
             write,
             write_start,
+            shared: false,
         })
     };
     let g = |worker, start, end, valid_until, token, write| {
         gw(worker, start, end, valid_until, token, write, end)
     };
+    let sh = |worker, start, end, valid_until| match gw(
+        worker,
+        start,
+        end,
+        valid_until,
+        1,
+        Option::None,
+        end,
+    ) {
+        Record::Grant(g) => Record::Grant(Grant { shared: true, ..g }),
+        other => other,
+    };
+    // Shared sections overlap freely; a shared and an exclusive one must not.
+    let v = check(&[sh(0, 0, 10, 20), sh(1, 5, 15, 40)], 1.0);
+    assert_eq!((v.violations, v.shared_overlaps), (0, 1));
+    let v = check(&[sh(0, 0, 10, 20), g(1, 5, 15, 40, 2, Some(true))], 1.0);
+    assert_eq!((v.violations, v.shared_overlaps), (1, 0));
+    let v = check(&[g(0, 0, 10, 20, 1, Some(true)), sh(1, 5, 15, 40)], 1.0);
+    assert_eq!(v.violations, 1);
     // Disjoint sections: nothing.
     let v = check(
         &[
@@ -404,7 +453,9 @@ fn worker(args: &[String]) -> ExitCode {
         .open(&out)
         .expect("record file");
     let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
-    let owner = (id % 2 == 1).then(|| format!("worker-{id}-{}", std::process::id()));
+    let role = role(id);
+    let owner = (role == Role::Reentrant).then(|| format!("worker-{id}-{}", std::process::id()));
+    let own = format!("own-{id}");
     let mut end = Instant::now() + Duration::from_secs_f64(secs);
     if lifetime > 0 {
         end = end.min(Instant::now() + Duration::from_millis(lifetime));
@@ -419,15 +470,25 @@ fn worker(args: &[String]) -> ExitCode {
         if let Some(o) = &owner {
             opts = opts.owner(o);
         }
-        match mgr.acquire("shared", TTL, &opts) {
+        let got = match role {
+            Role::Shared => mgr.acquire("shared", TTL, &opts.shared(true)),
+            Role::Many => mgr.acquire_many(&["shared", own.as_str()], TTL, &opts.fenced(false)),
+            Role::Plain | Role::Reentrant => mgr.acquire("shared", TTL, &opts),
+        };
+        match got {
             Ok(lease) => {
                 let start = mono_ns();
                 let valid_until = start + lease.validity().as_nanos();
                 let token = lease.fencing_token().unwrap_or(0);
                 // Who holds the lock now, for the harness's "GC pause" (it looks the lock's
                 // random token up in these files).
-                // (A reentrant lock's key names its owner instead.)
-                let _ = writeln!(file, "H {}", owner.as_deref().unwrap_or(lease.value()));
+                // (A reentrant lock's key names its owner instead, a shared one the empty
+                // owner.)
+                let held_as = match role {
+                    Role::Shared => "",
+                    _ => owner.as_deref().unwrap_or(lease.value()),
+                };
+                let _ = writeln!(file, "H {held_as}");
                 let _ = file.flush();
                 // The critical section: some "work", then a write to the store guarded by
                 // the fencing token.
@@ -467,22 +528,27 @@ fn worker(args: &[String]) -> ExitCode {
                 } else {
                     scripts::FENCED_STORE_WRITE
                 };
-                let accepted: Result<i64, _> = redis::cmd("EVAL")
-                    .arg(store_write)
-                    .arg(1)
-                    .arg("store:shared")
-                    .arg(token)
-                    .arg(format!("worker {id}"))
-                    .query(&mut store);
+                // Readers do not write, and a multi-resource lease has no fencing token.
+                let accepted: Result<i64, _> = match role {
+                    Role::Shared | Role::Many => Ok(-1),
+                    Role::Plain | Role::Reentrant => redis::cmd("EVAL")
+                        .arg(store_write)
+                        .arg(1)
+                        .arg("store:shared")
+                        .arg(token)
+                        .arg(format!("worker {id}"))
+                        .query(&mut store),
+                };
                 let end_ns = mono_ns();
                 let w = match accepted {
                     Ok(1) => "1",
-                    Ok(_) => "0",
-                    Err(_) => "-",
+                    Ok(0) => "0",
+                    _ => "-",
                 };
+                let mode = if role == Role::Shared { "s" } else { "x" };
                 let _ = writeln!(
                     file,
-                    "G {start} {end_ns} {valid_until} {token} {w} {write_start}"
+                    "G {start} {end_ns} {valid_until} {token} {w} {write_start} {mode}"
                 );
                 let _ = lease.unlock();
             }
@@ -721,7 +787,7 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
             .join(", ")
     };
     format!(
-        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} / {} / **{}** | {} | {} |",
+        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} | {} / {} / **{}** | {} | {} |",
         s.name(),
         v.attempts,
         v.grants,
@@ -731,6 +797,7 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
         v.reentries_granted,
         v.reentries_new_token,
         v.violations,
+        v.shared_overlaps,
         v.late_overlaps,
         v.late_sections,
         v.late_writes_rejected,
@@ -748,7 +815,7 @@ fn main() -> ExitCode {
     }
     // Options; anything else (cargo's test flags) is ignored.
     let mut secs = 4.0;
-    let mut workers = 4;
+    let mut workers = 6;
     let mut only: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -775,7 +842,8 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
-         fenced locks (odd workers reentrant, re-entering 1–5 times in each section), \
+         fenced locks (of every six workers one plain, two reentrant re-entering 1–5 times in \
+         each section, two shared, one multi-resource and unfenced), \
          critical sections of 20–200 ms (300–800 ms in the kill-restart schedules, whose \
          workers are replaced by new processes every 0.5–1.5 s)",
         NODES,
@@ -785,12 +853,12 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "\n| schedule | attempts | grants | throughput | errors | re-entries: tried / granted / \
-         new token | violations | late overlaps | late sections | late writes: rejected / \
+         new token | violations | shared overlaps | late overlaps | late sections | late writes: rejected / \
          accepted before a newer write / stale accepted | valid writes rejected | expected |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---|---|---:|---:|---:|---|---:|---|"
+        "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|---|"
     );
     let mut failed = Vec::new();
     for s in schedules {
