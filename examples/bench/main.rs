@@ -5,6 +5,7 @@
 //!     cargo run --release --example bench -- --secs 1 --nodes 5 --delays 1ms
 //!     cargo run --release --example bench -- --long 1000000   # memory over a long run
 //!     cargo run --release --example bench -- --handoff --secs 10   # hot resource (handoff.rs)
+//!     cargo run --release --example bench -- --many 1,10,100   # several resources (many.rs)
 //!
 //! Rows: N = 1, 3, 5 nodes × delay (none; 1 ms one-way on every node; mixed 0.5/1/1/2/5 ms,
 //! the first N of them) × scenario (one client uncontended; 8 threads contending for one
@@ -27,6 +28,7 @@ mod support;
 
 mod floor;
 mod handoff;
+mod many;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -136,6 +138,8 @@ struct Opts {
     clients: Vec<usize>,
     thinks: Vec<u64>,
     delays_given: bool,
+    /// `--many`: resource counts for acquire_many rows.
+    many: Vec<usize>,
 }
 
 fn parse() -> Opts {
@@ -156,6 +160,7 @@ fn parse() -> Opts {
         clients: vec![8, 32],
         thinks: vec![0, 10],
         delays_given: false,
+        many: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -173,6 +178,7 @@ fn parse() -> Opts {
                 o.delays_given = true;
             }
             "--handoff" => o.handoff = true,
+            "--many" => o.many = v().split(',').map(|n| n.parse().expect("--many")).collect(),
             "--think" => {
                 o.thinks = v()
                     .split(',')
@@ -214,7 +220,8 @@ fn parse() -> Opts {
                 println!(
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
-                     --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10]"
+                     --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
+                     --many 1,10,100"
                 );
                 std::process::exit(0);
             }
@@ -555,6 +562,15 @@ fn main() {
     }
     if o.bindings {
         bindings(&servers, o.secs);
+        return;
+    }
+    if !o.many.is_empty() {
+        let delays = if o.delays_given {
+            o.delays.clone()
+        } else {
+            vec!["none".into(), "1ms".into()]
+        };
+        many::run(&servers, o.secs, o.rounds, &delays, &o.many);
         return;
     }
     if o.handoff {
