@@ -495,6 +495,40 @@ fn the_who_holds_fragment_runs() {
 }
 
 #[test]
+fn the_shared_lock_fragment_runs() {
+    with_manager(|mgr| {
+        // README:begin
+        use redlock::{LockOptions, Wait};
+        let read = LockOptions::new().shared(true);
+        let a = mgr.acquire("catalog", Duration::from_secs(10), &read)?; // readers hold together
+        let b = mgr.acquire("catalog", Duration::from_secs(10), &read)?;
+        assert!(a.is_shared() && b.is_shared());
+        a.unlock()?;
+        b.unlock()?; // the last reader out wakes a waiting writer
+        let write = LockOptions::new().wait(Wait::For(Duration::from_secs(5)));
+        let w = mgr.acquire("catalog", Duration::from_secs(10), &write)?; // exclusive
+        w.unlock()?;
+        // README:end
+        Ok(())
+    });
+}
+
+#[test]
+fn the_several_resources_fragment_runs() {
+    with_manager(|mgr| {
+        // README:begin
+        use redlock::LockOptions;
+        let both = ["account:1", "account:2"];
+        let lease = mgr.acquire_many(&both, Duration::from_secs(10), &LockOptions::new())?;
+        assert_eq!(lease.resources(), [b"account:1", b"account:2"]);
+        // ... move money from one account to the other ...
+        lease.unlock()?; // both released
+        // README:end
+        Ok(())
+    });
+}
+
+#[test]
 fn the_fencing_fragment_runs() {
     with_manager(|mgr| {
         let earlier = mgr.lock_fenced("account:7", Duration::from_secs(10))?;
