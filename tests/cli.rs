@@ -505,6 +505,48 @@ fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
     );
 }
 
+#[test]
+fn shared_runs_run_together_and_exclude_an_exclusive_one() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    // Inside a shared run of "doc": another shared run of it runs, an exclusive one is refused.
+    let script = r#"
+        "$RL" run -s -r doc -t 5s -- true; echo "shared=$?"
+        "$RL" run --shared -r doc -t 5s -- true; echo "shared-long=$?"
+        "$RL" run -r doc -t 5s -- true; echo "exclusive=$?"
+    "#;
+    let out = redlock()
+        .args([
+            "run", "-s", "-r", "doc", "-t", "5s", "--", "sh", "-c", script,
+        ])
+        .env("REDLOCK_NODES", &nodes)
+        .env("RL", env!("CARGO_BIN_EXE_redlock"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in ["shared=0", "shared-long=0", "exclusive=123"] {
+        assert!(stdout.lines().any(|l| l == line), "{line}: {}", text(&out));
+    }
+    // And inside an exclusive run, a shared one is refused.
+    let out = redlock()
+        .args(["run", "-r", "doc", "-t", "5s", "--", "sh", "-c"])
+        .arg(r#""$RL" run -s -r doc -t 5s -- true; echo "shared=$?""#)
+        .env("REDLOCK_NODES", &nodes)
+        .env("RL", env!("CARGO_BIN_EXE_redlock"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("shared=123"),
+        "{}",
+        text(&out)
+    );
+    for s in &cluster.servers {
+        assert_eq!(s.lock_keys(), 0);
+    }
+}
+
 /// `inspect -r` says who holds a resource: the label `run` stores (HOST:PID by default, or
 /// `--label`), per node and on a quorum; exit status 0 held, 4 not held.
 #[test]

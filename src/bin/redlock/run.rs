@@ -47,6 +47,8 @@ options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
   -w, --wait DURATION          if the lock is held, retry for up to this long (default 0:
                                one try)                                        [REDLOCK_WAIT]
   -f, --fenced                 take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
+  -s, --shared                 a shared (read) lock, as flock -s: other shared runs of the
+                               resource run beside this one, exclusive ones wait
   -E, --conflict-exit-code N   the exit status when the lock is held elsewhere (default 123)
                                                                  [REDLOCK_CONFLICT_EXIT_CODE]
       --max-hold DURATION      stop renewing after this long and treat the lease as lost
@@ -65,7 +67,7 @@ environment: an option left off the command line is read from the [VARIABLE] sho
 it (the command line wins; an empty variable counts as unset; a bad value is an error that
 names the variable). Never read from the environment: the resource (CMD's environment has
 REDLOCK_RESOURCE, and a `redlock run` inside CMD must not take the outer lock's name by
-accident), --fenced, --no-quarantine (a safety check is dropped only where it is written)
+accident), --fenced, --shared, --no-quarantine (a safety check is dropped only where it is written)
 and --metrics-listen (a nested run would fight over the port).
 
 CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (the
@@ -82,12 +84,13 @@ exit status:
   127  CMD not found";
 
 /// Short options of `redlock run`, beside [`NODE_SHORTS`].
-const SHORTS: [(char, &str); 7] = [
+const SHORTS: [(char, &str); 8] = [
     ('n', "nodes"),
     ('r', "resource"),
     ('t', "ttl"),
     ('w', "wait"),
     ('f', "fenced"),
+    ('s', "shared"),
     ('E', "conflict-exit-code"),
     ('h', "help"),
 ];
@@ -101,6 +104,7 @@ struct Opts {
     wait: u64,
     max_hold: u64,
     fenced: bool,
+    shared: bool,
     grace: u64,
     conflict_exit_code: u8,
     metrics_listen: Option<String>,
@@ -117,6 +121,7 @@ struct Flags {
     wait: Option<u64>,
     max_hold: Option<u64>,
     fenced: bool,
+    shared: bool,
     grace: Option<u64>,
     conflict_exit_code: Option<u8>,
     metrics_listen: Option<String>,
@@ -142,6 +147,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
                 "max-hold" => f.max_hold = Some(duration_arg(&mut p, "--max-hold")?),
                 "grace" => f.grace = Some(duration_arg(&mut p, "--grace")?),
                 "fenced" => f.fenced = true,
+                "shared" => f.shared = true,
                 "conflict-exit-code" => {
                     let v = string(&mut p, "--conflict-exit-code")?;
                     f.conflict_exit_code = Some(exit_status("--conflict-exit-code", &v)?);
@@ -239,6 +245,7 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
         wait: duration_or_env(f.wait, "REDLOCK_WAIT")?.unwrap_or(0),
         max_hold,
         fenced: f.fenced,
+        shared: f.shared,
         grace: duration_or_env(f.grace, "REDLOCK_GRACE")?.unwrap_or(5000),
         conflict_exit_code,
         metrics_listen: f.metrics_listen,
@@ -383,7 +390,10 @@ fn hold(
     let acquired = mgr.acquire(
         resource,
         ttl,
-        &LockOptions::new().wait(wait).fenced(o.fenced),
+        &LockOptions::new()
+            .wait(wait)
+            .fenced(o.fenced)
+            .shared(o.shared),
     );
     let lease = acquired.map_err(|e| {
         let code = match e {
