@@ -286,7 +286,7 @@ impl Redlock {
         let mut intent = match opts.wait {
             Wait::No => None,
             _ if opts.shared => None,
-            _ => Some(lock::Intent::new(vec![key.clone()], ttl)?),
+            _ => Some(lock::Intent::new(std::slice::from_ref(&key), ttl)),
         };
         let r = acquire::acquire(sh, opts, &key, || {
             let r = lock::attempt(
@@ -353,7 +353,7 @@ impl Redlock {
         };
         let mut intent = match opts.wait {
             Wait::No => None,
-            _ => Some(lock::Intent::new(keys.clone(), ttl)?),
+            _ => Some(lock::Intent::new(&keys, ttl)),
         };
         let opts = opts.clone().notify(false);
         let r = acquire::acquire(sh, &opts, &keys[0], || {

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 pub(crate) use crate::config::SHARED_OWNER;
 use crate::config::{INTENT_PREFIX, MARKER_KEY};
-use crate::error::Error;
 use crate::lease::Shared;
 use crate::scripts::{INTENT_DROP_SCRIPT, INTENT_QUEUE_SCRIPT, SHARED_ACQUIRE_SCRIPT};
 use crate::token;
@@ -48,50 +47,57 @@ pub(super) fn acquire_call(a: &Attempt<'_>, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>
 }
 
 /// One exclusive acquisition's intent against shared holders of its keys (see the module's
-/// comment).
-pub(crate) struct Intent {
-    keys: Vec<Vec<u8>>,
-    id: String,
-    ttl_ms: String,
-    queued: bool,
+/// comment). Nothing is allocated or sent until the first refusal: a granted first attempt
+/// costs nothing more.
+pub(crate) struct Intent<'k> {
+    keys: &'k [Vec<u8>],
+    ttl: Duration,
+    /// The waiter's id, drawn at the first refusal.
+    id: Option<String>,
 }
 
-impl Intent {
+impl<'k> Intent<'k> {
     /// The intent of an exclusive acquisition of `keys` for `ttl`; nothing is sent yet.
-    pub(crate) fn new(keys: Vec<Vec<u8>>, ttl: Duration) -> Result<Intent, Error> {
-        Ok(Intent {
+    pub(crate) fn new(keys: &'k [Vec<u8>], ttl: Duration) -> Intent<'k> {
+        Intent {
             keys,
-            id: token::new_token()?,
-            ttl_ms: ttl.as_millis().to_string(),
-            queued: false,
-        })
+            ttl,
+            id: None,
+        }
     }
 
     /// After a refused attempt: queues (or renews) the intent on every node, without waiting.
     /// Nodes where no shared holds refused the attempt ignore it.
     pub(crate) fn queue(&mut self, sh: &Arc<Shared>) {
-        for key in &self.keys {
+        if self.id.is_none() {
+            match token::new_token() {
+                Ok(t) => self.id = Some(t),
+                Err(e) => {
+                    log::warn!("redlock: no intent queued against shared holders: {e}");
+                    return;
+                }
+            }
+        }
+        let id = self.id.as_deref().unwrap_or_default();
+        let ttl_ms = self.ttl.as_millis().to_string();
+        for key in self.keys {
             let intent = intent_key(key);
-            let (sha, eval) = INTENT_QUEUE_SCRIPT.calls(
-                &[key, &intent],
-                &[self.id.as_bytes(), self.ttl_ms.as_bytes()],
-            );
+            let (sha, eval) =
+                INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms.as_bytes()]);
             sh.cluster.detach(&sha, Some(&eval), &|_| true);
         }
-        self.queued = true;
     }
 
     /// The acquisition is over: removes the intent wherever it is this one's, without waiting.
     /// `gave_up`: no lock was granted, so the shared waiters it held back are woken.
     pub(crate) fn finish(&self, sh: &Arc<Shared>, gave_up: bool) {
-        if !self.queued {
+        let Some(id) = &self.id else {
             return;
-        }
+        };
         let flag: &[u8] = if gave_up { b"1" } else { b"0" };
-        for key in &self.keys {
+        for key in self.keys {
             let intent = intent_key(key);
-            let (sha, eval) =
-                INTENT_DROP_SCRIPT.calls(&[key, &intent], &[self.id.as_bytes(), flag]);
+            let (sha, eval) = INTENT_DROP_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), flag]);
             sh.cluster.detach(&sha, Some(&eval), &|_| true);
         }
     }
