@@ -209,11 +209,15 @@ func TestSharedWithOwnerInvalid(t *testing.T) {
 	both := []redlock.LockOption{redlock.WithShared(), redlock.WithOwner("job-1")}
 	reversed := []redlock.LockOption{redlock.WithOwner("job-1"), redlock.Fenced(), redlock.WithShared()}
 	for method, acquire := range map[string]func(...redlock.LockOption) (*redlock.Lock, error){
-		"Acquire":     func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.Acquire(res, time.Second, o...) },
-		"Lock":        func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.Lock(res, time.Second, o...) },
-		"TryLock":     func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.TryLock(res, time.Second, o...) },
-		"LockWait":    func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.LockWait(res, time.Second, time.Second, o...) },
-		"LockContext": func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.LockContext(ctx, res, time.Second, o...) },
+		"Acquire": func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.Acquire(res, time.Second, o...) },
+		"Lock":    func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.Lock(res, time.Second, o...) },
+		"TryLock": func(o ...redlock.LockOption) (*redlock.Lock, error) { return m.TryLock(res, time.Second, o...) },
+		"LockWait": func(o ...redlock.LockOption) (*redlock.Lock, error) {
+			return m.LockWait(res, time.Second, time.Second, o...)
+		},
+		"LockContext": func(o ...redlock.LockOption) (*redlock.Lock, error) {
+			return m.LockContext(ctx, res, time.Second, o...)
+		},
 	} {
 		for _, opts := range [][]redlock.LockOption{both, reversed} {
 			l, err := acquire(opts...)
