@@ -85,8 +85,8 @@ func (o NodeOutcome) String() string {
 // Extend pushes the expiry back by hand; auto-renewal (the AutoRenew option, or the AutoRenew
 // method) has the manager's renewal thread do it, and reports through IsLost, Lost, WaitLost,
 // LostReason and a callback if the lock is lost. A lock taken with the Fenced option carries
-// a FencingToken. A Lock may hold several resources (the *Many methods: Resources lists
-// them), each of them or none; it may be shared (WithShared, IsShared).
+// a FencingToken. A Lock taken by the *Many methods holds several resources, all of them
+// together (Resources lists them); one taken with WithShared is shared (IsShared).
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
