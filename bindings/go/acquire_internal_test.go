@@ -11,8 +11,9 @@ import (
 )
 
 // The C acquisition options are made once per option set and shared: the common sets (the
-// defaults, NoWait, Fenced, both) cost nothing per call, each Wait duration is made on first
-// use up to maxWaitOpts, later durations get options made and freed for the one call, and
+// defaults, NoWait, Fenced, both, each exclusive or shared, for one resource or several) cost
+// nothing per call, each Wait duration (exclusive or shared) is made on first use up to
+// maxWaitOpts, later durations get options made and freed for the one call, and
 // Close frees everything. Counted per manager, so it runs in parallel with anything.
 func TestAcquireOptionsCached(t *testing.T) {
 	t.Parallel()
@@ -53,13 +54,29 @@ func TestAcquireOptionsCached(t *testing.T) {
 		t.Fatalf("after the common sets the manager holds %d options, want %d", got, len(m.fixedOpts))
 	}
 
+	// The same sets shared (made by New too), and for several resources (the exclusive ones).
+	many := []string{res + "/a", res + "/b"}
+	for i := 0; i < 3; i++ {
+		cycle("Acquire(WithShared)", func() (*Lock, error) { return m.Acquire(res, time.Second, WithShared()) })
+		cycle("TryLock(WithShared, Fenced)", func() (*Lock, error) { return m.TryLock(res, time.Second, WithShared(), Fenced()) })
+		cycle("Lock(Fenced, WithShared)", func() (*Lock, error) { return m.Lock(res, time.Second, Fenced(), WithShared()) })
+		cycle("TryLockMany", func() (*Lock, error) { return m.TryLockMany(many, time.Second) })
+		cycle("LockMany", func() (*Lock, error) { return m.LockMany(many, time.Second) })
+		cycle("AcquireMany(NoWait)", func() (*Lock, error) { return m.AcquireMany(many, time.Second, NoWait()) })
+	}
+	if got := live(); got != len(m.fixedOpts) {
+		t.Fatalf("after the shared and multi-resource sets the manager holds %d options, want %d", got, len(m.fixedOpts))
+	}
+
 	// A Wait duration is made once, whichever method asks for it, and per fencing.
 	for i := 0; i < 3; i++ {
 		cycle("Acquire(Wait(2s))", func() (*Lock, error) { return m.Acquire(res, time.Second, Wait(2*time.Second)) })
 		cycle("LockWait(2s)", func() (*Lock, error) { return m.LockWait(res, time.Second, 2*time.Second) })
 		cycle("LockWait(2s, Fenced)", func() (*Lock, error) { return m.LockWait(res, time.Second, 2*time.Second, Fenced()) })
+		cycle("LockWait(2s, WithShared)", func() (*Lock, error) { return m.LockWait(res, time.Second, 2*time.Second, WithShared()) })
+		cycle("LockManyWait(2s)", func() (*Lock, error) { return m.LockManyWait(many, time.Second, 2*time.Second) })
 	}
-	if got, want := live(), len(m.fixedOpts)+2; got != want {
+	if got, want := live(), len(m.fixedOpts)+3; got != want {
 		t.Fatalf("after one Wait duration the manager holds %d options, want %d", got, want)
 	}
 
@@ -74,7 +91,7 @@ func TestAcquireOptionsCached(t *testing.T) {
 		})
 		cycle("Acquire(WithNotify(true))", func() (*Lock, error) { return m.Acquire(res, time.Second, WithNotify(true)) })
 	}
-	if got, want := live(), len(m.fixedOpts)+3; got != want {
+	if got, want := live(), len(m.fixedOpts)+4; got != want {
 		t.Fatalf("after WithNotify(false) the manager holds %d options, want %d", got, want)
 	}
 
@@ -83,9 +100,10 @@ func TestAcquireOptionsCached(t *testing.T) {
 		cycle("LockContext", func() (*Lock, error) { return m.LockContext(context.Background(), res, time.Second) })
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cycle("LockContext(deadline, Fenced)", func() (*Lock, error) { return m.LockContext(ctx, res, time.Second, Fenced()) })
+		cycle("LockManyContext(deadline)", func() (*Lock, error) { return m.LockManyContext(ctx, many, time.Second) })
 		cancel()
 	}
-	if got, want := live(), len(m.fixedOpts)+3; got != want {
+	if got, want := live(), len(m.fixedOpts)+4; got != want {
 		t.Fatalf("after LockContext the manager holds %d options, want %d", got, want)
 	}
 	m.cancelMu.Lock()
@@ -110,6 +128,12 @@ func TestAcquireOptionsCached(t *testing.T) {
 	if _, err := m.Acquire(res, 0, Wait(7*time.Second)); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("TTL 0: %v", err)
 	}
+	if _, err := m.Acquire(res, time.Second, Wait(7*time.Second), WithShared(), WithOwner("o")); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("WithShared and WithOwner: %v", err)
+	}
+	if _, err := m.AcquireMany([]string{res, res}, time.Second, Wait(7*time.Second)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a duplicate resource: %v", err)
+	}
 	if got, want := live(), len(m.fixedOpts)+maxWaitOpts; got != want {
 		t.Fatalf("after refused calls the manager holds %d options, want %d", got, want)
 	}
@@ -129,15 +153,25 @@ func TestAcquireOptionsCached(t *testing.T) {
 	}
 }
 
-// Each options index names the set it holds.
+// Each options index names the set it holds, and every set but the defaults has one.
 func TestFixedOptsIndex(t *testing.T) {
-	if fixedOptsIndex(waitRetries, false) != -1 {
+	if fixedOptsIndex(waitRetries, false, false) != -1 {
 		t.Fatal("the defaults have options of their own")
 	}
-	for i := 0; i < 3; i++ {
-		if w, f := fixedOptsKey(i); fixedOptsIndex(w, f) != i {
-			t.Fatalf("fixedOptsIndex(fixedOptsKey(%d)) = %d", i, fixedOptsIndex(w, f))
+	var m Manager
+	seen := map[[3]any]bool{}
+	for i := range m.fixedOpts {
+		w, f, sh := fixedOptsKey(i)
+		if fixedOptsIndex(w, f, sh) != i {
+			t.Fatalf("fixedOptsIndex(fixedOptsKey(%d)) = %d", i, fixedOptsIndex(w, f, sh))
 		}
+		if w != waitRetries && w != waitNone {
+			t.Fatalf("fixedOptsKey(%d) waits %v", i, w)
+		}
+		seen[[3]any{w, f, sh}] = true
+	}
+	if len(seen) != len(m.fixedOpts) {
+		t.Fatalf("%d distinct sets in %d slots", len(seen), len(m.fixedOpts))
 	}
 }
 
@@ -171,7 +205,7 @@ func BenchmarkAcquireOpts(b *testing.B) {
 	}
 	b.Run("made per call", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			o, err := m.newAcquireOpts(waitFor, 5000, true, false)
+			o, err := m.newAcquireOpts(waitFor, 5000, true, false, false)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -63,6 +63,22 @@
 //		return err // still held by someone else after 5 s (errors.Is(err, redlock.ErrNotAcquired) too)
 //	}
 //
+// # Shared locks and several resources
+//
+// WithShared makes a lock shared (a read lock): shared holders hold a resource together, and an
+// exclusive lock of it excludes them all and is excluded by them; an exclusive locker that
+// waits holds new shared lockers back, so writers are not starved. AcquireMany, LockMany,
+// TryLockMany, LockManyWait and LockManyContext lock up to MaxResources resources at once,
+// all or none, as one Lock (Lock.Resources lists them) whose Unlock, Extend and auto-renewal
+// act on every one; overlapping sets named in any order never deadlock:
+//
+//	l, err := m.LockManyWait([]string{"accounts:17", "accounts:4"}, 10*time.Second, 5*time.Second)
+//	if err != nil {
+//		return err // ErrInvalidArgument for no resources, a duplicate, more than MaxResources
+//	}
+//	defer l.Free()
+//	defer l.Unlock()
+//
 // # Restart quarantine
 //
 // A Redis node that does not persist every write comes back empty after a crash (and a

@@ -59,9 +59,14 @@ const (
 	// not a lock at all. It still excludes this library's locks on that node. Its ID is the
 	// key's value if it is a string, else empty.
 	HolderOther HolderKind = C.REDLOCK_HOLDER_OTHER
+	// HolderShared: shared (read) locks of this library (WithShared), one or more of them:
+	// the key is one hash of every shared holder's hold. Its ID is empty and it has no Label;
+	// HeldFor is how long the resource has been held shared without a break.
+	HolderShared HolderKind = C.REDLOCK_HOLDER_SHARED
 )
 
-// String returns "none", "lock", "reentrant", "other", or "HolderKind(n)" for other numbers.
+// String returns "none", "lock", "reentrant", "other", "shared", or "HolderKind(n)" for other
+// numbers.
 func (k HolderKind) String() string {
 	switch k {
 	case HolderNone:
@@ -72,6 +77,8 @@ func (k HolderKind) String() string {
 		return "reentrant"
 	case HolderOther:
 		return "other"
+	case HolderShared:
+		return "shared"
 	}
 	return "HolderKind(" + strconv.Itoa(int(k)) + ")"
 }

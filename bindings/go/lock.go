@@ -7,6 +7,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -84,7 +85,8 @@ func (o NodeOutcome) String() string {
 // Extend pushes the expiry back by hand; auto-renewal (the AutoRenew option, or the AutoRenew
 // method) has the manager's renewal thread do it, and reports through IsLost, Lost, WaitLost,
 // LostReason and a callback if the lock is lost. A lock taken with the Fenced option carries
-// a FencingToken.
+// a FencingToken. A Lock taken by the *Many methods holds several resources, all of them
+// together (Resources lists them); one taken with WithShared is shared (IsShared).
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
@@ -101,12 +103,16 @@ type Lock struct {
 	userdata unsafe.Pointer
 
 	// Immutable facts copied out of the lease when it was acquired; valid after Free.
-	token    string
-	value    string
-	resource string
-	granted  int
-	outcomes []NodeOutcome
-	fence    uint64
+	// resources is nil for a lock of one resource (resource); a lock of several (the *Many
+	// methods) has them all there, resource being the first.
+	token     string
+	value     string
+	resource  string
+	resources []string
+	shared    bool
+	granted   int
+	outcomes  []NodeOutcome
+	fence     uint64
 
 	// What TTL and LostReason answered when the lease was freed (guarded by mu).
 	freedTTL    time.Duration
@@ -114,17 +120,20 @@ type Lock struct {
 }
 
 // newLock wraps a lease just acquired for resource (the bytes the lease holds, so they are
-// not copied back out of C). s is the acquisition's scratch buffer, no longer needed for an
-// error message: the node outcomes are read into it.
-func newLock(p *C.redlock_lease, resource string, s cScratch) *Lock {
+// not copied back out of C), or for resources (nil for one resource; resource is then the
+// first, and the slice is the lock's own). s is the acquisition's scratch buffer, no longer
+// needed for an error message: the node outcomes are read into it.
+func newLock(p *C.redlock_lease, resource string, resources []string, s cScratch) *Lock {
 	l := &Lock{
-		ptr:      p,
-		lost:     newLostState(),
-		token:    C.GoString(C.redlock_lease_token(p)),
-		value:    C.GoString(C.redlock_lease_value(p)),
-		resource: resource,
-		granted:  int(C.redlock_lease_granted(p)),
-		fence:    uint64(C.redlock_lease_fencing_token(p)),
+		ptr:       p,
+		lost:      newLostState(),
+		token:     C.GoString(C.redlock_lease_token(p)),
+		value:     C.GoString(C.redlock_lease_value(p)),
+		resource:  resource,
+		resources: resources,
+		shared:    bool(C.redlock_lease_is_shared(p)),
+		granted:   int(C.redlock_lease_granted(p)),
+		fence:     uint64(C.redlock_lease_fencing_token(p)),
 	}
 	const capacity = scratchLen / C.sizeof_enum_redlock_node_outcome
 	buf := (*C.enum_redlock_node_outcome)(s.buf.p)
@@ -277,8 +286,10 @@ func (l *Lock) Token() string {
 // Value returns what the lock stores under its key on the nodes. For a plain lock it is the
 // token, a dot, the holder's wall-clock Unix time in milliseconds when the attempt started,
 // and, if the manager has a label (WithLabel), a space and the label:
-// "<40 hex>.<unix ms>[ <label>]". For a reentrant lock (WithOwner) it is the token. It is the
-// ID that Manager.Holders reports for the holder of this lock. It still answers after Free.
+// "<40 hex>.<unix ms>[ <label>]"; a lock of several resources stores it under each of their
+// keys. For a reentrant lock (WithOwner) and a shared one (WithShared) it is the token, which
+// names the lock's hold in the key's hash ("hold:<token>"). It is the ID that Manager.Holders
+// reports for the holder of a plain or reentrant lock. It still answers after Free.
 func (l *Lock) Value() string {
 	if l == nil {
 		return ""
@@ -286,12 +297,32 @@ func (l *Lock) Value() string {
 	return l.value
 }
 
-// Resource returns the resource name, as given to Lock.
+// Resource returns the resource name, as given to Lock; for a lock of several resources
+// (LockMany and the other *Many methods), the first of them.
 func (l *Lock) Resource() string {
 	if l == nil {
 		return ""
 	}
 	return l.resource
+}
+
+// Resources returns every resource the lock holds, in the order given: the one resource of a
+// lock taken by Acquire, Lock, TryLock, LockWait or LockContext, the whole set of one taken by
+// their *Many counterparts. The slice is a copy; it still answers after Free.
+func (l *Lock) Resources() []string {
+	switch {
+	case l == nil:
+		return nil
+	case l.resources == nil:
+		return []string{l.resource}
+	}
+	return slices.Clone(l.resources)
+}
+
+// IsShared reports whether the lock is shared (taken with WithShared): held beside other
+// shared holders of the resource, and excluding exclusive ones. It still answers after Free.
+func (l *Lock) IsShared() bool {
+	return l != nil && l.shared
 }
 
 // Granted returns how many nodes had granted the lock when the acquisition was decided (at
@@ -398,9 +429,16 @@ func (l *Lock) String() string {
 	if len(tok) > 8 {
 		tok = tok[:8] + "…"
 	}
-	if l.fence != 0 {
-		return fmt.Sprintf("redlock.Lock{resource: %q, token: %s, fencing token: %d, validity: %v}",
-			l.resource, tok, l.fence, l.Validity())
+	what := fmt.Sprintf("resource: %q", l.resource)
+	if l.resources != nil {
+		what = fmt.Sprintf("resources: %q", l.resources)
 	}
-	return fmt.Sprintf("redlock.Lock{resource: %q, token: %s, validity: %v}", l.resource, tok, l.Validity())
+	if l.shared {
+		what += ", shared"
+	}
+	if l.fence != 0 {
+		return fmt.Sprintf("redlock.Lock{%s, token: %s, fencing token: %d, validity: %v}",
+			what, tok, l.fence, l.Validity())
+	}
+	return fmt.Sprintf("redlock.Lock{%s, token: %s, validity: %v}", what, tok, l.Validity())
 }

@@ -3,7 +3,7 @@ package redlock
 import "time"
 
 // LockOption configures one acquisition; pass options to Manager.Acquire (or Lock, TryLock,
-// LockWait, LockContext):
+// LockWait, LockContext, and the *Many methods for several resources):
 //
 //	l, err := m.Acquire("orders:42", 10*time.Second,
 //		redlock.Wait(5*time.Second),     // wait up to 5 s for a release (NoWait: one attempt)
@@ -34,6 +34,7 @@ type lockOptions struct {
 
 	fenced bool
 	poll   bool // WithNotify(false): a waitFor wait polls with random pauses
+	shared bool // WithShared: a shared (read) lock
 
 	owner    string // WithOwner: the reentrant lock's owner id
 	ownerSet bool
@@ -71,6 +72,9 @@ func applyLockOptions(opts []LockOption) (lockOptions, error) {
 	}
 	if !o.renew && (o.onLost != nil || o.extSet) {
 		return o, invalidf("OnLost and MaxExtensions apply to auto-renewal: add the AutoRenew option")
+	}
+	if o.shared && o.ownerSet {
+		return o, invalidf("WithShared and WithOwner do not combine: a shared lock has no owner")
 	}
 	return o, nil
 }
@@ -164,6 +168,26 @@ func WithOwner(owner string) LockOption {
 		}
 		o.owner, o.ownerSet = owner, true
 	}
+}
+
+// WithShared makes the lock shared (a read lock, as flock's LOCK_SH): any number of shared
+// holders may hold a resource together, while an exclusive lock of the same resource (a lock
+// taken without WithShared, plain, fenced or reentrant, or a lock of several resources that
+// names it) excludes them all, and they exclude it. Lock.IsShared tells a shared lock.
+//
+// Writers are not starved: an exclusive locker that waits (Wait, LockWait, LockContext, the
+// retry policy) and is refused by shared holders queues an intent, and new shared
+// acquisitions then wait behind it while the holders already in finish; the intent goes away
+// when the exclusive locker gets the lock or gives up. An exclusive TryLock (NoWait) queues
+// nothing.
+//
+// A shared lock has no owner: WithShared with WithOwner is ErrInvalidArgument, and so is
+// WithShared given to the *Many methods (AcquireMany, LockMany, …). Extend, auto-renewal,
+// Fenced and waiting work as for an exclusive lock. The resource's key is then a Redis hash
+// with one field per shared holder, "hold:" followed by its Token (a shared lock's Value is
+// its Token, as a reentrant lock's is), and Manager.Holders reports HolderShared.
+func WithShared() LockOption {
+	return func(o *lockOptions) { o.shared = true }
 }
 
 // AutoRenew turns on auto-renewal as soon as the lock is acquired, as Lock.AutoRenew does:

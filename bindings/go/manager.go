@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,9 @@ const (
 	MaxResourceLen = 1024
 	// MaxOwnerLen is the longest owner id of a reentrant lock (WithOwner), in bytes.
 	MaxOwnerLen = 512
+	// MaxResources is the most resources one call of the *Many methods (AcquireMany,
+	// LockMany, TryLockMany, LockManyWait, LockManyContext) may name.
+	MaxResources = 1000
 	// MaxLabelLen is the longest holder label (WithLabel), in bytes.
 	MaxLabelLen = 256
 	// MaxKeyPrefixLen is the longest lock key prefix (WithKeyPrefix), in bytes.
@@ -55,6 +59,8 @@ var (
 	_ [C.REDLOCK_MAX_RESOURCE_LEN - MaxResourceLen]struct{}
 	_ [MaxOwnerLen - C.REDLOCK_MAX_OWNER_LEN]struct{}
 	_ [C.REDLOCK_MAX_OWNER_LEN - MaxOwnerLen]struct{}
+	_ [MaxResources - C.REDLOCK_MAX_RESOURCES]struct{}
+	_ [C.REDLOCK_MAX_RESOURCES - MaxResources]struct{}
 	_ [MaxLabelLen - C.REDLOCK_MAX_LABEL_LEN]struct{}
 	_ [C.REDLOCK_MAX_LABEL_LEN - MaxLabelLen]struct{}
 	_ [MaxKeyPrefixLen - C.REDLOCK_MAX_KEY_PREFIX_LEN]struct{}
@@ -386,7 +392,7 @@ type Manager struct {
 	// durations get options of their own for the call). redlock_acquire only reads options,
 	// so any number of calls may share one. All are used under mu's read lock and freed by
 	// free under its write lock; waitMu guards the map.
-	fixedOpts [3]*C.redlock_acquire_opts
+	fixedOpts [7]*C.redlock_acquire_opts
 	waitMu    sync.Mutex
 	waitOpts  map[waitKey]*C.redlock_acquire_opts
 	// optsLive counts this manager's C options alive (shared or made for one call), read by
@@ -503,8 +509,8 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 		quorum: int(C.redlock_manager_quorum(ptr)),
 	}
 	for i := range m.fixedOpts {
-		wait, fenced := fixedOptsKey(i)
-		o, err := m.newAcquireOpts(wait, 0, fenced, false)
+		wait, fenced, shared := fixedOptsKey(i)
+		o, err := m.newAcquireOpts(wait, 0, fenced, false, shared)
 		if err != nil {
 			m.free()
 			return nil, err
@@ -591,31 +597,40 @@ type waitKey struct {
 	ms     uint32
 	fenced bool
 	poll   bool // WithNotify(false)
+	shared bool // WithShared
 }
 
-// fixedOptsKey gives the options in Manager.fixedOpts[i]: the manager's retry policy with a
-// fencing token (0), and one attempt without (1) and with (2) one. The defaults (retry
-// policy, no token) are redlock_acquire's NULL options.
-func fixedOptsKey(i int) (wait waitMode, fenced bool) {
-	return [...]waitMode{waitRetries, waitNone, waitNone}[i], i != 1
+// fixedOptsKey gives the options in Manager.fixedOpts[i]: every combination of the manager's
+// retry policy or one attempt, with or without a fencing token, exclusive or shared (i + 1
+// has the bits 4: one attempt, 2: fenced, 1: shared), but the defaults (retry policy, no
+// token, exclusive), which are redlock_acquire's NULL options.
+func fixedOptsKey(i int) (wait waitMode, fenced, shared bool) {
+	b := i + 1
+	wait = waitRetries
+	if b&4 != 0 {
+		wait = waitNone
+	}
+	return wait, b&2 != 0, b&1 != 0
 }
 
 // fixedOptsIndex is the inverse of fixedOptsKey; -1 for the defaults.
-func fixedOptsIndex(wait waitMode, fenced bool) int {
-	switch {
-	case wait == waitRetries && !fenced:
-		return -1
-	case wait == waitRetries:
-		return 0
-	case !fenced:
-		return 1
+func fixedOptsIndex(wait waitMode, fenced, shared bool) int {
+	b := 0
+	if wait == waitNone {
+		b |= 4
 	}
-	return 2
+	if fenced {
+		b |= 2
+	}
+	if shared {
+		b |= 1
+	}
+	return b - 1
 }
 
 // newAcquireOpts makes C acquisition options. Shared ones are never changed afterwards.
-// poll (WithNotify(false)) matters with waitFor only.
-func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll bool) (*C.redlock_acquire_opts, error) {
+// poll (WithNotify(false)) matters with waitFor only; shared is WithShared.
+func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll, shared bool) (*C.redlock_acquire_opts, error) {
 	o := C.redlock_acquire_opts_new()
 	if o == nil {
 		return nil, newInternal("redlock_acquire_opts_new: out of memory")
@@ -634,6 +649,9 @@ func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll bool
 	if st == C.REDLOCK_STATUS_OK && fenced {
 		st = C.redlock_acquire_opts_set_fenced(o, true)
 	}
+	if st == C.REDLOCK_STATUS_OK && shared {
+		st = C.redlock_acquire_opts_set_shared(o, true)
+	}
 	if st != C.REDLOCK_STATUS_OK { // only NULL_ARGUMENT, which o is not
 		m.freeAcquireOpts(o)
 		return nil, &Error{Status: Status(st), Message: "internal error: setting acquisition options failed"}
@@ -643,7 +661,7 @@ func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll bool
 
 // newOwnedAcquireOpts makes options for o, owner included, for one call.
 func (m *Manager) newOwnedAcquireOpts(o *lockOptions) (*C.redlock_acquire_opts, error) {
-	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll)
+	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll, o.shared)
 	if err != nil || !o.ownerSet {
 		return opts, err
 	}
@@ -672,16 +690,16 @@ func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, tem
 		return opts, err == nil, err
 	}
 	if o.wait != waitFor {
-		if i := fixedOptsIndex(o.wait, o.fenced); i >= 0 {
+		if i := fixedOptsIndex(o.wait, o.fenced, o.shared); i >= 0 {
 			return m.fixedOpts[i], false, nil
 		}
 		return nil, false, nil
 	}
-	k := waitKey{o.waitMs, o.fenced, o.poll}
+	k := waitKey{o.waitMs, o.fenced, o.poll, o.shared}
 	m.waitMu.Lock()
 	opts = m.waitOpts[k]
 	if opts == nil && len(m.waitOpts) < maxWaitOpts { // first use: kept
-		opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll)
+		opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll, o.shared)
 		if err == nil {
 			if m.waitOpts == nil {
 				m.waitOpts = make(map[waitKey]*C.redlock_acquire_opts)
@@ -696,7 +714,7 @@ func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, tem
 		return opts, false, nil
 	}
 	// The manager keeps enough: options for this call only.
-	opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll)
+	opts, err = m.newAcquireOpts(waitFor, o.waitMs, o.fenced, o.poll, o.shared)
 	return opts, err == nil, err
 }
 
@@ -707,40 +725,131 @@ func (m *Manager) acquire(ctx context.Context, method, resource string, ttl time
 	if m == nil {
 		return nil, nilReceiver("*Manager")
 	}
-	o, err := lockOptionsOf(opts)
+	o, ttlMs, err := acquireOptions(method, ttl, fixed, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	if err := contextWait(ctx, &o); err != nil {
+		return nil, err
+	}
+	l, err := m.acquireLease(ctx, resource, ttlMs, &o)
+	if err != nil {
+		return nil, err
+	}
+	return m.renewAcquired(l, &o)
+}
+
+// acquireMany is the body of AcquireMany, LockMany, TryLockMany, LockManyWait and
+// LockManyContext: acquire for several resources at once.
+func (m *Manager) acquireMany(ctx context.Context, method string, resources []string, ttl time.Duration, fixed *lockOptions, opts []LockOption) (*Lock, error) {
+	if m == nil {
+		return nil, nilReceiver("*Manager")
+	}
+	o, ttlMs, err := acquireOptions(method, ttl, fixed, opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.shared || o.ownerSet || o.fenced {
+		what := "fenced"
+		switch {
+		case o.shared:
+			what = "shared"
+		case o.ownerSet:
+			what = "reentrant (WithOwner)"
+		}
+		return nil, invalidf("%s takes exclusive, unfenced locks without an owner only; acquire %s locks one resource at a time", method, what)
+	}
+	if err := checkResources(resources); err != nil {
+		return nil, err
+	}
+	if err := contextWait(ctx, &o); err != nil {
+		return nil, err
+	}
+	l, err := m.acquireManyLease(ctx, resources, ttlMs, &o)
+	if err != nil {
+		return nil, err
+	}
+	return m.renewAcquired(l, &o)
+}
+
+// acquireOptions applies an acquisition's options and checks them with its TTL, which it
+// converts. fixed is the wait the method prescribes (see acquire), or nil.
+func acquireOptions(method string, ttl time.Duration, fixed *lockOptions, opts []LockOption) (lockOptions, C.uint32_t, error) {
+	o, err := lockOptionsOf(opts)
+	if err != nil {
+		return o, 0, err
+	}
 	if fixed != nil {
 		if o.waitSet {
-			return nil, invalidf("%s does not take the Wait or NoWait option (use Acquire)", method)
+			return o, 0, invalidf("%s does not take the Wait or NoWait option (use %s)", method, acquireMethod(method))
 		}
 		o.wait, o.waitMs = fixed.wait, fixed.waitMs
 	}
 	ttlMs, err := ttlMillis(ttl)
 	if err != nil {
-		return nil, err
+		return o, 0, err
 	}
 	if fixed != nil && fixed.err != nil { // LockWait's wait argument
-		return nil, fixed.err
+		return o, 0, fixed.err
 	}
-	if err := checkResource(resource); err != nil {
-		return nil, err
-	}
-	if ctx != nil {
-		// A context that has ended: nothing is sent.
-		if err := contextEnded(ctx, time.Now()); err != nil {
-			return nil, err
-		}
-		if !o.waitSet {
-			o.wait, o.waitMs = waitFor, contextWaitMs(ctx, time.Now())
-		}
-	}
+	return o, ttlMs, nil
+}
 
-	l, err := m.acquireLease(ctx, resource, ttlMs, &o)
-	if err != nil {
-		return nil, err
+// acquireMethod names the method that takes every wait option: Acquire, or AcquireMany for
+// the *Many methods.
+func acquireMethod(method string) string {
+	if strings.Contains(method, "Many") {
+		return "AcquireMany"
 	}
+	return "Acquire"
+}
+
+// contextWait applies LockContext's context (nil for the other methods) to o: a context that
+// has ended is an error, and nothing is sent; without a Wait or NoWait option, the wait lasts
+// until the context's deadline.
+func contextWait(ctx context.Context, o *lockOptions) error {
+	if ctx == nil {
+		return nil
+	}
+	if err := contextEnded(ctx, time.Now()); err != nil {
+		return err
+	}
+	if !o.waitSet {
+		o.wait, o.waitMs = waitFor, contextWaitMs(ctx, time.Now())
+	}
+	return nil
+}
+
+// checkResources checks the resources of a *Many call before anything is copied or sent: 1
+// to MaxResources of them, each at most MaxResourceLen bytes, none named twice. (Empty names
+// are left to the library, as for one resource.)
+func checkResources(resources []string) error {
+	switch {
+	case len(resources) == 0:
+		return invalidf("no resources: name at least one")
+	case len(resources) > MaxResources:
+		return invalidf("%d resources, more than the maximum of %d per call", len(resources), MaxResources)
+	}
+	seen := make(map[string]int, len(resources))
+	for i, r := range resources {
+		if len(r) > MaxResourceLen {
+			return invalidf("resource %d is %d bytes, more than the maximum of %d", i, len(r), MaxResourceLen)
+		}
+		if j, dup := seen[r]; dup {
+			return invalidf("resource %q is named twice (at %d and %d)", r, j, i)
+		}
+		seen[r] = i
+	}
+	return nil
+}
+
+// renewAcquired starts the auto-renewal the AutoRenew option asks for on a lock just
+// acquired, and returns it; if renewal cannot start, the lock is unlocked (best effort) and
+// freed, and the error returned.
+func (m *Manager) renewAcquired(l *Lock, o *lockOptions) (*Lock, error) {
 	if !o.renew {
 		return l, nil
 	}
@@ -767,45 +876,111 @@ func (m *Manager) acquire(ctx context.Context, method, resource string, ttl time
 	return l, nil
 }
 
+// acquireFunc is the C call of an acquisition, made by acquireCall with the C options to
+// pass: it writes the lease to out.
+type acquireFunc func(opts *C.redlock_acquire_opts, out **C.redlock_lease) C.enum_redlock_status
+
 // acquireLease makes the one C call of an acquisition, under the manager's read lock, and
 // wraps the lease. ctx is LockContext's context, nil for the other methods.
 func (m *Manager) acquireLease(ctx context.Context, resource string, ttlMs C.uint32_t, o *lockOptions) (*Lock, error) {
 	s := newScratch(resource)
 	defer s.free()
-	var (
-		out *C.redlock_lease
-		st  C.enum_redlock_status
-		err error
-	)
-	if ctx == nil {
-		out, st, err = m.acquireCall(s, ttlMs, o)
-	} else {
-		out, st, err = m.acquireCallContext(ctx, s, ttlMs, o)
-	}
+	out, st, err := m.acquireCall(ctx, o, func(opts *C.redlock_acquire_opts, out **C.redlock_lease) C.enum_redlock_status {
+		return C.redlock_acquire(m.ptr, s.res, s.n, ttlMs, opts, out, s.err, errBufLen)
+	})
 	if err != nil {
 		return nil, err
 	}
 	if st != C.REDLOCK_STATUS_OK {
-		if ctx != nil {
-			return nil, contextError(ctx, Status(st), C.GoString(s.err), time.Now())
-		}
-		return nil, statusError(st, s.err)
+		return nil, acquireError(ctx, st, s)
 	}
-	return newLock(out, resource, s), nil
+	return newLock(out, resource, nil, s), nil
 }
 
-// acquireCall is the C call; err is ErrClosed when the manager is closed.
-func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
+// acquireManyLease is acquireLease for several resources: the one redlock_acquire_many call,
+// with the names copied into C memory made for the call (cNames).
+func (m *Manager) acquireManyLease(ctx context.Context, resources []string, ttlMs C.uint32_t, o *lockOptions) (*Lock, error) {
+	s := newScratch("")
+	defer s.free()
+	names := newCNames(resources)
+	defer names.free()
+	out, st, err := m.acquireCall(ctx, o, func(opts *C.redlock_acquire_opts, out **C.redlock_lease) C.enum_redlock_status {
+		return C.redlock_acquire_many(m.ptr, names.ptrs, names.lens, names.n, ttlMs, opts, out, s.err, errBufLen)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st != C.REDLOCK_STATUS_OK {
+		return nil, acquireError(ctx, st, s)
+	}
+	return newLock(out, resources[0], slices.Clone(resources), s), nil
+}
+
+// acquireError is the error of a failed acquisition: the library's, or for LockContext (ctx
+// non-nil) contextError's.
+func acquireError(ctx context.Context, st C.enum_redlock_status, s cScratch) error {
+	if ctx != nil {
+		return contextError(ctx, Status(st), C.GoString(s.err), time.Now())
+	}
+	return statusError(st, s.err)
+}
+
+// cNames is C memory holding the resource names of a redlock_acquire_many call, made for the
+// call in one allocation: n pointers (NULL for an empty name), n lengths, then the bytes.
+type cNames struct {
+	p    unsafe.Pointer
+	ptrs **C.uint8_t
+	lens *C.size_t
+	n    C.size_t
+}
+
+// newCNames copies names (1 to MaxResources of them, which every caller checks first) into C
+// memory.
+func newCNames(names []string) cNames {
+	n := len(names)
+	if n == 0 || n > MaxResources {
+		panic("redlock: internal error: a resource count out of range reached newCNames")
+	}
+	total := 0
+	for _, r := range names {
+		total += len(r)
+	}
+	const ptrSize, lenSize = unsafe.Sizeof((*C.uint8_t)(nil)), unsafe.Sizeof(C.size_t(0))
+	p := C.malloc(C.size_t(uintptr(n)*(ptrSize+lenSize) + uintptr(total))) // never nil (cgo aborts)
+	ptrs := unsafe.Slice((**C.uint8_t)(p), n)
+	lens := unsafe.Slice((*C.size_t)(unsafe.Add(p, uintptr(n)*ptrSize)), n)
+	data := unsafe.Add(p, uintptr(n)*(ptrSize+lenSize))
+	for i, r := range names {
+		lens[i], ptrs[i] = C.size_t(len(r)), nil
+		if len(r) > 0 {
+			copy(unsafe.Slice((*byte)(data), len(r)), r)
+			ptrs[i] = (*C.uint8_t)(data)
+			data = unsafe.Add(data, len(r))
+		}
+	}
+	return cNames{p: p, ptrs: &ptrs[0], lens: &lens[0], n: C.size_t(n)}
+}
+
+func (c cNames) free() { C.free(c.p) }
+
+// acquireCall makes an acquisition's C call, call, with the C options for o, under the
+// manager's read lock. ctx is LockContext's context, nil for the other methods. err is
+// ErrClosed when the manager is closed (or, with ctx, was closed during the call and
+// cancelled it).
+func (m *Manager) acquireCall(ctx context.Context, o *lockOptions, call acquireFunc) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.ptr == nil {
 		return nil, 0, ErrClosed
 	}
+	if ctx != nil {
+		return m.acquireCallContext(ctx, o, call)
+	}
 	opts, temp, err := m.acquireOpts(o)
 	if err != nil {
 		return nil, 0, err
 	}
-	st = C.redlock_acquire(m.ptr, s.res, s.n, ttlMs, opts, &out, s.err, errBufLen)
+	st = call(opts, &out)
 	if temp {
 		m.freeAcquireOpts(opts)
 	}
@@ -813,15 +988,10 @@ func (m *Manager) acquireCall(s cScratch, ttlMs C.uint32_t, o *lockOptions) (out
 	return out, st, nil
 }
 
-// acquireCallContext is the C call of LockContext: with options of its own that carry a
-// cancel handle, fired when ctx ends (context.AfterFunc) or by Close. err is ErrClosed when
-// the manager is closed, or was closed during the call and cancelled it.
-func (m *Manager) acquireCallContext(ctx context.Context, s cScratch, ttlMs C.uint32_t, o *lockOptions) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.ptr == nil {
-		return nil, 0, ErrClosed
-	}
+// acquireCallContext is acquireCall for LockContext (and LockManyContext): with options of
+// its own that carry a cancel handle, fired when ctx ends (context.AfterFunc) or by Close.
+// The caller holds m.mu's read lock, with m.ptr non-nil.
+func (m *Manager) acquireCallContext(ctx context.Context, o *lockOptions, call acquireFunc) (out *C.redlock_lease, st C.enum_redlock_status, err error) {
 	opts, err := m.newOwnedAcquireOpts(o)
 	if err != nil {
 		return nil, 0, err
@@ -868,7 +1038,7 @@ func (m *Manager) acquireCallContext(ctx context.Context, s cScratch, ttlMs C.ui
 		}
 	}()
 
-	st = C.redlock_acquire(m.ptr, s.res, s.n, ttlMs, opts, &out, s.err, errBufLen)
+	st = call(opts, &out)
 	runtime.KeepAlive(m)
 	if st == C.REDLOCK_STATUS_CANCELLED && ctx.Err() == nil {
 		// Only Close fires the handle besides ctx.
@@ -970,9 +1140,10 @@ func contextError(ctx context.Context, st Status, msg string, now time.Time) err
 // at least MinTTL). Hold a lock longer with auto-renewal.
 //
 // Options: NoWait and Wait set how long to try (the last one given counts); Fenced gives the
-// lock a fencing token (FencingToken); AutoRenew (with OnLost and MaxExtensions) starts
-// auto-renewal as soon as the lock is acquired. Without options this is a plain lock, taken
-// with the manager's retry policy. Options are checked before anything is sent.
+// lock a fencing token (FencingToken); WithOwner makes it reentrant, WithShared shared (a read
+// lock); AutoRenew (with OnLost and MaxExtensions) starts auto-renewal as soon as the lock is
+// acquired. Without options this is a plain lock, taken with the manager's retry policy.
+// Options are checked before anything is sent. AcquireMany takes several resources at once.
 //
 // The common option sets cost no allocation of C memory: the manager keeps the C options
 // (redlock_acquire_opts) it needs, made once, until Close.
@@ -1057,4 +1228,76 @@ func (m *Manager) LockContext(ctx context.Context, resource string, ttl time.Dur
 		return nil, invalidf("LockContext: nil context")
 	}
 	return m.acquire(ctx, "LockContext", resource, ttl, nil, opts)
+}
+
+// AcquireMany acquires every resource of resources for ttl, or none of them: one Lock for the
+// set, whose Unlock, Extend, Validity and auto-renewal act on every resource together
+// (Resources lists them, in the order given; Resource is the first). Each node sets every
+// resource's key or none, in one script, so callers naming overlapping sets in any order
+// never deadlock; the lock is held when a quorum of nodes granted all of them, and a failed
+// attempt takes its grants back from every node. A lock of any one of the resources (plain,
+// reentrant, shared, or of another set) excludes the set, and the set excludes it. It costs
+// one round trip per step, whatever the number of resources.
+//
+// Resources are named as for Acquire; there must be 1 to MaxResources of them, none named
+// twice. Without a wait option it retries as configured by WithRetry; NoWait makes it a
+// single attempt, and Wait(d) has it retry until d has passed. Waits for several resources
+// always poll, after random pauses of up to the retry delay (a release is announced for one
+// resource; WithNotify changes nothing here), and an exclusive locker that waits queues its
+// intent on each resource, as for one (see WithShared). AutoRenew, OnLost and MaxExtensions
+// work as with Acquire; Fenced, WithOwner and WithShared are ErrInvalidArgument: acquire
+// such locks one resource at a time.
+//
+// Errors: those of Acquire, and ErrInvalidArgument for no resources, more than MaxResources,
+// a resource named twice or longer than MaxResourceLen, or one of those options, before
+// anything is sent. The names are copied into C memory made and freed for the call.
+func (m *Manager) AcquireMany(resources []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquireMany(nil, "AcquireMany", resources, ttl, nil, opts)
+}
+
+// LockMany is AcquireMany, as Lock is Acquire: it acquires every resource of resources for
+// ttl, or none, retrying as configured by WithRetry unless a NoWait or Wait option says
+// otherwise. Arguments, options and errors are those of AcquireMany.
+func (m *Manager) LockMany(resources []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquireMany(nil, "LockMany", resources, ttl, nil, opts)
+}
+
+// TryLockMany makes one attempt to acquire every resource of resources for ttl, or none, with
+// no retry: AcquireMany with NoWait, as TryLock is for one resource. NoWait and Wait are
+// ErrInvalidArgument here; other arguments, options and errors are those of AcquireMany.
+func (m *Manager) TryLockMany(resources []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return m.acquireMany(nil, "TryLockMany", resources, ttl, &tryLockWait, opts)
+}
+
+// LockManyWait acquires every resource of resources for ttl, or none, retrying after random
+// pauses of up to the retry delay while any of them is held elsewhere, until wait has passed:
+// AcquireMany with Wait(wait), as LockWait is for one resource. wait must be in [0, MaxTTL]
+// (0: a single attempt). NoWait and Wait are ErrInvalidArgument here; other arguments,
+// options and errors are those of AcquireMany.
+func (m *Manager) LockManyWait(resources []string, ttl, wait time.Duration, opts ...LockOption) (*Lock, error) {
+	var w lockOptions
+	if ms, ok := millis(wait); ok {
+		w.setWait(ms)
+	} else {
+		w.err = invalidf("wait must be in [0, %v], got %v", MaxTTL, wait)
+	}
+	return m.acquireMany(nil, "LockManyWait", resources, ttl, &w, opts)
+}
+
+// LockManyContext acquires every resource of resources for ttl, or none, waiting while any of
+// them is held elsewhere until ctx ends, as LockContext does for one resource (but polling,
+// after random pauses of up to the retry delay, as every wait for several resources does).
+// Without a Wait or NoWait option it waits until ctx's deadline, or until ctx is cancelled.
+// A cancelled ctx ends the call at once (within one round trip if an attempt is under way)
+// and leaves no key behind on any node. Arguments and options are those of AcquireMany; a
+// nil ctx is ErrInvalidArgument. Errors: those of AcquireMany and of LockContext
+// (ErrCancelled, ErrNotAcquired matching context.DeadlineExceeded, ErrClosed).
+func (m *Manager) LockManyContext(ctx context.Context, resources []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		if m == nil {
+			return nil, nilReceiver("*Manager")
+		}
+		return nil, invalidf("LockManyContext: nil context")
+	}
+	return m.acquireMany(ctx, "LockManyContext", resources, ttl, nil, opts)
 }

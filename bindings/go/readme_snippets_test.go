@@ -24,6 +24,8 @@ import (
 var readmeSnippets = []any{
 	readmeQuickstart,
 	readmeAcquireOptions,
+	readmeShared,
+	readmeMany,
 	readmeNodeStates,
 	readmeMetrics,
 	readmeErrors,
@@ -66,6 +68,26 @@ func readmeAcquireOptions(m *redlock.Manager, done <-chan struct{}) error {
 	}
 	// every write to the protected store carries l.FencingToken(); the store refuses lower ones
 	return nil
+}
+
+func readmeShared(m *redlock.Manager) error {
+	r, err := m.LockWait("catalog", 10*time.Second, 5*time.Second, redlock.WithShared()) // beside other readers
+	if err != nil {
+		return err // ErrNotAcquired: a writer held it (or waited for it) for 5 s
+	}
+	defer r.Free()
+	// ... read the catalog: writers (m.Lock("catalog", …) without WithShared) wait until every reader unlocks
+	return r.Unlock()
+}
+
+func readmeMany(m *redlock.Manager) error {
+	l, err := m.LockManyWait([]string{"accounts:17", "accounts:4"}, 10*time.Second, 5*time.Second) // both or neither
+	if err != nil {
+		return err // ErrInvalidArgument: no resources, one named twice, more than redlock.MaxResources
+	}
+	defer l.Free()
+	log.Printf("holding %q until %v from now", l.Resources(), l.Validity())
+	return l.Unlock() // every key; l.Extend and auto-renewal act on the set too
 }
 
 func readmeNodeStates(m *redlock.Manager) error {
