@@ -242,7 +242,7 @@ def _key(
     if shared is not True and shared is not False:
         raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
     if shared and owner is not None:
-        raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=")
+        raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=, not both")
     own = None if owner is None else _owner(owner)
     return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own, shared)
 

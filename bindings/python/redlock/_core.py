@@ -2134,7 +2134,9 @@ class Redlock:
             if shared is not True:
                 raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
             if owner is not None:
-                raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=")
+                raise InvalidArgument(
+                    "a shared lock has no owner: pass shared=True or owner=, not both"
+                )
         if owner is not None:
             owner = _owner(owner)
         # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
