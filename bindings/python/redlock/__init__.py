@@ -26,6 +26,11 @@ Example::
         mgr.metrics()               # Prometheus text
         h = mgr.holders("job:9")    # who holds it: h.is_locked, h.holder (label, held_for_ms,
                                     # ttl_ms, id), h.nodes (per node: state, kind, id, label)
+        with mgr.lock("report:1", 5_000, shared=True) as lk:    # a read lock: many at once
+            lk.is_shared                                        # True
+        with mgr.acquire_many(["acct:1", "acct:2"], 5_000, wait_ms=2_000) as lk:
+            lk.resources                                        # [b"acct:1", b"acct:2"]: all
+                                                                # held, or none
 
     # A label names this process in every lock it takes (``holders`` shows it); the empty key
     # prefix shares redsync's and node-redlock's keys (the resource name itself) in a migration.
@@ -79,6 +84,7 @@ from ._ffi import (
     MAX_KEY_PREFIX_LEN,
     MAX_LABEL_LEN,
     MAX_RESOURCE_LEN,
+    MAX_RESOURCES,
     LibraryNotFoundError,
     library_path,
 )
@@ -148,6 +154,7 @@ __all__ = [
     "STATUS_EXCEPTIONS",
     "LibraryNotFoundError",
     "MAX_RESOURCE_LEN",
+    "MAX_RESOURCES",
     "MAX_TTL_MS",
     "MAX_LABEL_LEN",
     "MAX_KEY_PREFIX_LEN",

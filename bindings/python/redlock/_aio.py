@@ -1,5 +1,5 @@
-"""asyncio: :meth:`Redlock.alock` and :meth:`Redlock.aacquire`, :meth:`Lease.aunlock` and
-:meth:`Lease.aextend`.
+"""asyncio: :meth:`Redlock.alock` and :meth:`Redlock.aacquire`, :meth:`Redlock.alock_many` and
+:meth:`Redlock.aacquire_many`, :meth:`Lease.aunlock` and :meth:`Lease.aextend`.
 
 Every blocking library call runs on one of the binding's helper threads (``_core._hand_over``,
 the threads that already keep a main-thread wait interruptible), never on the event loop; the
@@ -34,9 +34,11 @@ from ._core import (
     Lease,
     Redlock,
     _Call,
+    _Many,
     _cancel_hold,
     _discard,
     _hand_over,
+    _many_key,
     _owner,
     _raise,
     _resource,
@@ -169,13 +171,18 @@ async def _abandon(call: _Call, fut: "asyncio.Future[None]") -> None:
 
 
 async def _acquire(
-    mgr: Redlock, res: bytes, ttl_ms: int, key: _core._OptsKey, cancel: Optional[Cancel]
+    mgr: Redlock,
+    res: bytes,
+    ttl_ms: int,
+    key: _core._OptsKey,
+    cancel: Optional[Cancel],
+    many: Optional[_Many] = None,
 ) -> Lease:
-    """``redlock_acquire`` on a helper thread, awaited; see the module's docstring for what a
-    cancellation does."""
+    """``redlock_acquire`` (with ``many``: ``redlock_acquire_many``) on a helper thread,
+    awaited; see the module's docstring for what a cancellation does."""
     ch, cp = _cancel_hold(cancel)
     try:
-        call = mgr._new_call(res, ttl_ms, key, ch, cp)
+        call = mgr._new_call(res, ttl_ms, key, ch, cp, many)
         loop, fut = _loop_future()
         call.done = _LoopEvent(loop, fut)
         try:
@@ -184,7 +191,7 @@ async def _acquire(
             await asyncio.shield(fut)
             st = call.status
             if st == 0:
-                return Lease(call.lease_h, res, key[1], mgr._node_count, key[2] is not None)
+                return mgr._lease(call.lease_h, res, key, many)
         except BaseException:
             await _abandon(call, fut)
             raise
@@ -208,6 +215,7 @@ def _key(
     notify: Any,
     cancel: Any,
     owner: Any,
+    shared: Any,
 ) -> Tuple[bytes, int, _core._OptsKey]:
     """The checks of :meth:`Redlock.acquire`, with the same exceptions (raised before anything
     is sent): ``(resource bytes, ttl_ms, options key)``."""
@@ -231,8 +239,12 @@ def _key(
         raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+    if shared is not True and shared is not False:
+        raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
+    if shared and owner is not None:
+        raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=, not both")
     own = None if owner is None else _owner(owner)
-    return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own)
+    return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own, shared)
 
 
 class AsyncLock:
@@ -241,13 +253,20 @@ class AsyncLock:
     unlocks and closes it when the block ends, each off the event loop. Entered once: call
     :meth:`Redlock.alock` again for another acquisition. Not constructed directly."""
 
-    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_lease", "_entered")
+    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_many", "_lease", "_entered")
 
     def __init__(
-        self, mgr: Redlock, res: bytes, ttl_ms: int, key: _core._OptsKey, cancel: Optional[Cancel]
+        self,
+        mgr: Redlock,
+        res: bytes,
+        ttl_ms: int,
+        key: _core._OptsKey,
+        cancel: Optional[Cancel],
+        many: Optional[_Many] = None,
     ) -> None:
         self._mgr = mgr
         self._res = res
+        self._many = many
         self._ttl = ttl_ms
         self._key = key
         self._cancel = cancel
@@ -258,7 +277,9 @@ class AsyncLock:
         if self._entered:
             raise RuntimeError("an alock(...) is entered once: call mgr.alock(...) again")
         self._entered = True
-        lease = await _acquire(self._mgr, self._res, self._ttl, self._key, self._cancel)
+        lease = await _acquire(
+            self._mgr, self._res, self._ttl, self._key, self._cancel, self._many
+        )
         self._lease = lease
         return lease
 
@@ -276,6 +297,8 @@ class AsyncLock:
 
     def __repr__(self) -> str:
         state = "held" if self._lease is not None else ("done" if self._entered else "new")
+        if self._many is not None:
+            return f"<redlock.AsyncLock resources={len(self._many.resources)} {state}>"
         return f"<redlock.AsyncLock resource={self._res!r} {state}>"
 
 
@@ -287,3 +310,13 @@ def alock(mgr: Redlock, *args: Any) -> AsyncLock:
 async def aacquire(mgr: Redlock, *args: Any) -> Lease:
     res, ttl, key = _key(*args)
     return await _acquire(mgr, res, ttl, key, args[8])
+
+
+def alock_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> AsyncLock:
+    many, ttl, key = _many_key(resources, ttl_ms, *args)
+    return AsyncLock(mgr, many.resources[0], ttl, key, args[-1], many)
+
+
+async def aacquire_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> Lease:
+    many, ttl, key = _many_key(resources, ttl_ms, *args)
+    return await _acquire(mgr, many.resources[0], ttl, key, args[-1], many)

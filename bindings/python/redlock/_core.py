@@ -208,6 +208,118 @@ def _resource(resource: object) -> bytes:
     raise TypeError(f"resource must be str or bytes, not {type(resource).__name__}")
 
 
+def _resource_list(resources: object) -> Tuple[bytes, ...]:
+    """The resources of an ``acquire_many`` call as bytes, in the caller's order: a list (or
+    any iterable but a single ``str``/``bytes``) of 1 to :data:`MAX_RESOURCES` names, each as
+    for :func:`_resource`, no two alike (a ``str`` and its UTF-8 bytes are alike). The length
+    of each name is checked by the library."""
+    if isinstance(resources, (str, bytes, bytearray)):
+        raise TypeError(
+            "resources must be a list of str or bytes, not a single "
+            f"{type(resources).__name__}: wrap it in a list"
+        )
+    try:
+        items = list(resources)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"resources must be a list of str or bytes, not {type(resources).__name__}"
+        ) from None
+    if not items:
+        raise InvalidArgument("resources must name at least one resource, got none")
+    if len(items) > _ffi.MAX_RESOURCES:
+        raise InvalidArgument(
+            f"{len(items)} resources; the limit is {_ffi.MAX_RESOURCES} per call"
+        )
+    names: List[bytes] = []
+    seen: Dict[bytes, int] = {}
+    for i, item in enumerate(items):
+        if type(item) is bytes:
+            name = item
+        elif isinstance(item, (str, bytes, bytearray)):
+            name = _resource(item)
+        else:
+            raise TypeError(
+                f"resources[{i}] must be str or bytes, not {type(item).__name__}"
+            )
+        first = seen.setdefault(name, i)
+        if first != i:
+            raise InvalidArgument(
+                f"resources[{i}] repeats resources[{first}] ({name!r}): name each resource once"
+            )
+        names.append(name)
+    return tuple(names)
+
+
+class _Many(NamedTuple):
+    """The resources of one ``redlock_acquire_many`` call, and the C arrays that pass them:
+    ``ptrs`` (``const uint8_t *const *``; the array keeps each ``bytes`` alive) and ``lens``
+    (``const size_t *``)."""
+
+    resources: Tuple[bytes, ...]
+    ptrs: Any
+    lens: Any
+
+
+def _many(resources: Tuple[bytes, ...]) -> _Many:
+    n = len(resources)
+    ptrs = (ctypes.c_char_p * n)(*resources)
+    lens = (ctypes.c_size_t * n)(*[len(r) for r in resources])
+    return _Many(resources, ptrs, lens)
+
+
+def _acquire_args(
+    m: Any, res: bytes, ttl_ms: int, opts: Any, lease_h: "_Handle", err: Any, many: Optional[_Many]
+) -> Tuple[Any, Tuple[Any, ...]]:
+    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``, or
+    ``redlock_acquire_many`` of ``many``'s resources. The error buffer is the last but one."""
+    if many is None:
+        return _c.redlock_acquire, (
+            m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
+        )  # fmt: skip
+    return _c.redlock_acquire_many, (
+        m, many.ptrs, many.lens, len(many.resources), ttl_ms, opts, _byref(lease_h._ptr), err,
+        _ffi.ERR_LEN,
+    )  # fmt: skip
+
+
+def _renewal(
+    auto_renew: object, max_hold_ms: object, max_extensions: object
+) -> Optional[Tuple[int, int]]:
+    """The ``renew`` part of an options key (``None``: no auto-renewal), with the checks of
+    :meth:`Redlock.acquire`."""
+    hold = _u32("max_hold_ms", 0 if max_hold_ms is None else max_hold_ms)
+    extensions = _u32("max_extensions", 0 if max_extensions is None else max_extensions)
+    if auto_renew is True:
+        return (hold, extensions)
+    if auto_renew is False:
+        if hold or extensions:
+            raise InvalidArgument("max_hold_ms and max_extensions apply only with auto_renew=True")
+        return None
+    raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
+
+
+def _many_key(
+    resources: object,
+    ttl_ms: object,
+    wait_ms: object,
+    auto_renew: object,
+    max_hold_ms: object,
+    max_extensions: object,
+    cancel: object,
+) -> Tuple[_Many, int, _OptsKey]:
+    """The checks of :meth:`Redlock.acquire_many` (raised before anything is sent):
+    ``(resources and their C arrays, ttl_ms, options key)``. The key is that of an exclusive,
+    unfenced acquisition without an owner (all the library allows for a set); ``notify`` is
+    ``True``, as a set's waits poll whatever it says."""
+    names = _resource_list(resources)
+    ttl = _ttl("ttl_ms", ttl_ms)
+    wait = None if wait_ms is None else _u32("wait_ms", wait_ms)
+    renew = _renewal(auto_renew, max_hold_ms, max_extensions)
+    if cancel is not None and not isinstance(cancel, Cancel):
+        raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+    return _many(names), ttl, (wait, False, renew, True, None, False)
+
+
 def _owner(owner: object) -> bytes:
     """An owner id as bytes, like a resource name; its length is checked by the library."""
     if isinstance(owner, str):
@@ -392,26 +504,27 @@ def _close_dropped_lease(handle: _Handle) -> None:
 
 # ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
 
-#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner)``, with
+#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared)``, with
 #: ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
 #: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
-#: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), and
-#: ``owner`` the reentrant lock's owner id (``None``: not reentrant). Options with an owner
-#: are never cached (owners are often per request).
-_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes]]
+#: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), ``owner``
+#: the reentrant lock's owner id (``None``: not reentrant), and ``shared`` whether the lock
+#: is shared (a read lock). Options with an owner are never cached (owners are often per
+#: request).
+_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool]
 
 
 def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
     """A new ``redlock_acquire_opts`` set to ``key`` (and cancellable through the C handle
     ``cancel``, if given); the caller owns (and frees) it."""
-    wait_ms, fenced, renew, notify, owner = key
+    wait_ms, fenced, renew, notify, owner, shared = key
     c = _c
     opts = c.redlock_acquire_opts_new()
     if not opts:
         raise MemoryError("redlock_acquire_opts_new returned NULL")
     try:
         # The defaults are the manager's retry policy, no fencing token, no renewal, waits
-        # woken by releases, no cancel handle.
+        # woken by releases, an exclusive lock, no cancel handle.
         if wait_ms is not None:
             _check_status(c.redlock_acquire_opts_set_wait_ms(opts, wait_ms))
         if fenced:
@@ -422,6 +535,8 @@ def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
             _check_status(c.redlock_acquire_opts_set_notify(opts, False))
         if owner is not None:
             _check_status(c.redlock_acquire_opts_set_owner(opts, owner, len(owner)))
+        if shared:
+            _check_status(c.redlock_acquire_opts_set_shared(opts, True))
         if cancel is not None:
             _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
     except BaseException:
@@ -470,8 +585,9 @@ _REASONS = {r.value: r for r in QuarantineReason}
 
 
 class Lease:
-    """A held lock, returned by :meth:`Redlock.acquire`, :meth:`Redlock.lock` and
-    :meth:`Redlock.try_lock`.
+    """A held lock, returned by :meth:`Redlock.acquire`, :meth:`Redlock.lock`,
+    :meth:`Redlock.try_lock` and :meth:`Redlock.acquire_many` (one lease for the whole set:
+    :meth:`unlock`, :meth:`extend` and auto-renewal act on every resource of it).
 
     Use it as a context manager (``with mgr.lock(...) as lk:``) to unlock when the block ends,
     or call :meth:`unlock` and then :meth:`close` yourself.
@@ -485,8 +601,8 @@ class Lease:
     is done at its end.
 
     Facts recorded at acquisition (:attr:`token`, :attr:`value`, :attr:`resource`,
-    :attr:`fencing_token`, :attr:`node_outcomes`, :attr:`granted`) stay readable after
-    :meth:`close`; everything that
+    :attr:`resources`, :attr:`is_shared`, :attr:`fencing_token`, :attr:`node_outcomes`,
+    :attr:`granted`) stay readable after :meth:`close`; everything that
     needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
     :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
     :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
@@ -504,6 +620,8 @@ class Lease:
         "_token",
         "_value",
         "_resource",
+        "_resources",
+        "_shared",
         "_outcomes",
         "_granted",
         "_fencing",
@@ -514,7 +632,14 @@ class Lease:
     )
 
     def __init__(
-        self, handle: _Handle, resource: bytes, fenced: bool, node_count: int, renewing: bool
+        self,
+        handle: _Handle,
+        resource: bytes,
+        fenced: bool,
+        node_count: int,
+        renewing: bool,
+        shared: bool = False,
+        resources: Optional[Tuple[bytes, ...]] = None,
     ) -> None:
         # Runs right after the acquisition returns, while the library still takes in the late
         # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
@@ -531,6 +656,10 @@ class Lease:
         self._renew_gen = next(_generations) if renewing else 0
         self._watch: Optional[_Watch] = None
         self._resource = resource
+        # ``None`` for one resource (``[resource]``); the caller's tuple for ``acquire_many``
+        # (the library keeps them in that order: ``redlock_lease_resource_at``).
+        self._resources = resources
+        self._shared = shared
         self._token: Any = c.redlock_lease_token(ptr)  # bytes until read
         self._value: Any = c.redlock_lease_value(ptr)  # bytes until read
         arr = (_ffi.node_outcome_t * node_count)()
@@ -570,8 +699,22 @@ class Lease:
 
     @property
     def resource(self) -> bytes:
-        """The resource name as bytes (a ``str`` resource is its UTF-8 encoding)."""
+        """The resource name as bytes (a ``str`` resource is its UTF-8 encoding); the first
+        one for a lease of :meth:`Redlock.acquire_many`."""
         return self._resource
+
+    @property
+    def resources(self) -> List[bytes]:
+        """Every resource the lease holds, as bytes: ``[resource]``, or the resources given to
+        :meth:`Redlock.acquire_many`, in that order (a new list on each read)."""
+        many = self._resources
+        return [self._resource] if many is None else list(many)
+
+    @property
+    def is_shared(self) -> bool:
+        """True for a shared (read) lock, taken with ``shared=True``; False for an exclusive
+        one."""
+        return self._shared
 
     @property
     def fencing_token(self) -> Optional[int]:
@@ -908,7 +1051,15 @@ class Lease:
     def __repr__(self) -> str:
         state = "closed" if self._handle.closed else "open"
         fence = "" if self._fencing is None else f" fencing_token={self._fencing}"
-        return f"<redlock.Lease resource={self._resource!r}{fence} {state}>"
+        many = self._resources
+        if many is None:
+            what = f"resource={self._resource!r}"
+        elif len(many) <= 4:
+            what = f"resources={list(many)!r}"
+        else:
+            what = f"resources=[{many[0]!r}, {many[1]!r}, ... ({len(many)} in all)]"
+        shared = " shared" if self._shared else ""
+        return f"<redlock.Lease {what}{shared}{fence} {state}>"
 
 
 def _watch_lost(
@@ -1093,8 +1244,9 @@ def _wait_out(done: threading.Event, limit_s: float) -> None:
 
 
 class _Call:
-    """One ``redlock_acquire`` run on a helper thread (see :func:`_hand_over`) for a caller on
-    the main thread, which must stay interruptible: a ctypes call holds its thread in C, where
+    """One ``redlock_acquire`` (or ``redlock_acquire_many``: ``fn``) run on a helper thread
+    (see :func:`_hand_over`) for a caller on the main thread, which must stay interruptible: a
+    ctypes call holds its thread in C, where
     Python cannot run a signal handler, so a Ctrl-C during a wait in the main thread itself
     would be seen only when the wait ended. The caller waits for ``done`` in short slices
     instead, and when an exception arrives meanwhile it fires the call's cancel handle, which
@@ -1116,11 +1268,17 @@ class _Call:
     in the calling thread (not even a second Ctrl-C during the clean-up) frees memory under
     it."""
 
-    __slots__ = ("gate", "done", "status", "err", "lease_h", "args", "manager", "opts",
+    __slots__ = ("gate", "done", "status", "err", "lease_h", "fn", "args", "manager", "opts",
                  "cancel", "cancel_ptr")  # fmt: skip
 
     def __init__(
-        self, manager: _Handle, opts: Any, cancel: _Handle, lease_h: _Handle, args: Tuple[Any, ...]
+        self,
+        manager: _Handle,
+        opts: Any,
+        cancel: _Handle,
+        lease_h: _Handle,
+        args: Tuple[Any, ...],
+        fn: Any = None,
     ) -> None:
         # The caller has acquired ``manager`` and ``cancel`` (and keeps its own hold on
         # ``cancel`` until it returns); this call owns the manager's hold, ``opts`` and the
@@ -1130,6 +1288,7 @@ class _Call:
         self.status: Any = None
         self.err = args[-2]
         self.lease_h = lease_h
+        self.fn = _c.redlock_acquire if fn is None else fn
         self.args = args
         self.manager = manager
         self.opts = opts
@@ -1153,7 +1312,7 @@ class _Call:
             return  # the caller gave up first and cleaned up
         try:
             try:
-                st = _c.redlock_acquire(*self.args)
+                st = self.fn(*self.args)
             except BaseException as e:  # noqa: BLE001 - not expected; handed to the caller
                 st = e
             self.status = st
@@ -1517,6 +1676,7 @@ class Redlock:
         notify: bool = True,
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
+        shared: bool = False,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
         :meth:`lock` and :meth:`try_lock` are this with fixed options.
@@ -1563,6 +1723,16 @@ class Redlock:
                 it is the same owner (a restarted worker reclaims its job's lock at once;
                 never share an owner id between workers). With ``fenced``, every lease of one
                 tenure carries the same token. ``None`` (the default): not reentrant.
+            shared: ``True`` takes a **shared** (read) lock, as ``flock(LOCK_SH)``: any number
+                of shared holders hold ``resource`` together, while an exclusive lock of it
+                (plain, fenced or reentrant, and :meth:`acquire_many` of a set naming it)
+                excludes them all and is excluded by them. A waiting exclusive locker is not
+                starved: once refused by shared holders it queues an intent, and new shared
+                acquisitions wait behind it while the holders already in finish. Extension,
+                auto-renewal, fencing and waiting work as for an exclusive lock;
+                :attr:`Lease.is_shared` is true. A shared lock has no owner: ``shared=True``
+                with ``owner`` is an :class:`InvalidArgument`. ``False`` (the default):
+                exclusive.
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
                 round trip to the nodes per acquisition.
@@ -1598,11 +1768,12 @@ class Redlock:
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
-                included), ``wait_ms`` or a renewal bound out of range, or a bound without
-                ``auto_renew``. Nothing is sent.
+                included), ``wait_ms`` or a renewal bound out of range, a bound without
+                ``auto_renew``, or ``shared=True`` with an ``owner``. Nothing is sent.
             TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms`` and
-                ``max_extensions`` are ``int``; ``fenced``, ``auto_renew`` and ``notify`` are
-                ``bool``; ``cancel`` is a :class:`Cancel` or ``None``). Nothing is sent.
+                ``max_extensions`` are ``int``; ``fenced``, ``auto_renew``, ``notify`` and
+                ``shared`` are ``bool``; ``cancel`` is a :class:`Cancel` or ``None``).
+                Nothing is sent.
             Internal: the renewal thread could not be started (the lock was released).
             HandleClosed: the manager was closed.
         """
@@ -1632,7 +1803,9 @@ class Redlock:
             raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, renew, notify, cancel, owner)
+        return self._acquire(
+            resource, ttl_ms, wait_ms, fenced, renew, notify, cancel, owner, shared
+        )
 
     def lock(
         self,
@@ -1644,6 +1817,7 @@ class Redlock:
         notify: bool = True,
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
+        shared: bool = False,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
         auto-renewal.
@@ -1670,6 +1844,7 @@ class Redlock:
             cancel: a :class:`Cancel` handle that ends the acquisition with
                 :class:`Cancelled` when fired, as for :meth:`acquire`.
             owner: an owner id that makes the lock reentrant, as for :meth:`acquire`.
+            shared: ``True`` for a shared (read) lock, as for :meth:`acquire`.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -1684,7 +1859,7 @@ class Redlock:
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
-                included) or ``wait_ms`` out of range.
+                included) or ``wait_ms`` out of range, or ``shared=True`` with an ``owner``.
             TypeError: an argument of the wrong type.
             HandleClosed: the manager was closed.
         """
@@ -1694,7 +1869,9 @@ class Redlock:
             raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, wait_ms, fenced, None, notify, cancel, owner)
+        return self._acquire(
+            resource, ttl_ms, wait_ms, fenced, None, notify, cancel, owner, shared
+        )
 
     def try_lock(
         self,
@@ -1704,13 +1881,14 @@ class Redlock:
         fenced: bool = False,
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
+        shared: bool = False,
     ) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
-        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel`` and
-        ``owner`` included), result and exceptions as :meth:`lock`."""
+        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel``, ``owner``
+        and ``shared`` included), result and exceptions as :meth:`lock`."""
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel, owner)
+        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel, owner, shared)
 
     def alock(
         self,
@@ -1725,6 +1903,7 @@ class Redlock:
         notify: bool = True,
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
+        shared: bool = False,
     ) -> "AsyncLock":
         """The lock as an asynchronous context manager, for asyncio programs::
 
@@ -1732,7 +1911,8 @@ class Redlock:
                 ...   # held; unlocked (and the lease closed) when the block ends
 
         Entering it acquires ``resource`` as :meth:`acquire` does, with the same arguments
-        (those of :meth:`lock`, plus ``auto_renew``, ``max_hold_ms`` and ``max_extensions``),
+        (those of :meth:`lock`, plus ``auto_renew``, ``max_hold_ms`` and ``max_extensions``;
+        ``shared=True`` for a shared lock),
         and gives the :class:`Lease`; leaving it unlocks and closes the lease as a ``with``
         block does (an unlock failure is raised, or added as a note to the exception leaving
         the block). Both run on a helper thread of this binding, never on the event loop,
@@ -1757,7 +1937,7 @@ class Redlock:
 
         return _aio.alock(
             self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
-            notify, cancel, owner,
+            notify, cancel, owner, shared,
         )  # fmt: skip
 
     async def aacquire(
@@ -1773,6 +1953,7 @@ class Redlock:
         notify: bool = True,
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
+        shared: bool = False,
     ) -> Lease:
         """:meth:`acquire` for asyncio code: the acquisition runs on a helper thread, never on
         the event loop, and a cancellation of the awaiting task ends it as for :meth:`alock`
@@ -1783,8 +1964,148 @@ class Redlock:
 
         return await _aio.aacquire(
             self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
-            notify, cancel, owner,
+            notify, cancel, owner, shared,
         )  # fmt: skip
+
+    def acquire_many(
+        self,
+        resources: Iterable[Resource],
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
+        """Acquires **every** resource of ``resources`` for ``ttl_ms`` milliseconds, or none
+        (``redlock_acquire_many``): one :class:`Lease` for the whole set, whose
+        :meth:`~Lease.unlock`, :meth:`~Lease.extend`, validity and auto-renewal act on every
+        resource, and whose :attr:`~Lease.resources` lists them.
+
+        Each node sets every resource's key or none, in one script, so callers that name
+        overlapping sets in any order never deadlock; the set is held when a quorum of nodes
+        granted all of it, and a failed attempt takes its grants back everywhere (no key of
+        the set is left). A plain or shared lock of any one of the resources excludes the
+        set, and the other way round. One round trip per step, whatever the count.
+
+        Use it in a ``with`` block, as a lease of :meth:`acquire`::
+
+            with mgr.acquire_many(["account:1", "account:2"], 5_000, wait_ms=2_000) as lk:
+                ...   # both held; both unlocked when the block ends
+
+        Args:
+            resources: a list (or any iterable but a single ``str``/``bytes``) of 1 to
+                :data:`redlock.MAX_RESOURCES` (1000) resources, each as for :meth:`acquire`
+                (``str``, UTF-8 encoded, or ``bytes``; 1 to 1024 bytes), no two alike.
+            ttl_ms: as for :meth:`acquire`.
+            wait_ms: how long to keep trying while some resource is held elsewhere: ``None``
+                (the default) the manager's retry policy, ``0`` one attempt, ``> 0`` attempts
+                after random pauses of up to ``retry_delay_ms`` until ``wait_ms`` ms have
+                passed (a set's waits poll: a release announces one resource only).
+            auto_renew, max_hold_ms, max_extensions: auto-renewal of the whole set from the
+                grant on, as for :meth:`acquire`.
+            cancel: a :class:`Cancel` handle, as for :meth:`acquire`.
+
+        There is no ``fenced``, ``owner`` or ``shared``: the library takes a set exclusively,
+        without a fencing token; acquire such resources one at a time. A Ctrl-C on the main
+        thread interrupts a wait as for :meth:`acquire`, leaving no key behind.
+
+        Returns:
+            A :class:`Lease` over the set (:attr:`~Lease.resource` is the first resource).
+
+        Raises:
+            NotAcquired: some resource was held elsewhere (on every attempt); no key of the
+                set is left behind.
+            Cancelled, Unavailable, AuthFailed, Internal, HandleClosed: as for
+                :meth:`acquire`.
+            InvalidArgument: no resources, more than :data:`redlock.MAX_RESOURCES`, a
+                resource named twice, an empty or oversized resource, or a TTL, ``wait_ms`` or
+                renewal bound out of range. Nothing is sent.
+            TypeError: ``resources`` is a single ``str``/``bytes`` or not iterable, an item is
+                not ``str`` or ``bytes``, or another argument has the wrong type. Nothing is
+                sent.
+        """
+        many, ttl, key = _many_key(
+            resources, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_extensions, cancel
+        )
+        return self._acquire_many(many, ttl, key, cancel)
+
+    def alock_many(
+        self,
+        resources: Iterable[Resource],
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        cancel: Optional[Cancel] = None,
+    ) -> "AsyncLock":
+        """:meth:`alock` for a set of resources: ``async with mgr.alock_many([...], ttl_ms)
+        as lease:`` acquires every resource or none as :meth:`acquire_many` does (same
+        arguments, checked here: nothing is sent on an error), off the event loop, and
+        unlocks and closes the lease when the block ends. A cancellation of the waiting task
+        leaves no key behind, as for :meth:`alock`."""
+        from . import _aio
+
+        return _aio.alock_many(
+            self, resources, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_extensions, cancel
+        )
+
+    async def aacquire_many(
+        self,
+        resources: Iterable[Resource],
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
+        """:meth:`acquire_many` for asyncio code, off the event loop and cancellable as
+        :meth:`aacquire`. Same arguments, result and exceptions as :meth:`acquire_many`."""
+        from . import _aio
+
+        return await _aio.aacquire_many(
+            self, resources, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_extensions, cancel
+        )
+
+    def _acquire_many(
+        self, many: _Many, ttl_ms: int, key: _OptsKey, cancel: Optional[Cancel]
+    ) -> Lease:
+        # As ``_acquire`` (its comments apply), with ``redlock_acquire_many``.
+        res = many.resources[0]
+        waits = (
+            key[0] != 0
+            and (key[0] is not None or self._retry_pauses)
+            and threading.get_ident() == _Process.main_ident
+        )
+        if waits or cancel is not None:
+            return self._acquire_cancellable(res, ttl_ms, key, cancel, waits, many)
+        c = _c
+        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
+        err = _err_buf()
+        temp = None
+        h = self._handle
+        m = h.acquire()
+        try:
+            opts = self._opts.get(key)
+            if opts is None:
+                opts, temp = self._opts_miss(key)
+            st = c.redlock_acquire_many(
+                m, many.ptrs, many.lens, len(many.resources), ttl_ms, opts,
+                _byref(lease_h._ptr), err, _ffi.ERR_LEN,
+            )  # fmt: skip
+        finally:
+            h.release()
+            if temp is not None:
+                c.redlock_acquire_opts_free(temp)
+        if st:
+            lease_h._freed = True  # nothing was written: nothing to free
+            _raise(st, err)
+        return self._lease(lease_h, res, key, many)
 
     def _acquire(
         self,
@@ -1796,6 +2117,7 @@ class Redlock:
         notify: bool = True,
         cancel: Optional[Cancel] = None,
         owner: Any = None,
+        shared: Any = False,
     ) -> Lease:
         # The hot path (``wait_ms``, ``renew``, ``notify`` and ``cancel`` are checked by the
         # callers): cheap exact-type checks first, the full ones only to report an error; one
@@ -1808,10 +2130,17 @@ class Redlock:
             ttl_ms = _ttl("ttl_ms", ttl_ms)
         if fenced is not True and fenced is not False:
             raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
+        if shared is not False:
+            if shared is not True:
+                raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
+            if owner is not None:
+                raise InvalidArgument(
+                    "a shared lock has no owner: pass shared=True or owner=, not both"
+                )
         if owner is not None:
             owner = _owner(owner)
         # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
-        key = (wait_ms, fenced, renew, notify or not wait_ms, owner)
+        key = (wait_ms, fenced, renew, notify or not wait_ms, owner, shared)
         # A call that may wait, on the main thread (the only one where Python delivers a
         # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
         waits = (
@@ -1820,7 +2149,7 @@ class Redlock:
             and threading.get_ident() == _Process.main_ident
         )
         if waits or cancel is not None:
-            return self._acquire_cancellable(res, ttl_ms, key, cancel, waits)
+            return self._acquire_cancellable(res, ttl_ms, key, cancel, waits, None)
         c = _c
         # The lease's owner exists before the call and the library writes the new lease's
         # pointer straight into it: from that moment the pointer is freed exactly once,
@@ -1846,20 +2175,34 @@ class Redlock:
         if st:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
-        return Lease(lease_h, res, fenced, self._node_count, renew is not None)
+        return Lease(lease_h, res, fenced, self._node_count, renew is not None, shared)
+
+    def _lease(self, lease_h: _Handle, res: bytes, key: _OptsKey, many: Optional[_Many]) -> Lease:
+        """The :class:`Lease` of a granted acquisition made with the options ``key``."""
+        return Lease(
+            lease_h, res, key[1], self._node_count, key[2] is not None, key[5],
+            None if many is None else many.resources,
+        )  # fmt: skip
 
     def _acquire_cancellable(
-        self, res: bytes, ttl_ms: int, key: _OptsKey, cancel: Optional[Cancel], waits: bool
+        self,
+        res: bytes,
+        ttl_ms: int,
+        key: _OptsKey,
+        cancel: Optional[Cancel],
+        waits: bool,
+        many: Optional[_Many],
     ) -> Lease:
         """An acquisition with a cancel handle: the caller's, or one of its own when the call
         ``waits`` on the main thread. Its options object is made for this call (a handle
-        belongs to one call, while the cached objects are shared) and freed after it."""
+        belongs to one call, while the cached objects are shared) and freed after it. With
+        ``many``, of all its resources (``redlock_acquire_many``; ``res`` is the first)."""
         c = _c
         ch, cp = _cancel_hold(cancel)
         try:
             if waits:
-                call = self._new_call(res, ttl_ms, key, ch, cp)
-                return self._acquire_on_helper(res, key, call)
+                call = self._new_call(res, ttl_ms, key, ch, cp, many)
+                return self._acquire_on_helper(res, key, call, many)
             lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
             h = self._handle
             m = h.acquire()
@@ -1870,9 +2213,8 @@ class Redlock:
                 raise
             err = _err_buf()
             try:
-                st = c.redlock_acquire(
-                    m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
-                )
+                fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, many)
+                st = fn(*args)
             finally:
                 h.release()
                 c.redlock_acquire_opts_free(opts)
@@ -1881,14 +2223,23 @@ class Redlock:
         if st:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
-        return Lease(lease_h, res, key[1], self._node_count, key[2] is not None)
+        return self._lease(lease_h, res, key, many)
 
-    def _new_call(self, res: bytes, ttl_ms: int, key: _OptsKey, ch: _Handle, cp: Any) -> _Call:
-        """A :class:`_Call` of ``redlock_acquire`` for a helper thread, carrying the cancel
-        handle ``ch`` (acquired by the caller as ``cp``, see :func:`_cancel_hold`), with an
-        options object of its own; the call owns a hold on the manager and the options
-        until it is released (:meth:`_Call.release`). Shared by the Ctrl-C path
-        (:meth:`_acquire_on_helper`) and the asyncio one (``redlock._aio``)."""
+    def _new_call(
+        self,
+        res: bytes,
+        ttl_ms: int,
+        key: _OptsKey,
+        ch: _Handle,
+        cp: Any,
+        many: Optional[_Many] = None,
+    ) -> _Call:
+        """A :class:`_Call` of ``redlock_acquire`` (with ``many``: ``redlock_acquire_many``)
+        for a helper thread, carrying the cancel handle ``ch`` (acquired by the caller as
+        ``cp``, see :func:`_cancel_hold`), with an options object of its own; the call owns a
+        hold on the manager and the options until it is released (:meth:`_Call.release`).
+        Shared by the Ctrl-C path (:meth:`_acquire_on_helper`) and the asyncio one
+        (``redlock._aio``)."""
         lease_h = _Handle(_ffi.LeasePtr(), _c.redlock_lease_free, "lease")
         h = self._handle
         m = h.acquire()
@@ -1899,15 +2250,16 @@ class Redlock:
             raise
         try:
             err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
-            args = (m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err,
-                    _ffi.ERR_LEN)  # fmt: skip
-            return _Call(h, opts, ch, lease_h, args)  # owns h's hold and opts now
+            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, many)
+            return _Call(h, opts, ch, lease_h, args, fn)  # owns h's hold and opts now
         except BaseException:
             h.release()
             _c.redlock_acquire_opts_free(opts)
             raise
 
-    def _acquire_on_helper(self, res: bytes, key: _OptsKey, call: _Call) -> Lease:
+    def _acquire_on_helper(
+        self, res: bytes, key: _OptsKey, call: _Call, many: Optional[_Many] = None
+    ) -> Lease:
         """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
         (any exception a signal handler raises) is seen at once: it then cancels the call,
         makes sure no key is left (a lease granted all the same is unlocked and freed), and
@@ -1919,7 +2271,7 @@ class Redlock:
                 pass
             st = call.status
             if st == 0:
-                return Lease(call.lease_h, res, key[1], self._node_count, key[2] is not None)
+                return self._lease(call.lease_h, res, key, many)
         except BaseException:
             call.abandon()
             raise

@@ -66,6 +66,9 @@ UINT32_MAX = 2**32 - 1
 #: ``REDLOCK_MAX_RESOURCE_LEN``.
 MAX_RESOURCE_LEN = 1024
 
+#: ``REDLOCK_MAX_RESOURCES``: the most resources one ``redlock_acquire_many`` call may name.
+MAX_RESOURCES = 1000
+
 #: ``REDLOCK_MAX_LABEL_LEN``: the longest holder label, in bytes.
 MAX_LABEL_LEN = 256
 
@@ -133,6 +136,9 @@ quarantine_reason_t = c_int
 err_buf_t = POINTER(c_char)
 #: ``const uint8_t *resource`` (passed as ``bytes``; the length is passed separately).
 resource_t = c_char_p
+#: ``const uint8_t *const *resources`` of ``redlock_acquire_many``: an array of ``c_char_p``
+#: (``(c_char_p * n)(*names)``), each entry's length in the ``const size_t *`` beside it.
+resources_t = POINTER(c_char_p)
 #: ``redlock_lost_fn``: ``void (*)(struct redlock_lease *, void *)``. Declared for the table's
 #: completeness; the binding always passes NULL (see ``Lease.auto_renew``: Python code never
 #: runs on the library's renewal thread).
@@ -151,12 +157,27 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_acquire_opts_set_owner": (status_t, (AcquireOptsPtr, resource_t, c_size_t)),
     "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
+    "redlock_acquire_opts_set_shared": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_auto_renew": (status_t, (AcquireOptsPtr, c_uint32, c_uint32)),
     "redlock_acquire": (
         status_t,
         (
             ManagerPtr,
             resource_t,
+            c_size_t,
+            c_uint32,
+            AcquireOptsPtr,
+            POINTER(LeasePtr),
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
+    "redlock_acquire_many": (
+        status_t,
+        (
+            ManagerPtr,
+            resources_t,
+            POINTER(c_size_t),
             c_size_t,
             c_uint32,
             AcquireOptsPtr,
@@ -251,6 +272,9 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_lease_token": (c_char_p, (LeasePtr,)),
     "redlock_lease_value": (c_char_p, (LeasePtr,)),
     "redlock_lease_resource": (POINTER(c_uint8), (LeasePtr, POINTER(c_size_t))),
+    "redlock_lease_resource_count": (c_size_t, (LeasePtr,)),
+    "redlock_lease_resource_at": (POINTER(c_uint8), (LeasePtr, c_size_t, POINTER(c_size_t))),
+    "redlock_lease_is_shared": (c_bool, (LeasePtr,)),
     "redlock_lease_node_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_granted": (c_size_t, (LeasePtr,)),
     "redlock_lease_node_outcomes": (c_size_t, (LeasePtr, POINTER(node_outcome_t), c_size_t)),

@@ -39,6 +39,10 @@ class HolderKind(enum.IntEnum):
     #: id is the value if it is a string (empty otherwise). It still excludes this library's
     #: locks on that node.
     OTHER = 3
+    #: Shared (read) locks of this library (``shared=True``): one key holding every shared
+    #: holder's hold. Its id is empty (``b""``) and it has no label; ``held_for_ms`` counts from
+    #: when the first of the overlapping holders took it.
+    SHARED = 4
 
 
 class Holder(NamedTuple):
@@ -49,7 +53,8 @@ class Holder(NamedTuple):
     kind: HolderKind
     #: The holder's identity, as stored: a plain lock's whole value (equal to
     #: ``lease.value.encode()`` of the :class:`~redlock.Lease` that holds it, the same on every
-    #: node), a reentrant lock's owner id, another string key's value.
+    #: node), a reentrant lock's owner id, another string key's value; ``b""`` for shared
+    #: locks.
     id: bytes
     #: A person-readable name: the ``label`` of the manager that took a plain lock, the owner
     #: id of a reentrant one (decoded as UTF-8, invalid bytes replaced); ``None`` when there is

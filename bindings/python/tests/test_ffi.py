@@ -73,6 +73,8 @@ ACCEPTED = {
     "const char *": (c_char_p,),
     "char *": (POINTER(c_char),),
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),
+    "const uint8_t *const *": (POINTER(c_char_p),),
+    "const size_t *": (POINTER(c_size_t),),
     "uint8_t *": (POINTER(c_uint8),),
     "enum redlock_status": (c_int,),
     "enum redlock_quarantine_reason": (c_int,),
@@ -183,7 +185,7 @@ def test_quarantine_reason_enum_matches_header():
 def test_hold_state_and_holder_kind_enums_match_header():
     states = _header_enum("REDLOCK_HOLD_")
     kinds = _header_enum("REDLOCK_HOLDER_")
-    assert len(states) == 3 and len(kinds) == 4
+    assert len(states) == 3 and len(kinds) == 5
     assert {s.name: s.value for s in redlock.HoldState} == states
     assert {k.name: k.value for k in redlock.HolderKind} == kinds
 
@@ -258,6 +260,8 @@ def test_constants_match_header():
     m = re.search(r"#define REDLOCK_MAX_RESOURCE_LEN (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_RESOURCE_LEN
     assert "#define REDLOCK_MAX_TTL_MS UINT32_MAX" in text
+    m = re.search(r"#define REDLOCK_MAX_RESOURCES (\d+)", text)
+    assert m and int(m.group(1)) == redlock.MAX_RESOURCES == _ffi.MAX_RESOURCES == 1000
     for name, value in (
         ("LABEL", redlock.MAX_LABEL_LEN),
         ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN),

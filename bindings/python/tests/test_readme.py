@@ -166,10 +166,28 @@ def check_holders(out: str, env: Dict[str, Any], c: Cluster) -> None:
     assert sum(n.group(2) == "HELD LOCK" for n in nodes) >= 2, out
 
 
+def check_shared(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    assert out.splitlines() == [
+        "True", "SHARED", "readers hold it", "writer in, shared: False"
+    ], out  # fmt: skip
+    # Each unlocked (then closed) by the timer's thread, which may still be closing the last.
+    wait_until(lambda: all(lk.closed for lk in env["readers"]), what="the readers closed")
+    assert env["writer"].closed and env["mgr"].closed
+
+
+def check_many(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    assert out.splitlines() == [
+        "holding ['account:1', 'account:2']", "busy; account:1 was not kept either", "False"
+    ], out  # fmt: skip
+    assert env["mgr"].closed
+
+
 CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Quickstart": check_quickstart,
     "Waiting, cancelling and Ctrl-C": check_waiting,
     "asyncio": check_asyncio,
+    "Shared (read) locks": check_shared,
+    "Several resources at once": check_many,
     "Restart quarantine": check_quarantine,
     "Metrics": check_metrics,
     "Who holds a lock": check_holders,
@@ -194,7 +212,7 @@ def test_every_python_block_is_run():
         f"at the start of a line, opened with exactly ```python: {fences}"
     )
     ids = [b.id for b in blocks]
-    assert len(ids) >= 6, ids
+    assert len(ids) >= 8, ids
     assert set(ids) == set(CHECKS), (
         f"blocks without a check: {sorted(set(ids) - set(CHECKS))}; "
         f"checks without a block: {sorted(set(CHECKS) - set(ids))}"
