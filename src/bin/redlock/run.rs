@@ -67,8 +67,8 @@ environment: an option left off the command line is read from the [VARIABLE] sho
 it (the command line wins; an empty variable counts as unset; a bad value is an error that
 names the variable). Never read from the environment: the resource (CMD's environment has
 REDLOCK_RESOURCE, and a `redlock run` inside CMD must not take the outer lock's name by
-accident), --fenced, --shared, --no-quarantine (a safety check is dropped only where it is written)
-and --metrics-listen (a nested run would fight over the port).
+accident), --fenced, --shared, --no-quarantine (a safety check is dropped only where it is
+written) and --metrics-listen (a nested run would fight over the port).
 
 CMD's environment also has REDLOCK_RESOURCE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (the
 validity left when CMD started), with --fenced REDLOCK_FENCING_TOKEN, and with
