@@ -2084,27 +2084,13 @@ class Redlock:
         )
         if waits or cancel is not None:
             return self._acquire_cancellable(res, ttl_ms, key, cancel, waits, many)
-        c = _c
-        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
-        err = _err_buf()
-        temp = None
-        h = self._handle
-        m = h.acquire()
-        try:
-            opts = self._opts.get(key)
-            if opts is None:
-                opts, temp = self._opts_miss(key)
-            st = c.redlock_acquire_many(
-                m, many.ptrs, many.lens, len(many.resources), ttl_ms, opts,
-                _byref(lease_h._ptr), err, _ffi.ERR_LEN,
-            )  # fmt: skip
-        finally:
-            h.release()
-            if temp is not None:
-                c.redlock_acquire_opts_free(temp)
-        if st:
-            lease_h._freed = True  # nothing was written: nothing to free
-            _raise(st, err)
+        lease_h = self._call(
+            key,
+            lambda m, opts, out, err: _c.redlock_acquire_many(
+                m, many.ptrs, many.lens, len(many.resources), ttl_ms, opts, out, err,
+                _ffi.ERR_LEN,
+            ),
+        )  # fmt: skip
         return self._lease(lease_h, res, key, many)
 
     def _acquire(
@@ -2150,6 +2136,18 @@ class Redlock:
         )
         if waits or cancel is not None:
             return self._acquire_cancellable(res, ttl_ms, key, cancel, waits, None)
+        lease_h = self._call(
+            key,
+            lambda m, opts, out, err: _c.redlock_acquire(
+                m, res, len(res), ttl_ms, opts, out, err, _ffi.ERR_LEN
+            ),
+        )
+        return Lease(lease_h, res, fenced, self._node_count, renew is not None, shared)
+
+    def _call(self, key: _OptsKey, acquire: Any) -> _Handle:
+        """One acquisition call ``acquire(manager, opts, out, err)`` with the options of
+        ``key`` (made once per manager and key): the granted lease's handle, or the error
+        raised."""
         c = _c
         # The lease's owner exists before the call and the library writes the new lease's
         # pointer straight into it: from that moment the pointer is freed exactly once,
@@ -2165,9 +2163,7 @@ class Redlock:
             opts = self._opts.get(key)
             if opts is None:
                 opts, temp = self._opts_miss(key)
-            st = c.redlock_acquire(
-                m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
-            )
+            st = acquire(m, opts, _byref(lease_h._ptr), err)
         finally:
             h.release()
             if temp is not None:
@@ -2175,7 +2171,7 @@ class Redlock:
         if st:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
-        return Lease(lease_h, res, fenced, self._node_count, renew is not None, shared)
+        return lease_h
 
     def _lease(self, lease_h: _Handle, res: bytes, key: _OptsKey, many: Optional[_Many]) -> Lease:
         """The :class:`Lease` of a granted acquisition made with the options ``key``."""
