@@ -12,6 +12,10 @@
 #define REDLOCK_VERSION_PATCH 0
 #define REDLOCK_VERSION "0.1.0"
 
+// The most permits a semaphore may have: each acquisition looks at every slot on each node,
+// in one script, which blocks that node meanwhile.
+#define MAX_PERMITS 1000
+
 // The most resources one [`Redlock::acquire_many`](crate::Redlock::acquire_many) call may
 // name: each node sets or checks them all in one script, which blocks that node meanwhile.
 #define MAX_RESOURCES 1000
@@ -30,6 +34,9 @@
 
 // The most resources one `redlock_acquire_many` call may name.
 #define REDLOCK_MAX_RESOURCES 1000
+
+// The most permits a semaphore may have (`redlock_semaphore_acquire`).
+#define REDLOCK_MAX_PERMITS 1000
 
 // The longest holder label (`redlock_config_set_label`), in bytes.
 #define REDLOCK_MAX_LABEL_LEN 256
@@ -439,6 +446,43 @@ enum redlock_status redlock_acquire_many(struct redlock_manager *mgr,
                                          struct redlock_lease **out,
                                          char *err,
                                          size_t err_len);
+
+// Takes one permit of the counting semaphore `name` (`name_len` bytes, as a resource name)
+// of `permits` permits for `ttl_ms`: at most `permits` valid leases of one semaphore exist at
+// any instant, under the same assumptions as the lock. The lease is the permit:
+// `redlock_unlock`, `redlock_extend`, validity, auto-renewal, fencing tokens (each strictly
+// greater than every earlier holder's of the same slot), waiting woken by a release (one
+// waiter per release in each process) and cancellation work on it as on a lock, with the
+// same `opts`; `redlock_lease_permit` tells which slot it holds.
+//
+// A permit is one of `permits` slots, held by a quorum of nodes exactly as a lock is: one
+// round trip when the nodes agree on which slots are free, two when they picked different
+// ones. A holder that dies gives its permit back when its TTL runs out. A semaphore and a
+// lock of the same name are independent.
+//
+// Every caller of one semaphore must name the same `permits`: the count is recorded on each
+// node with the holds, and a call naming another one while permits of the recorded count are
+// held fails with INVALID_ARGUMENT, whose message names the recorded count (a new count
+// applies once no permit is held).
+//
+// Statuses: as `redlock_acquire` (NOT_ACQUIRED: every permit is held). INVALID_ARGUMENT
+// (nothing sent) for `permits` 0 or above `REDLOCK_MAX_PERMITS`, an invalid name or TTL,
+// or options set with `redlock_acquire_opts_set_owner` or `_set_shared`; and for another
+// recorded count, as above.
+//
+// # Safety
+// `mgr` must be a live manager; `name` must point to `name_len` readable bytes (or be NULL
+// when `name_len` is 0); `opts` NULL or live options; `out` writable; `err` NULL or
+// `err_len` writable bytes.
+enum redlock_status redlock_semaphore_acquire(struct redlock_manager *mgr,
+                                              const uint8_t *name,
+                                              size_t name_len,
+                                              uint32_t permits,
+                                              uint32_t ttl_ms,
+                                              const struct redlock_acquire_opts *opts,
+                                              struct redlock_lease **out,
+                                              char *err,
+                                              size_t err_len);
 
 // Acquires `resource` for `ttl_ms`, retrying as configured (`redlock_config_set_retry`):
 // `redlock_acquire` with default options. Same arguments and statuses.
@@ -874,6 +918,15 @@ const uint8_t *redlock_lease_resource_at(const struct redlock_lease *lease,
 // # Safety
 // `lease` must be NULL or a live lease.
 bool redlock_lease_is_shared(const struct redlock_lease *lease);
+
+// For a semaphore's permit (`redlock_semaphore_acquire`): true, with the slot it holds (0 to
+// permits − 1; no two valid permits of one semaphore hold the same slot) in `*slot` and the
+// semaphore's permit count in `*permits`, each if not NULL. False for a lock, NULL or an
+// invalid handle, and nothing is written.
+//
+// # Safety
+// `lease` must be NULL or a live lease; `slot` and `permits` NULL or writable.
+bool redlock_lease_permit(const struct redlock_lease *lease, uint32_t *slot, uint32_t *permits);
 
 // The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 //

@@ -38,6 +38,15 @@ pub const FENCE_PREFIX: &[u8] = b"redlock-fence:";
 /// [`LockOptions::shared`](crate::LockOptions::shared)).
 pub const INTENT_PREFIX: &[u8] = b"redlock-intent:";
 
+/// The prefix of a semaphore's key: `redlock-sem:` followed by the lock key its name would
+/// have (see [`Redlock::semaphore`](crate::Redlock::semaphore)). No lock key can start with it,
+/// so a semaphore and a lock of the same name never share a key.
+pub const SEMAPHORE_PREFIX: &[u8] = b"redlock-sem:";
+
+/// The most permits a semaphore may have: each acquisition looks at every slot on each node,
+/// in one script, which blocks that node meanwhile.
+pub const MAX_PERMITS: u32 = 1000;
+
 /// The most resources one [`Redlock::acquire_many`](crate::Redlock::acquire_many) call may
 /// name: each node sets or checks them all in one script, which blocks that node meanwhile.
 pub const MAX_RESOURCES: usize = 1000;
@@ -382,7 +391,7 @@ impl Config {
     }
 
     /// A label naming this holder (for example `host:pid`), stored beside the token in the
-    /// value of every plain lock this manager takes, so that [`Redlock::holders`]
+    /// value of every plain lock this manager takes, so that [`Redlock::holders`](crate::Redlock::holders)
     /// (crate::Redlock::holders) and `redlock inspect` can say who holds a resource. At most
     /// [`MAX_LABEL_LEN`] bytes of UTF-8 with no control characters; the empty string means no
     /// label (the default). A reentrant lock is labelled by its owner id instead.
@@ -405,15 +414,21 @@ impl Config {
     pub fn lock_key(&self, resource: &[u8]) -> Result<Vec<u8>, Error> {
         check_resource(resource)?;
         let key = [self.key_prefix.as_slice(), resource].concat();
-        if key.starts_with(FENCE_PREFIX) || key.starts_with(INTENT_PREFIX) || key == MARKER_KEY {
+        if own_key(&key) {
             return Err(Error::invalid(format!(
                 "the lock key of this resource would be {:?}, in the library's own namespace \
-                 (`redlock-fence:` counters, `redlock-intent:` keys, `redlock-marker`); choose \
-                 another resource name or key prefix",
+                 (`redlock-fence:` counters, `redlock-intent:` and `redlock-sem:` keys, \
+                 `redlock-marker`); choose another resource name or key prefix",
                 String::from_utf8_lossy(&key)
             )));
         }
         Ok(key)
+    }
+
+    /// The key of the semaphore `name`: [`SEMAPHORE_PREFIX`] followed by the lock key `name`
+    /// would have; invalid input as [`lock_key`](Self::lock_key).
+    pub fn semaphore_key(&self, name: &[u8]) -> Result<Vec<u8>, Error> {
+        Ok([SEMAPHORE_PREFIX, &self.lock_key(name)?].concat())
     }
 
     /// The longest per-node I/O timeout a step on a lock with this TTL uses: the explicit
@@ -617,6 +632,29 @@ pub const MAX_OWNER_LEN: usize = 512;
 /// The owner id of every shared hold (see `lock::shared`): empty, which [`check_owner`]
 /// refuses, so no reentrant caller can name it.
 pub(crate) const SHARED_OWNER: &[u8] = b"";
+
+/// The owner field of every semaphore's hash (see `lock::semaphore`): its leases are holds in
+/// that hash, released, extended and renewed by the reentrant scripts with this owner. The
+/// hash lives under [`SEMAPHORE_PREFIX`], where no lock key is, so no caller's lock can meet it.
+pub(crate) const SEMAPHORE_OWNER: &[u8] = b"\0semaphore";
+
+/// Whether `key` lies in one of the library's own namespaces, where no lock key may.
+pub(crate) fn own_key(key: &[u8]) -> bool {
+    key.starts_with(FENCE_PREFIX)
+        || key.starts_with(INTENT_PREFIX)
+        || key.starts_with(SEMAPHORE_PREFIX)
+        || key == MARKER_KEY
+}
+
+/// Checks a semaphore's permit count: 1 to [`MAX_PERMITS`].
+pub(crate) fn check_permits(permits: u32) -> Result<(), Error> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(Error::invalid(format!(
+            "a semaphore has 1 to {MAX_PERMITS} permits, not {permits}"
+        )));
+    }
+    Ok(())
+}
 
 /// Checks a reentrant lock's owner id: 1 to [`MAX_OWNER_LEN`] bytes.
 pub(crate) fn check_owner(owner: &[u8]) -> Result<(), Error> {

@@ -265,6 +265,15 @@ pub(crate) struct Granted {
     pub acquisition: Report,
     /// For a lease over several resources, all of them (the first is `resource`).
     pub many: Option<Many>,
+    /// For a semaphore's permit, which slot it holds.
+    pub permit: Option<Permit>,
+}
+
+/// A semaphore permit's slot, and the semaphore's permit count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Permit {
+    pub slot: u32,
+    pub permits: u32,
 }
 
 /// The resources of a lease over several of them, and their lock keys, in the caller's order.
@@ -283,6 +292,8 @@ pub(crate) struct LeaseInner {
     pub(crate) owner: Option<Vec<u8>>,
     /// Every resource and key of a lease over several resources.
     pub(crate) many: Option<Box<Many>>,
+    /// A semaphore permit's slot.
+    permit: Option<Permit>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.
@@ -412,6 +423,7 @@ impl Lease {
             token: g.token,
             owner: g.owner,
             many: g.many.map(Box::new),
+            permit: g.permit,
             fencing_token: g.fencing_token,
             expires: AtomicU64::new(shared.epoch.offset(g.expires)),
             state: Mutex::new(LeaseState {
@@ -459,6 +471,13 @@ impl Lease {
             .owner
             .as_deref()
             .is_some_and(|o| o == config::SHARED_OWNER)
+    }
+
+    /// For a permit of a semaphore ([`Redlock::semaphore`](crate::Redlock::semaphore)): the
+    /// semaphore's permit count P, and which of its P slots (0 to P − 1) this permit holds. No
+    /// two valid permits hold the same slot. `None` for a lock.
+    pub fn permit(&self) -> Option<(u32, u32)> {
+        self.inner.permit.map(|p| (p.slot, p.permits))
     }
 
     /// The random token (40 hex characters) that makes this lease unique. A plain lock stores

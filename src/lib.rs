@@ -82,13 +82,13 @@ mod token;
 pub use acquire::{LockOptions, Wait};
 pub use config::{
     Config, DEFAULT_MAX_TTL, FENCE_PREFIX, INTENT_PREFIX, KEY_PREFIX, MARKER_KEY,
-    MAX_KEY_PREFIX_LEN, MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_RESOURCE_LEN, MAX_RESOURCES, MAX_TTL,
-    NodeAddr,
+    MAX_KEY_PREFIX_LEN, MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_PERMITS, MAX_RESOURCE_LEN, MAX_RESOURCES,
+    MAX_TTL, NodeAddr, SEMAPHORE_PREFIX,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
 pub use holders::{Holder, HolderKind, Holders, NodeHold};
 pub use lease::{Lease, LeaseGuard, LostCallback, LostReason, RenewOptions};
-pub use manager::{NodeState, Redlock};
+pub use manager::{NodeState, Redlock, Semaphore};
 pub use metrics::{
     BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts, RenewalStats,
 };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{FENCE_PREFIX, INTENT_PREFIX, MARKER_KEY};
+use crate::config::FENCE_PREFIX;
 use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
@@ -77,12 +77,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
     };
     // Under a prefix other than the default, the pattern may also match the library's own
     // keys; those are never lock keys (see `Config::lock_key`).
-    let own = |key: &[u8]| {
-        kind == KeyKind::Lock
-            && (key.starts_with(FENCE_PREFIX)
-                || key.starts_with(INTENT_PREFIX)
-                || key == MARKER_KEY)
-    };
+    let own = |key: &[u8]| kind == KeyKind::Lock && crate::config::own_key(key);
     let mut pattern = key_prefix.to_vec();
     pattern.extend(glob_escape(prefix));
     pattern.push(b'*');

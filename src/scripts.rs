@@ -286,20 +286,93 @@ if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end end \
 for i = 1, #KEYS do redis.call('pexpire', KEYS[i], ARGV[2]) end \
 return 1";
 
+/// A **semaphore** acquisition on one node. `KEYS[1]` the semaphore's hash, `KEYS[2]` its
+/// fencing counter, `KEYS[3]` (optional) the node's restart-quarantine marker, checked as
+/// [`ACQUIRE`] does; `ARGV[1]` the new hold's id (the lease's token), `ARGV[2]` its TTL in ms,
+/// `ARGV[3]` the permit count P, `ARGV[4]` a slot `s` (0 to P − 1), `ARGV[5]` "1" for a fenced
+/// acquisition, `ARGV[6]` the semaphore owner tag, `ARGV[7]` "1" to take slot `s` only.
+///
+/// The hash: `owner` (the tag), `permits` (P), `since`, and as the reentrant lock one field
+/// `hold:<id>` per lease, the server time at which it expires; and `slot:<i>` = the id of the
+/// hold that has slot i. Slot i is taken on this node while that hold is live. The key lives
+/// until its last hold expires, as a reentrant lock's does, and releasing, extending and
+/// renewing a hold are the reentrant scripts' with the owner tag.
+///
+/// It prunes expired holds (deleting the key when none is left), then refuses with the error
+/// `PERMITS <n>` when live holds recorded another count. Otherwise it takes the first free slot
+/// from `s` on, wrapping (only `s` with `ARGV[7]`), moving this hold there if it had another
+/// slot: it returns `{slot, free, counter}`, where `free` has one character per slot, "1" for
+/// each this hold could take (the one it took included), and `counter` is the fencing counter
+/// as a decimal string when fenced ("0" when absent), else "". When no slot it may take is
+/// free it drops this hold's slot and hold, if it had them, and refuses as [`ACQUIRE`] does:
+/// `-2 - ms`, the time until the first taken slot's hold expires.
+///
+/// Why never more than P valid leases: a lease is one slot `i` granted to its hold by a quorum
+/// of nodes (lock::semaphore), and each node gives slot `i` to at most one live hold at a time,
+/// for which it keeps the hold's key alive. Two leases valid at once on slot `i` would need a
+/// node in both quorums (any two majorities meet) that gave `i` to both at once: impossible, as
+/// for the lock. So valid leases have distinct slots. Callers that name the same P have P
+/// slots; a caller that names another P is refused by every node that has live holds of the
+/// first count, and a valid lease has live holds on a quorum, which meets the caller's quorum:
+/// all the leases valid at one instant named the same P.
+pub const SEMAPHORE_ACQUIRE: &str = concat!(
+    reentrant_lua!(),
+    "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local k = KEYS[1] local tok = ARGV[1] local p = tonumber(ARGV[3]) local t = now() \
+local ty = redis.call('type', k)['ok'] local f = {} \
+if ty == 'hash' then local all = redis.call('hgetall', k) \
+for i = 1, #all, 2 do f[all[i]] = all[i + 1] end \
+if f['owner'] ~= ARGV[6] then return redis.error_reply('WRONGTYPE not a semaphore') end \
+elseif ty ~= 'none' then return redis.error_reply('WRONGTYPE not a semaphore') end \
+local live = false local last = t \
+for name, v in pairs(f) do if string.sub(name, 1, 5) == 'hold:' then \
+local e = tonumber(v) \
+if e == nil or e <= t then redis.call('hdel', k, name) f[name] = nil \
+else live = true if e > last then last = e end end end end \
+if ty == 'hash' and not live then redis.call('del', k) f = {} ty = 'none' end \
+if live and f['permits'] ~= ARGV[3] then \
+return redis.error_reply('PERMITS ' .. tostring(f['permits'])) end \
+local free = {} local mine = nil local soon = nil \
+for i = 0, p - 1 do local h = f['slot:' .. i] \
+if h == tok then mine = i free[i] = true \
+elseif h == nil or f['hold:' .. h] == nil then free[i] = true \
+else local e = tonumber(f['hold:' .. h]) if soon == nil or e < soon then soon = e end end end \
+local s = tonumber(ARGV[4]) local pick = nil \
+if ARGV[7] == '1' then if free[s] then pick = s end \
+else for j = 0, p - 1 do local i = (s + j) % p if free[i] then pick = i break end end end \
+if mine ~= nil and mine ~= pick then redis.call('hdel', k, 'slot:' .. mine) end \
+if pick == nil then \
+if f['hold:' .. tok] then redis.call('hdel', k, 'hold:' .. tok) end \
+if soon == nil then return -1 end return -2 - (soon - t) end \
+local e = t + tonumber(ARGV[2]) \
+if ty == 'none' then \
+redis.call('hset', k, 'owner', ARGV[6], 'permits', ARGV[3], 'since', string.format('%d', t)) end \
+redis.call('hset', k, 'slot:' .. pick, tok, 'hold:' .. tok, string.format('%d', e)) \
+if e > last then last = e end \
+redis.call('pexpire', k, last - t) \
+local map = {} for i = 0, p - 1 do map[i + 1] = free[i] and '1' or '0' end \
+local c = '' if ARGV[5] == '1' then c = redis.call('get', KEYS[2]) or '0' end \
+return {pick, table.concat(map), c}"
+);
+
 /// Removes the hold `ARGV[1]` from the reentrant lock `KEYS[1]` of owner `ARGV[3]`. When no
 /// live hold is left, deletes the key and, if `ARGV[2]` is "1", announces the release as
 /// [`RELEASE`] does (a failed attempt's undo passes "0"), and returns 2; when other holds are
 /// left, sets the key's TTL to the latest of theirs and returns 1; returns 0 when the hold was
-/// not there (never landed, already removed, expired) or the key is not this owner's.
+/// not there (never landed, already removed, expired) or the key is not this owner's. A
+/// semaphore's hash ([`SEMAPHORE_ACQUIRE`], which has a `permits` field) frees a permit with
+/// every hold it loses: there every release is announced and returns 2.
 pub const REENTRANT_RELEASE: &str = concat!(
     reentrant_lua!(),
     "local k = KEYS[1] \
 if not ours(k, ARGV[3]) or redis.call('hdel', k, 'hold:' .. ARGV[1]) == 0 then return 0 end \
 local t = now() \
+local sem = redis.call('hexists', k, 'permits') == 1 \
 local max = prune(k, t) \
-if max == nil then redis.call('del', k) \
-if ARGV[2] == '1' then redis.call('publish', k, ARGV[1]) end return 2 end \
-redis.call('pexpire', k, max - t) return 1"
+if max == nil then redis.call('del', k) else redis.call('pexpire', k, max - t) end \
+if max ~= nil and not sem then return 1 end \
+if ARGV[2] == '1' then redis.call('publish', k, ARGV[1]) end return 2"
 );
 
 /// Sets the hold `ARGV[1]` of owner `ARGV[3]` on `KEYS[1]` to expire `ARGV[2]` ms from now, and
@@ -411,7 +484,7 @@ elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget
 return {ty, v, s, redis.call('pttl', k), now}";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 18] = [
+pub(crate) const ALL: [&str; 19] = [
     ACQUIRE,
     RELEASE,
     DISCARD,
@@ -430,6 +503,7 @@ pub(crate) const ALL: [&str; 18] = [
     MULTI_ACQUIRE,
     MULTI_RELEASE,
     MULTI_EXTEND,
+    SEMAPHORE_ACQUIRE,
 ];
 
 /// A script and its SHA1 name, computed once.
@@ -504,6 +578,8 @@ pub(crate) static MULTI_ACQUIRE_SCRIPT: Script = Script::new(MULTI_ACQUIRE);
 pub(crate) static MULTI_RELEASE_SCRIPT: Script = Script::new(MULTI_RELEASE);
 /// [`MULTI_EXTEND`], for calls.
 pub(crate) static MULTI_EXTEND_SCRIPT: Script = Script::new(MULTI_EXTEND);
+/// [`SEMAPHORE_ACQUIRE`], for calls.
+pub(crate) static SEMAPHORE_ACQUIRE_SCRIPT: Script = Script::new(SEMAPHORE_ACQUIRE);
 /// [`SCAN_KEYS`], for calls.
 pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
 /// [`HOLDER`], sent as `EVAL` by `Redlock::holders`.

@@ -379,6 +379,72 @@ pub unsafe extern "C" fn redlock_acquire_many(
     unsafe { guard(err, err_len, f) }
 }
 
+/// Takes one permit of the counting semaphore `name` (`name_len` bytes, as a resource name)
+/// of `permits` permits for `ttl_ms`: at most `permits` valid leases of one semaphore exist at
+/// any instant, under the same assumptions as the lock. The lease is the permit:
+/// `redlock_unlock`, `redlock_extend`, validity, auto-renewal, fencing tokens (each strictly
+/// greater than every earlier holder's of the same slot), waiting woken by a release (one
+/// waiter per release in each process) and cancellation work on it as on a lock, with the
+/// same `opts`; `redlock_lease_permit` tells which slot it holds.
+///
+/// A permit is one of `permits` slots, held by a quorum of nodes exactly as a lock is: one
+/// round trip when the nodes agree on which slots are free, two when they picked different
+/// ones. A holder that dies gives its permit back when its TTL runs out. A semaphore and a
+/// lock of the same name are independent.
+///
+/// Every caller of one semaphore must name the same `permits`: the count is recorded on each
+/// node with the holds, and a call naming another one while permits of the recorded count are
+/// held fails with INVALID_ARGUMENT, whose message names the recorded count (a new count
+/// applies once no permit is held).
+///
+/// Statuses: as `redlock_acquire` (NOT_ACQUIRED: every permit is held). INVALID_ARGUMENT
+/// (nothing sent) for `permits` 0 or above `REDLOCK_MAX_PERMITS`, an invalid name or TTL,
+/// or options set with `redlock_acquire_opts_set_owner` or `_set_shared`; and for another
+/// recorded count, as above.
+///
+/// # Safety
+/// `mgr` must be a live manager; `name` must point to `name_len` readable bytes (or be NULL
+/// when `name_len` is 0); `opts` NULL or live options; `out` writable; `err` NULL or
+/// `err_len` writable bytes.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // the contract's signature
+pub unsafe extern "C" fn redlock_semaphore_acquire(
+    mgr: *mut redlock_manager,
+    name: *const u8,
+    name_len: usize,
+    permits: u32,
+    ttl_ms: u32,
+    opts: *const redlock_acquire_opts,
+    out: *mut *mut redlock_lease,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = || {
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
+        let m = unsafe { manager_ref(mgr) }?;
+        let defaults = LockOptions::new();
+        let opts = if opts.is_null() {
+            &defaults
+        } else {
+            // SAFETY: live options per the contract (checked, best effort); only read.
+            &unsafe { live(opts, "opts") }?.inner
+        };
+        if out.is_null() {
+            return Err(FfiError::null("out"));
+        }
+        // SAFETY: `name_len` readable bytes at `name`, per the contract.
+        let name = unsafe { bytes(name, name_len, "name") }?;
+        let ttl = Duration::from_millis(ttl_ms.into());
+        let lease = m.semaphore_acquire(name, permits, ttl, opts)?;
+        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { *out = raw };
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
+}
+
 /// What to acquire: the manager, the resource and the TTL.
 type What = (*mut redlock_manager, *const u8, usize, u32);
 

@@ -399,6 +399,37 @@ pub unsafe extern "C" fn redlock_lease_is_shared(lease: *const redlock_lease) ->
     unsafe { read(lease, false, |l| l.inner.is_shared()) }
 }
 
+/// For a semaphore's permit (`redlock_semaphore_acquire`): true, with the slot it holds (0 to
+/// permits − 1; no two valid permits of one semaphore hold the same slot) in `*slot` and the
+/// semaphore's permit count in `*permits`, each if not NULL. False for a lock, NULL or an
+/// invalid handle, and nothing is written.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `slot` and `permits` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_permit(
+    lease: *const redlock_lease,
+    slot: *mut u32,
+    permits: *mut u32,
+) -> bool {
+    let f = |l: &redlock_lease| match l.inner.permit() {
+        Some((s, p)) => {
+            if !slot.is_null() {
+                // SAFETY: writable per the contract.
+                unsafe { *slot = s };
+            }
+            if !permits.is_null() {
+                // SAFETY: writable per the contract.
+                unsafe { *permits = p };
+            }
+            true
+        }
+        None => false,
+    };
+    // SAFETY: per the contract.
+    unsafe { read(lease, false, f) }
+}
+
 /// The number of nodes in the lease's acquisition report (0 for NULL or an invalid handle).
 ///
 /// # Safety

@@ -395,6 +395,10 @@ const _: () = assert!(REDLOCK_MAX_OWNER_LEN == crate::MAX_OWNER_LEN);
 pub const REDLOCK_MAX_RESOURCES: usize = 1000;
 const _: () = assert!(REDLOCK_MAX_RESOURCES == crate::MAX_RESOURCES);
 
+/// The most permits a semaphore may have (`redlock_semaphore_acquire`).
+pub const REDLOCK_MAX_PERMITS: u32 = 1000;
+const _: () = assert!(REDLOCK_MAX_PERMITS == crate::MAX_PERMITS);
+
 /// The longest holder label (`redlock_config_set_label`), in bytes.
 pub const REDLOCK_MAX_LABEL_LEN: usize = 256;
 const _: () = assert!(REDLOCK_MAX_LABEL_LEN == crate::MAX_LABEL_LEN);

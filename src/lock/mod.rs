@@ -13,9 +13,11 @@
 
 mod multi;
 mod reentrant;
+mod semaphore;
 mod shared;
 
 pub(crate) use multi::attempt as attempt_many;
+pub(crate) use semaphore::attempt as attempt_permit;
 pub(crate) use shared::{Intent, SHARED_OWNER};
 
 use std::sync::Arc;
@@ -176,6 +178,7 @@ pub(crate) fn attempt(
             expires,
             acquisition,
             many: None,
+            permit: None,
         },
     ))
 }

@@ -81,6 +81,7 @@ pub(crate) fn attempt(
                 resources: resources.to_vec(),
                 keys: keys.to_vec(),
             }),
+            permit: None,
         },
     ))
 }

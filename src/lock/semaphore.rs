@@ -1,0 +1,405 @@
+//! The counting semaphore: at most P valid leases at once, whatever the faults the lock
+//! survives. A permit is one of P *slots*, held by a quorum of nodes exactly as a lock is, so
+//! the mutual exclusion of each slot bounds the count (the proof is beside
+//! [`SEMAPHORE_ACQUIRE`](crate::scripts::SEMAPHORE_ACQUIRE)). Counting how many nodes admitted a
+//! caller, as the multi-master semaphores before this one do, does not bound it: five callers
+//! can each be admitted by a different majority of five nodes with P = 3.
+//!
+//! On each node the semaphore is one hash (its slots and one hold per lease); an attempt is
+//! one round in which every node takes the first free slot from a random start, so nodes that
+//! agree on which slots are free (the usual case) pick the same one: one round trip. When the
+//! granting nodes picked different slots and none has a quorum, each also reported which slots
+//! it could have given; a second round then asks every node for one slot that enough of them
+//! reported free. The lease's validity counts from the first round's start.
+//!
+//! The lease is a hold in the hash, owned by [`SEMAPHORE_OWNER`]: release, extension, renewal
+//! and fencing are the reentrant lock's scripts and rules, and a release announces on the
+//! semaphore's channel, which wakes one waiter of this process. The fencing counter is the one
+//! a lock of the same name uses; each slot's tokens rise strictly from holder to holder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{MARKER_KEY, SEMAPHORE_OWNER};
+use crate::error::{Error, NodeOutcome, Op};
+use crate::lease::{Granted, Lease, Permit, Shared};
+use crate::quorum::{Cmd, Limits, Request, Round};
+use crate::resp::{self, Reply};
+use crate::scripts::{REENTRANT_RELEASE_SCRIPT, SEMAPHORE_ACQUIRE_SCRIPT};
+use crate::token;
+
+use super::{Attempt, counter, decide, fence_key_for, granted_checked};
+
+/// A node's grant: the slot it gave, the slots it could have given ('1' each), its counter.
+struct Grant<'r> {
+    slot: u32,
+    free: &'r [u8],
+    counter: &'r [u8],
+}
+
+/// Reads a granting reply `{slot, free, counter}` for a semaphore of `permits` slots.
+fn grant(reply: &Reply, permits: u32) -> Option<Grant<'_>> {
+    let Reply::Array(items) = reply else {
+        return None;
+    };
+    match items.as_slice() {
+        [Reply::Int(slot), Reply::Bulk(free), Reply::Bulk(c)]
+            if (0..i64::from(permits)).contains(slot)
+                && free.len() == permits as usize
+                && free.get(*slot as usize) == Some(&b'1') =>
+        {
+            Some(Grant {
+                slot: *slot as u32,
+                free,
+                counter: c,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The count another caller recorded, from a `PERMITS <n>` refusal.
+fn recorded(reply: &Reply) -> Option<&str> {
+    match reply {
+        Reply::Error { code, text } if code == "PERMITS" => {
+            Some(text.strip_prefix("PERMITS ").unwrap_or(text))
+        }
+        _ => None,
+    }
+}
+
+/// What node `i`'s reply means: granted (any slot), refused (no free slot, or another count
+/// recorded), or as the other acquisition scripts.
+fn judge(reply: &Reply, permits: u32, fenced: bool) -> NodeOutcome {
+    match grant(reply, permits) {
+        Some(g) if !fenced || counter(&Reply::Bulk(g.counter.to_vec())).is_some() => {
+            NodeOutcome::Success
+        }
+        Some(_) => NodeOutcome::Protocol(format!("unexpected reply: {}", reply.describe())),
+        None if recorded(reply).is_some() => NodeOutcome::Rejected,
+        None => match reply {
+            Reply::Array(_) => {
+                NodeOutcome::Protocol(format!("unexpected reply: {}", reply.describe()))
+            }
+            other => granted_checked(other),
+        },
+    }
+}
+
+/// One attempt at a semaphore.
+struct Sem<'a> {
+    sh: &'a Arc<Shared>,
+    key: &'a [u8],
+    fence_key: Vec<u8>,
+    permits: u32,
+    ttl: Duration,
+    ttl_ms: Vec<u8>,
+    token: String,
+    fenced: bool,
+}
+
+impl Sem<'_> {
+    /// One round of the acquisition script: any free slot from `slot` on, or `slot` only.
+    fn round(&self, slot: u32, only: bool) -> Result<Round, Error> {
+        let (cmd, eval) = self.call(slot, only);
+        let req = Request {
+            cmd: Cmd::Same(&cmd),
+            fallback: Some(&eval),
+            grants: true,
+        };
+        let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));
+        let (p, fenced) = (self.permits, self.fenced);
+        self.sh
+            .cluster
+            .round(&req, &|_, r: &Reply| judge(r, p, fenced), limits)
+    }
+
+    fn call(&self, slot: u32, only: bool) -> (Vec<u8>, Vec<u8>) {
+        let permits = self.permits.to_string();
+        let slot = slot.to_string();
+        let args: [&[u8]; 7] = [
+            self.token.as_bytes(),
+            &self.ttl_ms,
+            permits.as_bytes(),
+            slot.as_bytes(),
+            if self.fenced { b"1" } else { b"0" },
+            SEMAPHORE_OWNER,
+            if only { b"1" } else { b"0" },
+        ];
+        if self.sh.cfg.restart_quarantine {
+            SEMAPHORE_ACQUIRE_SCRIPT.calls(&[self.key, &self.fence_key, MARKER_KEY], &args)
+        } else {
+            SEMAPHORE_ACQUIRE_SCRIPT.calls(&[self.key, &self.fence_key], &args)
+        }
+    }
+
+    /// Removes this attempt's hold (and with it its slot) on the nodes `to` selects, without
+    /// announcing anything and without waiting.
+    fn discard(&self, to: &dyn Fn(usize) -> bool) {
+        let (sha, eval) = REENTRANT_RELEASE_SCRIPT
+            .calls(&[self.key], &[self.token.as_bytes(), b"0", SEMAPHORE_OWNER]);
+        self.sh.cluster.detach(&sha, Some(&eval), to);
+    }
+
+    /// On the nodes `to` selects, moves this attempt's hold to `slot` or drops it: what a node
+    /// that answered late, or gave another slot, is sent once the slot is chosen.
+    fn settle(&self, slot: u32, to: &dyn Fn(usize) -> bool) {
+        let (sha, eval) = self.call(slot, true);
+        self.sh.cluster.detach(&sha, Some(&eval), to);
+    }
+}
+
+/// The slot most of the granting nodes could give (ties: the first from `from` on), and on how
+/// many nodes it is free or already ours.
+fn best_slot(round: &Round, permits: u32, from: u32) -> Option<(u32, usize)> {
+    let mut support = vec![0usize; permits as usize];
+    for r in round.replies.iter().flatten() {
+        if let Some(g) = grant(r, permits) {
+            for (i, c) in g.free.iter().enumerate() {
+                support[i] += usize::from(*c == b'1');
+            }
+        }
+    }
+    (0..permits)
+        .map(|j| (from + j) % permits)
+        .map(|s| (s, support[s as usize]))
+        .filter(|(_, n)| *n > 0)
+        .max_by_key(|(s, n)| (*n, std::cmp::Reverse((*s + permits - from) % permits)))
+}
+
+/// The round as the decide rule sees it for `slot`: a grant of another slot is no grant.
+fn for_slot(mut round: Round, slot: u32, permits: u32) -> Round {
+    for (o, r) in round.outcomes.iter_mut().zip(&round.replies) {
+        if o.is_success()
+            && r.as_ref().and_then(|r| grant(r, permits)).map(|g| g.slot) != Some(slot)
+        {
+            *o = NodeOutcome::Rejected;
+        }
+    }
+    round
+}
+
+/// Whether node `i` answered the round with a refusal (it holds nothing of this attempt).
+fn refused(round: &Round, i: usize) -> bool {
+    matches!(
+        round.replies[i],
+        Some(Reply::Int(_)) | Some(Reply::Error { .. })
+    ) && round.outcomes[i] == NodeOutcome::Rejected
+}
+
+/// One attempt to take a permit of the semaphore `name` (whose hash is `key`) of `permits`
+/// slots for `ttl`: a lease, or why not. The arguments are already validated.
+pub(crate) fn attempt(
+    sh: &Arc<Shared>,
+    name: &[u8],
+    key: &[u8],
+    permits: u32,
+    ttl: Duration,
+    fenced: bool,
+) -> Result<Lease, Error> {
+    let mut digits = [0u8; 20];
+    let s = Sem {
+        sh,
+        key,
+        fence_key: fence_key_for(name),
+        permits,
+        ttl,
+        ttl_ms: resp::decimal(ttl.as_millis() as u64, &mut digits).to_vec(),
+        token: token::new_token()?,
+        fenced,
+    };
+    let from = token::uniform_inclusive(u64::from(permits) - 1)? as u32;
+    let first = s.round(from, false)?;
+    let start = first.start;
+    let q = sh.cluster.quorum();
+    let mut votes = vec![0usize; permits as usize];
+    for r in first.replies.iter().flatten() {
+        if let Some(g) = grant(r, permits) {
+            votes[g.slot as usize] += 1;
+        }
+    }
+    let agreed = (0..permits).find(|s| votes[*s as usize] >= q);
+    let (slot, round) = match agreed {
+        Some(slot) => (slot, first),
+        None => {
+            // Split, or refused. A second round only when a slot could still reach a quorum:
+            // free on enough of the nodes that answered, counting those that did not.
+            let unheard = first.replies.iter().filter(|r| r.is_none()).count();
+            match best_slot(&first, permits, from) {
+                Some((slot, n)) if n + unheard >= q && first.successes() > 0 => {
+                    let mut second = s.round(slot, true)?;
+                    second.start = start;
+                    (slot, second)
+                }
+                _ => (from, first),
+            }
+        }
+    };
+    if let Some(e) = mismatch(sh, &round, permits) {
+        s.discard(&|i| !refused(&round, i));
+        return Err(e);
+    }
+    let refusals: Vec<bool> = (0..round.outcomes.len())
+        .map(|i| refused(&round, i))
+        .collect();
+    let round = for_slot(round, slot, permits);
+    let (round, expires) = decide(sh, round, ttl, &|_: &dyn Fn(usize) -> bool| {
+        s.discard(&|i| !refusals[i])
+    })?;
+    // Nodes that gave another slot, or have not answered, may hold one for this hold: move it
+    // to the chosen slot there, or drop it.
+    s.settle(slot, &|i| {
+        !round.outcomes[i].is_success() && !refusals[i] && !round.untrusted[i]
+    });
+    let fencing_token = if fenced {
+        match fence(&s, &round, expires) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                s.discard(&|_| true);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    if round.untrusted.iter().any(|u| *u) {
+        s.discard(&|i| round.untrusted[i]);
+    }
+    let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
+    Ok(Lease::new(
+        sh,
+        Granted {
+            resource: name.to_vec(),
+            key: key.to_vec(),
+            token: s.token,
+            owner: Some(SEMAPHORE_OWNER.to_vec()),
+            fencing_token,
+            ttl,
+            start,
+            expires,
+            acquisition,
+            many: None,
+            permit: Some(Permit { slot, permits }),
+        },
+    ))
+}
+
+/// The error for a round refused because nodes recorded another permit count, when enough of
+/// them did that no quorum could grant.
+fn mismatch(sh: &Shared, round: &Round, permits: u32) -> Option<Error> {
+    let counts: Vec<&str> = round
+        .replies
+        .iter()
+        .flatten()
+        .filter_map(recorded)
+        .collect();
+    if counts.len() <= sh.cluster.len() - sh.cluster.quorum() {
+        return None;
+    }
+    Some(Error::invalid(format!(
+        "this semaphore has {} permits on {} of {} nodes, and this call named {permits}: \
+         every caller of a semaphore must name the same count (a new count applies once no \
+         permit of the old one is held)",
+        counts[0],
+        counts.len(),
+        sh.cluster.len()
+    )))
+}
+
+/// The fencing token, as a reentrant lock's: one more than the largest counter over the
+/// granting quorum, written back where the hold still is.
+fn fence(s: &Sem<'_>, round: &Round, expires: std::time::Instant) -> Result<u64, Error> {
+    let offers = Round {
+        start: round.start,
+        outcomes: round.outcomes.clone(),
+        replies: round
+            .replies
+            .iter()
+            .map(|r| {
+                let g = r.as_ref().and_then(|r| grant(r, s.permits))?;
+                Some(Reply::Array(vec![
+                    Reply::Bulk(g.counter.to_vec()),
+                    Reply::Bulk(Vec::new()),
+                ]))
+            })
+            .collect(),
+        untrusted: round.untrusted.clone(),
+    };
+    let a = Attempt {
+        sh: s.sh,
+        ttl: s.ttl,
+        key: s.key.to_vec(),
+        fence_key: s.fence_key.clone(),
+        token: s.token.clone(),
+        owner: Some(SEMAPHORE_OWNER),
+        shared: false,
+    };
+    a.fence(&offers, expires)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(slot: i64, free: &str, c: &str) -> Reply {
+        Reply::Array(vec![
+            Reply::Int(slot),
+            Reply::Bulk(free.as_bytes().to_vec()),
+            Reply::Bulk(c.as_bytes().to_vec()),
+        ])
+    }
+
+    #[test]
+    fn replies_to_the_semaphore_script() {
+        assert!(judge(&reply(1, "011", ""), 3, false).is_success());
+        assert!(judge(&reply(1, "011", "7"), 3, true).is_success());
+        // A fenced grant needs a counter; a slot outside P, a slot not marked free, a map of
+        // the wrong length: not grants.
+        assert!(!judge(&reply(1, "011", ""), 3, true).is_success());
+        for bad in [reply(3, "011", ""), reply(0, "011", ""), reply(1, "01", "")] {
+            assert!(matches!(judge(&bad, 3, false), NodeOutcome::Protocol(_)));
+        }
+        assert_eq!(judge(&Reply::Int(-1002), 3, false), NodeOutcome::Rejected);
+        let other = Reply::Error {
+            code: "PERMITS".into(),
+            text: "PERMITS 4".into(),
+        };
+        assert_eq!(judge(&other, 3, false), NodeOutcome::Rejected);
+        assert_eq!(recorded(&other), Some("4"));
+    }
+
+    #[test]
+    fn the_second_round_asks_for_the_slot_most_nodes_have_free() {
+        let round = |replies: Vec<Option<Reply>>| Round {
+            start: std::time::Instant::now(),
+            outcomes: replies
+                .iter()
+                .map(|r| match r {
+                    Some(r) if grant(r, 4).is_some() => NodeOutcome::Success,
+                    Some(_) => NodeOutcome::Rejected,
+                    None => NodeOutcome::Pending,
+                })
+                .collect(),
+            untrusted: vec![false; replies.len()],
+            replies,
+        };
+        let r = round(vec![
+            Some(reply(0, "1010", "")),
+            Some(reply(2, "0110", "")),
+            Some(reply(1, "0110", "")),
+            Some(Reply::Int(-5)),
+            None,
+        ]);
+        // Slot 2 is free on three nodes, slot 1 on two.
+        assert_eq!(best_slot(&r, 4, 0), Some((2, 3)));
+        let decided = for_slot(r, 2, 4);
+        assert_eq!(decided.successes(), 1);
+        assert!(refused(&decided, 3));
+        assert!(!refused(&decided, 0));
+        // Ties go to the first slot from the start.
+        let r = round(vec![Some(reply(0, "1100", "")), Some(reply(1, "1100", ""))]);
+        assert_eq!(best_slot(&r, 4, 1), Some((1, 2)));
+        assert_eq!(best_slot(&r, 4, 3), Some((0, 2)));
+        assert_eq!(best_slot(&round(vec![Some(Reply::Int(-3))]), 4, 0), None);
+    }
+}
