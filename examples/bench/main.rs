@@ -6,6 +6,7 @@
 //!     cargo run --release --example bench -- --long 1000000   # memory over a long run
 //!     cargo run --release --example bench -- --handoff --secs 10   # hot resource (handoff.rs)
 //!     cargo run --release --example bench -- --many 1,10,100   # several resources (many.rs)
+//!     cargo run --release --example bench -- --semaphore 1,4,64   # semaphores (semaphore.rs)
 //!
 //! Rows: N = 1, 3, 5 nodes × delay (none; 1 ms one-way on every node; mixed 0.5/1/1/2/5 ms,
 //! the first N of them) × scenario (one client uncontended; 8 threads contending for one
@@ -29,6 +30,7 @@ mod support;
 mod floor;
 mod handoff;
 mod many;
+mod semaphore;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -140,6 +142,8 @@ struct Opts {
     delays_given: bool,
     /// `--many`: resource counts for acquire_many rows.
     many: Vec<usize>,
+    /// `--semaphore`: permit counts for semaphore rows.
+    semaphore: Vec<u32>,
 }
 
 fn parse() -> Opts {
@@ -161,6 +165,7 @@ fn parse() -> Opts {
         thinks: vec![0, 10],
         delays_given: false,
         many: Vec::new(),
+        semaphore: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -179,6 +184,12 @@ fn parse() -> Opts {
             }
             "--handoff" => o.handoff = true,
             "--many" => o.many = v().split(',').map(|n| n.parse().expect("--many")).collect(),
+            "--semaphore" => {
+                o.semaphore = v()
+                    .split(',')
+                    .map(|n| n.parse().expect("--semaphore"))
+                    .collect()
+            }
             "--think" => {
                 o.thinks = v()
                     .split(',')
@@ -221,7 +232,7 @@ fn parse() -> Opts {
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
                      --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
-                     --many 1,10,100"
+                     --many 1,10,100 --semaphore 1,4,64"
                 );
                 std::process::exit(0);
             }
@@ -571,6 +582,15 @@ fn main() {
             vec!["none".into(), "1ms".into()]
         };
         many::run(&servers, o.secs, o.rounds, &delays, &o.many);
+        return;
+    }
+    if !o.semaphore.is_empty() {
+        let delays = if o.delays_given {
+            o.delays.clone()
+        } else {
+            vec!["none".into(), "1ms".into()]
+        };
+        semaphore::run(&servers, o.secs, o.rounds, &delays, &o.semaphore);
         return;
     }
     if o.handoff {
