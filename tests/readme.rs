@@ -529,6 +529,23 @@ fn the_several_resources_fragment_runs() {
 }
 
 #[test]
+fn the_semaphore_fragment_runs() {
+    with_manager(|mgr| {
+        // README:begin
+        use redlock::{LockOptions, Wait};
+        let exports = mgr.semaphore("exports", 4)?; // at most 4 at a time
+        let wait = LockOptions::new().wait(Wait::For(Duration::from_secs(30)));
+        let permit = exports.acquire(Duration::from_secs(60), &wait)?;
+        let (slot, permits) = permit.permit().unwrap(); // which of the 4 slots, and 4
+        // ... run one export ...
+        permit.unlock()?; // wakes one waiter
+        // README:end
+        assert!(slot < permits && permits == 4);
+        Ok(())
+    });
+}
+
+#[test]
 fn the_fencing_fragment_runs() {
     with_manager(|mgr| {
         let earlier = mgr.lock_fenced("account:7", Duration::from_secs(10))?;
