@@ -293,7 +293,7 @@ pub(crate) struct LeaseInner {
     /// Every resource and key of a lease over several resources.
     pub(crate) many: Option<Box<Many>>,
     /// A semaphore permit's slot.
-    permit: Option<Permit>,
+    pub(crate) permit: Option<Permit>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.

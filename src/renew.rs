@@ -29,7 +29,9 @@ use crate::lease::{
 };
 use crate::quorum::{Cmd, Limits, Request, Round, Until};
 use crate::resp::Reply;
-use crate::scripts::{REENTRANT_ACQUIRE_SCRIPT, REENTRANT_RENEW_SCRIPT, RENEW_SCRIPT};
+use crate::scripts::{
+    REENTRANT_ACQUIRE_SCRIPT, REENTRANT_RENEW_SCRIPT, RENEW_SCRIPT, SEMAPHORE_ACQUIRE_SCRIPT,
+};
 
 /// The most keys one renewal command carries; more are split over several commands.
 const MAX_KEYS_PER_COMMAND: usize = 1000;
@@ -436,16 +438,31 @@ fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, f
 /// `SET key token PX ttl NX` for each key of the lease on the nodes where it was missing
 /// (`missing[node][k]`), without waiting; for a reentrant lease, its hold added where the key
 /// is missing or is its owner's (the acquisition script, without marker or fencing), never
-/// over another owner's.
+/// over another owner's; for a semaphore's permit, its own slot, where that slot is free.
 fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[Vec<bool>]) {
     let mut digits = [0u8; 20];
     let ttl_ms = crate::resp::decimal(ttl.as_millis() as u64, &mut digits);
     if let Some(owner) = &l.owner {
         let fence_key = [crate::config::FENCE_PREFIX, &l.resource].concat();
-        let (sha, eval) = REENTRANT_ACQUIRE_SCRIPT.calls(
-            &[&l.key, &fence_key],
-            &[l.token.as_bytes(), ttl_ms, owner, b"0"],
-        );
+        let (sha, eval) = match l.permit {
+            // A semaphore's permit takes its own slot back, where that slot is free.
+            Some(p) => SEMAPHORE_ACQUIRE_SCRIPT.calls(
+                &[&l.key, &fence_key],
+                &[
+                    l.token.as_bytes(),
+                    ttl_ms,
+                    p.permits.to_string().as_bytes(),
+                    p.slot.to_string().as_bytes(),
+                    b"0",
+                    owner,
+                    b"1",
+                ],
+            ),
+            None => REENTRANT_ACQUIRE_SCRIPT.calls(
+                &[&l.key, &fence_key],
+                &[l.token.as_bytes(), ttl_ms, owner, b"0"],
+            ),
+        };
         sh.cluster.detach(&sha, Some(&eval), &|i| missing[i][0]);
         return;
     }

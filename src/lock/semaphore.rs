@@ -249,7 +249,10 @@ pub(crate) fn attempt(
     // Nodes that gave another slot, or have not answered, may hold one for this hold: move it
     // to the chosen slot there, or drop it.
     s.settle(slot, &|i| {
-        !round.outcomes[i].is_success() && !refusals[i] && !round.untrusted[i]
+        matches!(
+            round.outcomes[i],
+            NodeOutcome::Pending | NodeOutcome::Timeout
+        ) || (round.outcomes[i] == NodeOutcome::Rejected && !refusals[i])
     });
     let fencing_token = if fenced {
         match fence(&s, &round, expires) {
