@@ -137,5 +137,44 @@ pub fn run(servers: &[u16], secs: f64, rounds: usize, delays: &[String], ps: &[u
                 v.rounds as f64 / v.cycles.max(1) as f64
             );
         }
+        contended(&mgr, delay, secs);
     }
+}
+
+/// 8 threads of one manager taking permits of one semaphore of P = 4 (try_acquire, unlock
+/// when granted) for `secs`: how often the nodes split, as round trips per attempt.
+fn contended(mgr: &Redlock, delay: &str, secs: f64) {
+    let sem = mgr.semaphore("bench:sem:contended", 4).expect("semaphore");
+    let before = node0_rounds(mgr);
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let sem = sem.clone();
+            std::thread::spawn(move || {
+                let (mut granted, mut refused) = (0u64, 0u64);
+                while Instant::now() < end && granted + refused < 200_000 {
+                    match sem.try_acquire(Duration::from_secs(30)) {
+                        Ok(l) => {
+                            l.unlock().expect("unlock");
+                            granted += 1;
+                        }
+                        Err(Error::NotAcquired(_)) => refused += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                (granted, refused)
+            })
+        })
+        .collect();
+    let (granted, refused) = threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let rounds = node0_rounds(mgr) - before - granted;
+    println!(
+        "\n{delay}: 8 threads on P = 4 for {secs:.1} s: {granted} granted, {refused} refused, \
+         {:.3} round trips per attempt ({:.0} grants/s)\n",
+        rounds as f64 / (granted + refused).max(1) as f64,
+        granted as f64 / secs
+    );
 }
