@@ -12,14 +12,6 @@
 #define REDLOCK_VERSION_PATCH 0
 #define REDLOCK_VERSION "0.1.0"
 
-// The most permits a semaphore may have: each acquisition looks at every slot on each node,
-// in one script, which blocks that node meanwhile.
-#define MAX_PERMITS 1000
-
-// The most resources one [`Redlock::acquire_many`](crate::Redlock::acquire_many) call may
-// name: each node sets or checks them all in one script, which blocks that node meanwhile.
-#define MAX_RESOURCES 1000
-
 // The largest TTL any lock may have, in milliseconds (`UINT32_MAX`, about 49.7 days).
 #define REDLOCK_MAX_TTL_MS UINT32_MAX
 
