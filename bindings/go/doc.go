@@ -79,6 +79,28 @@
 //	defer l.Free()
 //	defer l.Unlock()
 //
+// # Semaphores
+//
+// Manager.Semaphore makes a counting semaphore over the quorum: at most its count of permits
+// are valid at any instant, in every process together. It sends nothing; Semaphore.Acquire,
+// TryAcquire, AcquireWait and AcquireContext each take one permit, as Acquire, TryLock,
+// LockWait and LockContext take a lock (waits are woken by a release, a context cancels). The
+// permit is a Lock: Unlock gives it back, Extend and auto-renewal keep it, Fenced gives it a
+// fencing token, and Lock.Permit names its slot. Every caller of a semaphore names the same
+// count (another one is ErrInvalidArgument while permits are held), and WithOwner and
+// WithShared do not apply:
+//
+//	exports, err := m.Semaphore("exports", 4)
+//	if err != nil {
+//		return err // ErrInvalidArgument: an empty name, 0 or more than MaxPermits permits
+//	}
+//	p, err := exports.AcquireWait(time.Minute, 30*time.Second)
+//	if err != nil {
+//		return err // ErrNotAcquired: all 4 held for 30 s
+//	}
+//	defer p.Free()
+//	defer p.Unlock()
+//
 // # Restart quarantine
 //
 // A Redis node that does not persist every write comes back empty after a crash (and a
@@ -134,8 +156,9 @@
 // Failures reported by the library are *Error values carrying the library's Status and
 // message; match them with errors.Is against ErrNotAcquired, ErrNotHeld, ErrUnavailable,
 // ErrAuth, ErrCancelled, ErrInvalidArgument, ErrNullArgument, ErrInvalidHandle, ErrInternal and
-// ErrPanic. An error of LockContext whose context had ended also matches the context's error.
-// Calls on a closed Manager, and Unlock or Extend on a freed Lock, return ErrClosed.
+// ErrPanic. An error of LockContext (or LockManyContext, Semaphore.AcquireContext) whose
+// context had ended also matches the context's error. Calls on a closed Manager, and Unlock or
+// Extend on a freed Lock, return ErrClosed.
 //
 // # Durations
 //

@@ -16,8 +16,8 @@ type Status int32
 const (
 	// StatusOK is success; it never appears in an *Error.
 	StatusOK Status = C.REDLOCK_STATUS_OK
-	// StatusNotAcquired: the lock is held elsewhere, or the grants came too late to leave any
-	// validity. Retrying later may succeed.
+	// StatusNotAcquired: the lock is held elsewhere (for a semaphore: every permit is), or the
+	// grants came too late to leave any validity. Retrying later may succeed.
 	StatusNotAcquired Status = C.REDLOCK_STATUS_NOT_ACQUIRED
 	// StatusNotHeld: Unlock or Extend could not confirm ownership on a quorum: the lock
 	// expired, was already unlocked, or was taken over.
@@ -30,8 +30,8 @@ const (
 	// needed permissions: WRONGPASS, NOAUTH, NOPERM) are what stands between the others and a
 	// quorum. Fix the node URLs or the ACLs.
 	StatusAuth Status = C.REDLOCK_STATUS_AUTH
-	// StatusCancelled: the acquisition was cancelled (Manager.LockContext: its context was
-	// cancelled) and left no key behind on any node.
+	// StatusCancelled: the acquisition was cancelled (Manager.LockContext, LockManyContext,
+	// Semaphore.AcquireContext: its context was cancelled) and left no key behind on any node.
 	StatusCancelled Status = C.REDLOCK_STATUS_CANCELLED
 	// StatusInvalidArgument: bad input (a malformed URL, a TTL out of range, an empty
 	// resource, …). Nothing was sent to any node.
@@ -64,9 +64,10 @@ func (s Status) String() string {
 // matches any *Error target with the same Status, whatever the messages. Use errors.As to
 // read the Status and Message.
 //
-// An error of Manager.LockContext that its context ended also wraps the context's error
-// (Unwrap): errors.Is(err, context.Canceled) or errors.Is(err, context.DeadlineExceeded)
-// holds, and so does errors.Is(err, cause) for a cause given to context.WithCancelCause.
+// An error of Manager.LockContext (or LockManyContext, Semaphore.AcquireContext) that its
+// context ended also wraps the context's error (Unwrap): errors.Is(err, context.Canceled) or
+// errors.Is(err, context.DeadlineExceeded) holds, and so does errors.Is(err, cause) for a
+// cause given to context.WithCancelCause.
 type Error struct {
 	Status  Status
 	Message string
@@ -75,9 +76,9 @@ type Error struct {
 	cause error
 }
 
-// Unwrap returns the error of the context that ended a Manager.LockContext call
-// (context.Canceled or context.DeadlineExceeded, joined with the context's cause when it has
-// another one), or nil.
+// Unwrap returns the error of the context that ended a Manager.LockContext (LockManyContext,
+// Semaphore.AcquireContext) call (context.Canceled or context.DeadlineExceeded, joined with
+// the context's cause when it has another one), or nil.
 func (e *Error) Unwrap() error {
 	if e == nil {
 		return nil
@@ -110,7 +111,8 @@ func (e *Error) Is(target error) bool {
 // Sentinel errors, one per status, for errors.Is. They carry no message; the errors returned
 // by this package do.
 var (
-	// ErrNotAcquired: Acquire (or Lock, TryLock, LockWait) found the lock held elsewhere.
+	// ErrNotAcquired: Acquire (or Lock, TryLock, LockWait) found the lock held elsewhere, or a
+	// Semaphore's methods found every permit held.
 	ErrNotAcquired error = &Error{Status: StatusNotAcquired}
 	// ErrNotHeld: Unlock or Extend found the lock no longer ours (expired, already unlocked,
 	// taken over).
@@ -120,9 +122,10 @@ var (
 	// ErrAuth: nodes refused the credentials, and without them a quorum was impossible (an
 	// ErrAuth error also matches ErrUnavailable).
 	ErrAuth error = &Error{Status: StatusAuth}
-	// ErrCancelled: Manager.LockContext was cancelled through its context; no key was left
-	// behind. The error also matches the context's error (context.Canceled). A context whose
-	// deadline passes gives ErrNotAcquired (with context.DeadlineExceeded) instead.
+	// ErrCancelled: Manager.LockContext (or LockManyContext, Semaphore.AcquireContext) was
+	// cancelled through its context; no key was left behind. The error also matches the
+	// context's error (context.Canceled). A context whose deadline passes gives ErrNotAcquired
+	// (with context.DeadlineExceeded) instead.
 	ErrCancelled error = &Error{Status: StatusCancelled}
 	// ErrInvalidArgument: bad input; nothing was sent.
 	ErrInvalidArgument error = &Error{Status: StatusInvalidArgument}

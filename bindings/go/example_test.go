@@ -531,3 +531,68 @@ func ExampleManager_Holders() {
 	// held on a quorum of nodes: true 2 of 3
 	// after Unlock, locked: false
 }
+
+// A semaphore of two permits: two holders at once, whichever process they run in; a third is
+// refused (TryAcquire) or waits (AcquireWait) until a holder gives its permit back, and then
+// gets that permit's slot. Every caller of a semaphore names the same count.
+func ExampleManager_Semaphore() {
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+
+	exports, err := m.Semaphore("example:exports", 2) // sends nothing
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, err := exports.TryAcquire(10 * time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer a.Free()
+	b, err := exports.TryAcquire(10 * time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Free()
+	slotA, permits, _ := a.Permit()
+	slotB, _, _ := b.Permit()
+	fmt.Println("two permits of", permits, "in distinct slots:", slotA != slotB)
+
+	_, err = exports.TryAcquire(10 * time.Second)
+	fmt.Println("a third:", errors.Is(err, redlock.ErrNotAcquired))
+
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = a.Unlock()
+	}()
+	c, err := exports.AcquireWait(10*time.Second, 5*time.Second) // woken by the Unlock
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Free()
+	slotC, _, _ := c.Permit()
+	fmt.Println("a waiter gets the slot given back:", slotC == slotA)
+
+	_, err = m.Semaphore("example:exports", redlock.MaxPermits+1)
+	fmt.Println("1001 permits:", errors.Is(err, redlock.ErrInvalidArgument))
+	four, _ := m.Semaphore("example:exports", 4)
+	_, err = four.TryAcquire(10 * time.Second)
+	fmt.Println("another count while permits are held:", errors.Is(err, redlock.ErrInvalidArgument))
+
+	fmt.Println("unlock:", b.Unlock(), c.Unlock())
+	// Output:
+	// two permits of 2 in distinct slots: true
+	// a third: true
+	// a waiter gets the slot given back: true
+	// 1001 permits: true
+	// another count while permits are held: true
+	// unlock: <nil> <nil>
+}

@@ -86,7 +86,8 @@ func (o NodeOutcome) String() string {
 // method) has the manager's renewal thread do it, and reports through IsLost, Lost, WaitLost,
 // LostReason and a callback if the lock is lost. A lock taken with the Fenced option carries
 // a FencingToken. A Lock taken by the *Many methods holds several resources, all of them
-// together (Resources lists them); one taken with WithShared is shared (IsShared).
+// together (Resources lists them); one taken with WithShared is shared (IsShared); one taken
+// by a Semaphore's methods is one permit of the semaphore (Permit).
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
@@ -104,12 +105,16 @@ type Lock struct {
 
 	// Immutable facts copied out of the lease when it was acquired; valid after Free.
 	// resources is nil for a lock of one resource (resource); a lock of several (the *Many
-	// methods) has them all there, resource being the first.
+	// methods) has them all there, resource being the first. A semaphore's permit has
+	// permit set, with its slot and the semaphore's count, resource being its name.
 	token     string
 	value     string
 	resource  string
 	resources []string
 	shared    bool
+	permit    bool
+	slot      uint32
+	permits   uint32
 	granted   int
 	outcomes  []NodeOutcome
 	fence     uint64
@@ -287,9 +292,10 @@ func (l *Lock) Token() string {
 // token, a dot, the holder's wall-clock Unix time in milliseconds when the attempt started,
 // and, if the manager has a label (WithLabel), a space and the label:
 // "<40 hex>.<unix ms>[ <label>]"; a lock of several resources stores it under each of their
-// keys. For a reentrant lock (WithOwner) and a shared one (WithShared) it is the token, which
-// names the lock's hold in the key's hash ("hold:<token>"). It is the ID that Manager.Holders
-// reports for the holder of a plain or reentrant lock. It still answers after Free.
+// keys. For a reentrant lock (WithOwner), a shared one (WithShared) and a semaphore's permit it
+// is the token, which names the lock's hold in the key's hash ("hold:<token>"). It is the ID
+// that Manager.Holders reports for the holder of a plain or reentrant lock. It still answers
+// after Free.
 func (l *Lock) Value() string {
 	if l == nil {
 		return ""
@@ -298,7 +304,8 @@ func (l *Lock) Value() string {
 }
 
 // Resource returns the resource name, as given to Lock; for a lock of several resources
-// (LockMany and the other *Many methods), the first of them.
+// (LockMany and the other *Many methods), the first of them; for a semaphore's permit, the
+// semaphore's name.
 func (l *Lock) Resource() string {
 	if l == nil {
 		return ""
@@ -323,6 +330,18 @@ func (l *Lock) Resources() []string {
 // shared holders of the resource, and excluding exclusive ones. It still answers after Free.
 func (l *Lock) IsShared() bool {
 	return l != nil && l.shared
+}
+
+// Permit tells which permit of a semaphore the lock is: for a Lock taken by a Semaphore's
+// methods (Acquire, TryAcquire, AcquireWait, AcquireContext), ok is true, slot is the slot it
+// holds (0 to permits−1; no two valid permits of one semaphore hold the same slot at once) and
+// permits is the semaphore's count. For any other lock ok is false and slot and permits are 0.
+// It still answers after Free.
+func (l *Lock) Permit() (slot, permits uint32, ok bool) {
+	if l == nil || !l.permit {
+		return 0, 0, false
+	}
+	return l.slot, l.permits, true
 }
 
 // Granted returns how many nodes had granted the lock when the acquisition was decided (at
@@ -435,6 +454,9 @@ func (l *Lock) String() string {
 	}
 	if l.shared {
 		what += ", shared"
+	}
+	if l.permit {
+		what = fmt.Sprintf("semaphore: %q, permit: slot %d of %d", l.resource, l.slot, l.permits)
 	}
 	if l.fence != 0 {
 		return fmt.Sprintf("redlock.Lock{%s, token: %s, fencing token: %d, validity: %v}",

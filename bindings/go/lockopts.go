@@ -3,7 +3,8 @@ package redlock
 import "time"
 
 // LockOption configures one acquisition; pass options to Manager.Acquire (or Lock, TryLock,
-// LockWait, LockContext, and the *Many methods for several resources):
+// LockWait, LockContext, the *Many methods for several resources, and a Semaphore's methods
+// for a permit):
 //
 //	l, err := m.Acquire("orders:42", 10*time.Second,
 //		redlock.Wait(5*time.Second),     // wait up to 5 s for a release (NoWait: one attempt)
@@ -159,7 +160,9 @@ func Fenced() LockOption {
 // The owner is the identity: another goroutine or process that presents the same owner is the
 // same owner. That is how a restarted worker reclaims its job's lock without waiting out the
 // TTL, and why two workers must never share an owner id. With Fenced, every Lock of one tenure
-// of the owner carries the same fencing token. Without WithOwner a lock is not reentrant.
+// of the owner carries the same fencing token. Without WithOwner a lock is not reentrant. A
+// semaphore's permit is never reentrant: a Semaphore's methods refuse WithOwner with
+// ErrInvalidArgument.
 func WithOwner(owner string) LockOption {
 	return func(o *lockOptions) {
 		if len(owner) == 0 || len(owner) > MaxOwnerLen {
@@ -182,10 +185,11 @@ func WithOwner(owner string) LockOption {
 // nothing.
 //
 // A shared lock has no owner: WithShared with WithOwner is ErrInvalidArgument, and so is
-// WithShared given to the *Many methods (AcquireMany, LockMany, …). Extend, auto-renewal,
-// Fenced and waiting work as for an exclusive lock. The resource's key is then a Redis hash
-// with one field per shared holder, "hold:" followed by its Token (a shared lock's Value is
-// its Token, as a reentrant lock's is), and Manager.Holders reports HolderShared.
+// WithShared given to the *Many methods (AcquireMany, LockMany, …) or to a Semaphore's methods
+// (a permit is not shared). Extend, auto-renewal, Fenced and waiting work as for an exclusive
+// lock. The resource's key is then a Redis hash with one field per shared holder, "hold:"
+// followed by its Token (a shared lock's Value is its Token, as a reentrant lock's is), and
+// Manager.Holders reports HolderShared.
 func WithShared() LockOption {
 	return func(o *lockOptions) { o.shared = true }
 }

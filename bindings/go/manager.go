@@ -43,6 +43,8 @@ const (
 	// MaxResources is the most resources one call of the *Many methods (AcquireMany,
 	// LockMany, TryLockMany, LockManyWait, LockManyContext) may name.
 	MaxResources = 1000
+	// MaxPermits is the most permits a semaphore may have (Manager.Semaphore).
+	MaxPermits = 1000
 	// MaxLabelLen is the longest holder label (WithLabel), in bytes.
 	MaxLabelLen = 256
 	// MaxKeyPrefixLen is the longest lock key prefix (WithKeyPrefix), in bytes.
@@ -61,6 +63,8 @@ var (
 	_ [C.REDLOCK_MAX_OWNER_LEN - MaxOwnerLen]struct{}
 	_ [MaxResources - C.REDLOCK_MAX_RESOURCES]struct{}
 	_ [C.REDLOCK_MAX_RESOURCES - MaxResources]struct{}
+	_ [MaxPermits - C.REDLOCK_MAX_PERMITS]struct{}
+	_ [C.REDLOCK_MAX_PERMITS - MaxPermits]struct{}
 	_ [MaxLabelLen - C.REDLOCK_MAX_LABEL_LEN]struct{}
 	_ [C.REDLOCK_MAX_LABEL_LEN - MaxLabelLen]struct{}
 	_ [MaxKeyPrefixLen - C.REDLOCK_MAX_KEY_PREFIX_LEN]struct{}
@@ -555,11 +559,11 @@ func (m *Manager) free() {
 }
 
 // Close frees the manager and its idle connections. It cancels the LockContext calls in
-// progress, which return ErrClosed, waits for the other calls in progress on this manager (a
-// Lock may block for its retries, an Acquire for its Wait) and makes later calls return
-// ErrClosed. It never
-// unlocks anything: locks made by this manager stay usable and can still be unlocked,
-// extended and freed. Close is idempotent and always returns nil.
+// progress (LockManyContext and Semaphore.AcquireContext too), which return ErrClosed, waits
+// for the other calls in progress on this manager (a Lock may block for its retries, an
+// Acquire for its Wait) and makes later calls return ErrClosed. It never unlocks anything:
+// locks made by this manager stay usable and can still be unlocked, extended and freed. Close
+// is idempotent and always returns nil.
 func (m *Manager) Close() error {
 	if m == nil {
 		return nil
@@ -798,10 +802,13 @@ func acquireOptions(method string, ttl time.Duration, fixed *lockOptions, opts [
 	return o, ttlMs, nil
 }
 
-// acquireMethod names the method that takes every wait option: Acquire, or AcquireMany for
-// the *Many methods.
+// acquireMethod names the method that takes every wait option: Acquire, AcquireMany for the
+// *Many methods, or Semaphore.Acquire for a Semaphore's.
 func acquireMethod(method string) string {
-	if strings.Contains(method, "Many") {
+	switch {
+	case strings.HasPrefix(method, "Semaphore."):
+		return "Semaphore.Acquire"
+	case strings.Contains(method, "Many"):
 		return "AcquireMany"
 	}
 	return "Acquire"

@@ -26,6 +26,7 @@ var readmeSnippets = []any{
 	readmeAcquireOptions,
 	readmeShared,
 	readmeMany,
+	readmeSemaphore,
 	readmeNodeStates,
 	readmeMetrics,
 	readmeErrors,
@@ -88,6 +89,22 @@ func readmeMany(m *redlock.Manager) error {
 	defer l.Free()
 	log.Printf("holding %q until %v from now", l.Resources(), l.Validity())
 	return l.Unlock() // every key; l.Extend and auto-renewal act on the set too
+}
+
+func readmeSemaphore(m *redlock.Manager) error {
+	exports, err := m.Semaphore("exports", 4) // at most 4 exports at once, in every process; sends nothing
+	if err != nil {
+		return err // ErrInvalidArgument: an empty name, 0 or more than redlock.MaxPermits permits
+	}
+	p, err := exports.AcquireWait(time.Minute, 30*time.Second, redlock.AutoRenew(time.Hour)) // woken by a release
+	if err != nil {
+		return err // ErrNotAcquired: 4 held for 30 s; ErrInvalidArgument: held under another count
+	}
+	defer p.Free()
+	slot, permits, _ := p.Permit()
+	log.Printf("export in slot %d of %d", slot, permits)
+	// ... export; a holder that dies gives its permit back when its TTL runs out
+	return p.Unlock()
 }
 
 func readmeNodeStates(m *redlock.Manager) error {
