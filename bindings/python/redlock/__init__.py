@@ -83,6 +83,7 @@ from ._errors import (
 from ._ffi import (
     MAX_KEY_PREFIX_LEN,
     MAX_LABEL_LEN,
+    MAX_PERMITS,
     MAX_RESOURCE_LEN,
     MAX_RESOURCES,
     LibraryNotFoundError,
@@ -155,6 +156,7 @@ __all__ = [
     "LibraryNotFoundError",
     "MAX_RESOURCE_LEN",
     "MAX_RESOURCES",
+    "MAX_PERMITS",
     "MAX_TTL_MS",
     "MAX_LABEL_LEN",
     "MAX_KEY_PREFIX_LEN",
