@@ -281,9 +281,14 @@ _Target = Union[_Many, _Sem]
 
 
 def _acquire_args(
-    m: Any, res: bytes, ttl_ms: int, opts: Any, lease_h: "_Handle", err: Any,
+    m: Any,
+    res: bytes,
+    ttl_ms: int,
+    opts: Any,
+    lease_h: "_Handle",
+    err: Any,
     target: Optional[_Target],
-) -> Tuple[Any, Tuple[Any, ...]]:  # fmt: skip
+) -> Tuple[Any, Tuple[Any, ...]]:
     """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``,
     ``redlock_acquire_many`` of a :class:`_Many`'s resources, or ``redlock_semaphore_acquire``
     of a :class:`_Sem`'s permit. The error buffer is the last but one."""
@@ -360,9 +365,7 @@ def _permits(permits: object) -> int:
     if isinstance(permits, bool) or not isinstance(permits, int):
         raise TypeError(f"permits must be an int, not {type(permits).__name__}")
     if not 1 <= permits <= _ffi.MAX_PERMITS:
-        raise InvalidArgument(
-            f"a semaphore has 1 to {_ffi.MAX_PERMITS} permits, not {permits}"
-        )
+        raise InvalidArgument(f"a semaphore has 1 to {_ffi.MAX_PERMITS} permits, not {permits}")
     return int(permits)
 
 
@@ -2392,9 +2395,10 @@ class Redlock:
         target: Optional[_Target] = None,
     ) -> _Call:
         """A :class:`_Call` of ``redlock_acquire`` (with a ``target``: ``redlock_acquire_many``
-        or ``redlock_semaphore_acquire``) for a helper thread, carrying the cancel handle ``ch`` (acquired by the caller as
-        ``cp``, see :func:`_cancel_hold`), with an options object of its own; the call owns a
-        hold on the manager and the options until it is released (:meth:`_Call.release`).
+        or ``redlock_semaphore_acquire``) for a helper thread, carrying the cancel handle
+        ``ch`` (acquired by the caller as ``cp``, see :func:`_cancel_hold`), with an options
+        object of its own; the call owns a hold on the manager and the options until it is
+        released (:meth:`_Call.release`).
         Shared by the Ctrl-C path (:meth:`_acquire_on_helper`) and the asyncio one
         (``redlock._aio``)."""
         lease_h = _Handle(_ffi.LeasePtr(), _c.redlock_lease_free, "lease")

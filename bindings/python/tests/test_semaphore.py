@@ -20,6 +20,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import ctypes
+import pickle
 import threading
 import time
 from typing import Dict, List, Optional, Tuple
@@ -498,8 +499,6 @@ def test_bad_input_is_refused_before_anything_is_sent(cluster, new_manager, reso
     with m.semaphore(b"s" * redlock.MAX_RESOURCE_LEN, 1).try_acquire(5_000) as lk:
         assert lk.permit == (0, 1)
     with pytest.raises(TypeError, match="cannot be pickled"):
-        import pickle
-
         pickle.dumps(sem)
 
     # What only the library knows: with the empty key prefix, a name whose key would be in
