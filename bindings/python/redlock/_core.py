@@ -2642,7 +2642,8 @@ class Semaphore:
 
     The handle holds only the name, the count and its manager, and sends nothing itself; it
     may be shared by any number of threads. Its acquisitions raise :class:`HandleClosed` once
-    the manager is closed; permits already granted stay usable.
+    the manager is closed; permits already granted stay usable. Not constructed directly:
+    :meth:`Redlock.semaphore` makes one.
     """
 
     __slots__ = ("_mgr", "_sem")
