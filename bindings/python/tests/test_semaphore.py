@@ -326,13 +326,15 @@ def test_fenced_permits_extend_and_the_lock_of_the_same_name(cluster, new_manage
 def test_a_permit_renews(cluster, new_manager, resource):
     m = new_manager(cluster.urls)
     sem = m.semaphore(resource, 1)
-    with sem.acquire(1_500, auto_renew=True, max_hold_ms=60_000) as lk:
+    # Renewed every ~0.7 s: a renewal round has over a second, twice the node timeout, to
+    # be confirmed before the validity ends, even on a loaded machine.
+    with sem.acquire(2_000, auto_renew=True, max_hold_ms=60_000) as lk:
         assert lk.renewing and lk.permit == (0, 1)
-        time.sleep(3.0)  # twice the TTL
+        time.sleep(4.2)  # over twice the TTL
         assert lk.valid and not lk.lost
         assert sum(slot_on(s, resource, 0) == lk.token.encode() for s in cluster.servers) >= 2
         with pytest.raises(redlock.NotAcquired):
-            sem.try_acquire(1_500)
+            sem.try_acquire(2_000)
     released(cluster, resource)
 
 
