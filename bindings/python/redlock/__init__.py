@@ -31,6 +31,9 @@ Example::
         with mgr.acquire_many(["acct:1", "acct:2"], 5_000, wait_ms=2_000) as lk:
             lk.resources                                        # [b"acct:1", b"acct:2"]: all
                                                                 # held, or none
+        exports = mgr.semaphore("exports", 4)                   # at most 4 holders at once
+        with exports.lock(60_000, wait_ms=30_000) as lk:        # one permit; waits for a
+            lk.permit                                           # release: (slot, 4)
 
     # A label names this process in every lock it takes (``holders`` shows it); the empty key
     # prefix shares redsync's and node-redlock's keys (the resource name itself) in a migration.
@@ -61,7 +64,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import Cancel, Lease, NodeState, Redlock, Resource, version
+from ._core import Cancel, Lease, NodeState, Redlock, Resource, Semaphore, version
 from ._errors import (
     STATUS_EXCEPTIONS,
     AuthFailed,
@@ -83,6 +86,7 @@ from ._errors import (
 from ._ffi import (
     MAX_KEY_PREFIX_LEN,
     MAX_LABEL_LEN,
+    MAX_PERMITS,
     MAX_RESOURCE_LEN,
     MAX_RESOURCES,
     LibraryNotFoundError,
@@ -94,6 +98,7 @@ from ._holders import Holder, HolderKind, Holders, HoldState, NodeHold
 for _cls in (
     Redlock,
     Lease,
+    Semaphore,
     Cancel,
     NodeState,
     Holders,
@@ -127,6 +132,7 @@ MAX_TTL_MS = 2**32 - 1
 __all__ = [
     "Redlock",
     "Lease",
+    "Semaphore",
     "Cancel",
     "NodeState",
     "Holders",
@@ -155,6 +161,7 @@ __all__ = [
     "LibraryNotFoundError",
     "MAX_RESOURCE_LEN",
     "MAX_RESOURCES",
+    "MAX_PERMITS",
     "MAX_TTL_MS",
     "MAX_LABEL_LEN",
     "MAX_KEY_PREFIX_LEN",

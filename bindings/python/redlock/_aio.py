@@ -1,5 +1,6 @@
 """asyncio: :meth:`Redlock.alock` and :meth:`Redlock.aacquire`, :meth:`Redlock.alock_many` and
-:meth:`Redlock.aacquire_many`, :meth:`Lease.aunlock` and :meth:`Lease.aextend`.
+:meth:`Redlock.aacquire_many`, :meth:`Semaphore.alock` and :meth:`Semaphore.aacquire`,
+:meth:`Lease.aunlock` and :meth:`Lease.aextend`.
 
 Every blocking library call runs on one of the binding's helper threads (``_core._hand_over``,
 the threads that already keep a main-thread wait interruptible), never on the event loop; the
@@ -35,11 +36,14 @@ from ._core import (
     Redlock,
     _Call,
     _Many,
+    _Sem,
+    _Target,
     _cancel_hold,
     _discard,
     _hand_over,
     _many_key,
     _owner,
+    _permit_key,
     _raise,
     _resource,
     _ttl,
@@ -176,13 +180,14 @@ async def _acquire(
     ttl_ms: int,
     key: _core._OptsKey,
     cancel: Optional[Cancel],
-    many: Optional[_Many] = None,
+    target: Optional[_Target] = None,
 ) -> Lease:
-    """``redlock_acquire`` (with ``many``: ``redlock_acquire_many``) on a helper thread,
-    awaited; see the module's docstring for what a cancellation does."""
+    """``redlock_acquire`` (with a ``target``: ``redlock_acquire_many`` or
+    ``redlock_semaphore_acquire``) on a helper thread, awaited; see the module's docstring for
+    what a cancellation does."""
     ch, cp = _cancel_hold(cancel)
     try:
-        call = mgr._new_call(res, ttl_ms, key, ch, cp, many)
+        call = mgr._new_call(res, ttl_ms, key, ch, cp, target)
         loop, fut = _loop_future()
         call.done = _LoopEvent(loop, fut)
         try:
@@ -191,7 +196,7 @@ async def _acquire(
             await asyncio.shield(fut)
             st = call.status
             if st == 0:
-                return mgr._lease(call.lease_h, res, key, many)
+                return mgr._lease(call.lease_h, res, key, target)
         except BaseException:
             await _abandon(call, fut)
             raise
@@ -248,12 +253,13 @@ def _key(
 
 
 class AsyncLock:
-    """What :meth:`Redlock.alock` returns: an asynchronous context manager that acquires the
-    lock when entered (``async with mgr.alock(...) as lease:``, giving the :class:`Lease`) and
-    unlocks and closes it when the block ends, each off the event loop. Entered once: call
+    """What :meth:`Redlock.alock` returns (and :meth:`Redlock.alock_many` and
+    :meth:`Semaphore.alock`): an asynchronous context manager that acquires the lock when
+    entered (``async with mgr.alock(...) as lease:``, giving the :class:`Lease`) and unlocks
+    and closes it when the block ends, each off the event loop. Entered once: call
     :meth:`Redlock.alock` again for another acquisition. Not constructed directly."""
 
-    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_many", "_lease", "_entered")
+    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_target", "_lease", "_entered")
 
     def __init__(
         self,
@@ -262,11 +268,11 @@ class AsyncLock:
         ttl_ms: int,
         key: _core._OptsKey,
         cancel: Optional[Cancel],
-        many: Optional[_Many] = None,
+        target: Optional[_Target] = None,
     ) -> None:
         self._mgr = mgr
         self._res = res
-        self._many = many
+        self._target = target
         self._ttl = ttl_ms
         self._key = key
         self._cancel = cancel
@@ -278,7 +284,7 @@ class AsyncLock:
             raise RuntimeError("an alock(...) is entered once: call mgr.alock(...) again")
         self._entered = True
         lease = await _acquire(
-            self._mgr, self._res, self._ttl, self._key, self._cancel, self._many
+            self._mgr, self._res, self._ttl, self._key, self._cancel, self._target
         )
         self._lease = lease
         return lease
@@ -297,8 +303,14 @@ class AsyncLock:
 
     def __repr__(self) -> str:
         state = "held" if self._lease is not None else ("done" if self._entered else "new")
-        if self._many is not None:
-            return f"<redlock.AsyncLock resources={len(self._many.resources)} {state}>"
+        target = self._target
+        if type(target) is _Many:
+            return f"<redlock.AsyncLock resources={len(target.resources)} {state}>"
+        if type(target) is _Sem:
+            return (
+                f"<redlock.AsyncLock semaphore={target.name!r} permits={target.permits} "
+                f"{state}>"
+            )
         return f"<redlock.AsyncLock resource={self._res!r} {state}>"
 
 
@@ -320,3 +332,13 @@ def alock_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> AsyncLo
 async def aacquire_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> Lease:
     many, ttl, key = _many_key(resources, ttl_ms, *args)
     return await _acquire(mgr, many.resources[0], ttl, key, args[-1], many)
+
+
+def alock_permit(mgr: Redlock, sem: _Sem, ttl_ms: Any, *args: Any) -> AsyncLock:
+    ttl, key = _permit_key(ttl_ms, *args)
+    return AsyncLock(mgr, sem.name, ttl, key, args[-1], sem)
+
+
+async def aacquire_permit(mgr: Redlock, sem: _Sem, ttl_ms: Any, *args: Any) -> Lease:
+    ttl, key = _permit_key(ttl_ms, *args)
+    return await _acquire(mgr, sem.name, ttl, key, args[-1], sem)

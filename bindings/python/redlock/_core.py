@@ -41,7 +41,7 @@ from ._holders import HolderKind, Holders, HoldState, NodeHold
 if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
     from ._aio import AsyncLock
 
-__all__ = ["Redlock", "Lease", "Cancel", "NodeState", "Resource", "version"]
+__all__ = ["Redlock", "Lease", "Semaphore", "Cancel", "NodeState", "Resource", "version"]
 
 #: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
 Resource = Union[str, bytes]
@@ -267,18 +267,43 @@ def _many(resources: Tuple[bytes, ...]) -> _Many:
     return _Many(resources, ptrs, lens)
 
 
+class _Sem(NamedTuple):
+    """The semaphore of one ``redlock_semaphore_acquire`` call: its name (checked by
+    :meth:`Redlock.semaphore`) and its permit count."""
+
+    name: bytes
+    permits: int
+
+
+#: What an acquisition takes when it is not one resource (``None``): a set of resources
+#: (``redlock_acquire_many``) or a permit of a semaphore (``redlock_semaphore_acquire``).
+_Target = Union[_Many, _Sem]
+
+
 def _acquire_args(
-    m: Any, res: bytes, ttl_ms: int, opts: Any, lease_h: "_Handle", err: Any, many: Optional[_Many]
+    m: Any,
+    res: bytes,
+    ttl_ms: int,
+    opts: Any,
+    lease_h: "_Handle",
+    err: Any,
+    target: Optional[_Target],
 ) -> Tuple[Any, Tuple[Any, ...]]:
-    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``, or
-    ``redlock_acquire_many`` of ``many``'s resources. The error buffer is the last but one."""
-    if many is None:
+    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``,
+    ``redlock_acquire_many`` of a :class:`_Many`'s resources, or ``redlock_semaphore_acquire``
+    of a :class:`_Sem`'s permit. The error buffer is the last but one."""
+    if target is None:
         return _c.redlock_acquire, (
             m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
         )  # fmt: skip
+    if type(target) is _Sem:
+        return _c.redlock_semaphore_acquire, (
+            m, target.name, len(target.name), target.permits, ttl_ms, opts,
+            _byref(lease_h._ptr), err, _ffi.ERR_LEN,
+        )  # fmt: skip
     return _c.redlock_acquire_many, (
-        m, many.ptrs, many.lens, len(many.resources), ttl_ms, opts, _byref(lease_h._ptr), err,
-        _ffi.ERR_LEN,
+        m, target.ptrs, target.lens, len(target.resources), ttl_ms, opts, _byref(lease_h._ptr),
+        err, _ffi.ERR_LEN,
     )  # fmt: skip
 
 
@@ -318,6 +343,57 @@ def _many_key(
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
     return _many(names), ttl, (wait, False, renew, True, None, False)
+
+
+def _semaphore_name(name: object) -> bytes:
+    """A semaphore's name as bytes, as a resource's (:func:`_resource`), 1 to
+    :data:`MAX_RESOURCE_LEN` bytes: checked here, as :meth:`Redlock.semaphore` sends nothing.
+    (That its key is outside the library's own namespaces, which only matters with
+    ``key_prefix=""``, is checked by the library, at the first acquisition.)"""
+    res = _resource(name)
+    if not res:
+        raise InvalidArgument("a semaphore's name must not be empty")
+    if len(res) > _ffi.MAX_RESOURCE_LEN:
+        raise InvalidArgument(
+            f"a semaphore's name is {len(res)} bytes; the limit is {_ffi.MAX_RESOURCE_LEN}"
+        )
+    return res
+
+
+def _permits(permits: object) -> int:
+    """A semaphore's permit count: an ``int`` (not a ``bool``) in 1..:data:`MAX_PERMITS`."""
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+    if not 1 <= permits <= _ffi.MAX_PERMITS:
+        raise InvalidArgument(f"a semaphore has 1 to {_ffi.MAX_PERMITS} permits, not {permits}")
+    return int(permits)
+
+
+def _permit_key(
+    ttl_ms: object,
+    wait_ms: object,
+    fenced: object,
+    auto_renew: object,
+    max_hold_ms: object,
+    max_extensions: object,
+    notify: object,
+    cancel: object,
+) -> Tuple[int, _OptsKey]:
+    """The checks of :meth:`Semaphore.acquire` (raised before anything is sent): ``(ttl_ms,
+    options key)``. The key is that of an acquisition without an owner, exclusive (a permit
+    is neither reentrant nor shared), so a semaphore shares the manager's cached options
+    objects with its locks."""
+    ttl = _ttl("ttl_ms", ttl_ms)
+    wait = None if wait_ms is None else _u32("wait_ms", wait_ms)
+    if fenced is not True and fenced is not False:
+        raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
+    renew = _renewal(auto_renew, max_hold_ms, max_extensions)
+    if notify is not True and notify is not False:
+        raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
+    if cancel is not None and not isinstance(cancel, Cancel):
+        raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+    # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
+    return ttl, (wait, fenced, renew, notify or not wait, None, False)
 
 
 def _owner(owner: object) -> bytes:
@@ -587,7 +663,9 @@ _REASONS = {r.value: r for r in QuarantineReason}
 class Lease:
     """A held lock, returned by :meth:`Redlock.acquire`, :meth:`Redlock.lock`,
     :meth:`Redlock.try_lock` and :meth:`Redlock.acquire_many` (one lease for the whole set:
-    :meth:`unlock`, :meth:`extend` and auto-renewal act on every resource of it).
+    :meth:`unlock`, :meth:`extend` and auto-renewal act on every resource of it), or a permit
+    of a :class:`Semaphore` (:meth:`Semaphore.acquire` and its variants; :attr:`permit` says
+    which slot it holds), which unlocks, extends and renews as a lock does.
 
     Use it as a context manager (``with mgr.lock(...) as lk:``) to unlock when the block ends,
     or call :meth:`unlock` and then :meth:`close` yourself.
@@ -601,14 +679,14 @@ class Lease:
     is done at its end.
 
     Facts recorded at acquisition (:attr:`token`, :attr:`value`, :attr:`resource`,
-    :attr:`resources`, :attr:`is_shared`, :attr:`fencing_token`, :attr:`node_outcomes`,
-    :attr:`granted`) stay readable after :meth:`close`; everything that
+    :attr:`resources`, :attr:`is_shared`, :attr:`permit`, :attr:`fencing_token`,
+    :attr:`node_outcomes`, :attr:`granted`) stay readable after :meth:`close`; everything that
     needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
     :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
     :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
 
-    Not constructed directly: :meth:`Redlock.acquire`, :meth:`Redlock.lock` and
-    :meth:`Redlock.try_lock` return one.
+    Not constructed directly: :meth:`Redlock.acquire`, :meth:`Redlock.lock`,
+    :meth:`Redlock.try_lock` and the semaphore's methods return one.
 
     A lease stays usable after its :class:`Redlock` is closed. Calls on one lease from several
     threads are serialised by the library. Dropping a lease without unlocking it frees its
@@ -622,6 +700,7 @@ class Lease:
         "_resource",
         "_resources",
         "_shared",
+        "_permit",
         "_outcomes",
         "_granted",
         "_fencing",
@@ -640,6 +719,7 @@ class Lease:
         renewing: bool,
         shared: bool = False,
         resources: Optional[Tuple[bytes, ...]] = None,
+        permit: bool = False,
     ) -> None:
         # Runs right after the acquisition returns, while the library still takes in the late
         # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
@@ -673,6 +753,12 @@ class Lease:
         self._fencing: Optional[int] = None
         if fenced:
             self._fencing = c.redlock_lease_fencing_token(ptr) or None
+        # Asked of the library only for a semaphore's permit (a lock has none).
+        self._permit: Optional[Tuple[int, int]] = None
+        if permit:
+            slot, permits = ctypes.c_uint32(), ctypes.c_uint32()
+            if c.redlock_lease_permit(ptr, _byref(slot), _byref(permits)):
+                self._permit = (slot.value, permits.value)
 
     # ---- facts recorded at acquisition ----
 
@@ -690,8 +776,9 @@ class Lease:
         :attr:`token`, then ``.`` and the wall-clock milliseconds at which the attempt started,
         then a space and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
         web-1:4242"``); for a reentrant lock (``owner=``), :attr:`token` (the nodes show its
-        owner id instead). A plain lock's value is the identity :meth:`Redlock.holders`
-        reports for it: ``holder.id == lease.value.encode()``."""
+        owner id instead); for a shared lock and a :class:`Semaphore`'s permit, :attr:`token`
+        (the nodes keep one hold per lease, named by it). A plain lock's value is the identity
+        :meth:`Redlock.holders` reports for it: ``holder.id == lease.value.encode()``."""
         value = self._value
         if type(value) is not str:
             value = self._value = value.decode("utf-8", "replace") if value else ""
@@ -700,7 +787,8 @@ class Lease:
     @property
     def resource(self) -> bytes:
         """The resource name as bytes (a ``str`` resource is its UTF-8 encoding); the first
-        one for a lease of :meth:`Redlock.acquire_many`."""
+        one for a lease of :meth:`Redlock.acquire_many`; the semaphore's name for a
+        permit."""
         return self._resource
 
     @property
@@ -715,6 +803,14 @@ class Lease:
         """True for a shared (read) lock, taken with ``shared=True``; False for an exclusive
         one."""
         return self._shared
+
+    @property
+    def permit(self) -> Optional[Tuple[int, int]]:
+        """For a permit of a :class:`Semaphore`: ``(slot, permits)``, the slot it holds (0 to
+        ``permits - 1``; no two valid permits of one semaphore hold the same slot) and the
+        semaphore's permit count, as ``redlock_lease_permit`` reports them. ``None`` for a
+        lock."""
+        return self._permit
 
     @property
     def fencing_token(self) -> Optional[int]:
@@ -1059,6 +1155,9 @@ class Lease:
         else:
             what = f"resources=[{many[0]!r}, {many[1]!r}, ... ({len(many)} in all)]"
         shared = " shared" if self._shared else ""
+        permit = self._permit
+        if permit is not None:
+            what = f"semaphore={self._resource!r} permit={permit[0]}/{permit[1]}"
         return f"<redlock.Lease {what}{shared}{fence} {state}>"
 
 
@@ -1244,7 +1343,7 @@ def _wait_out(done: threading.Event, limit_s: float) -> None:
 
 
 class _Call:
-    """One ``redlock_acquire`` (or ``redlock_acquire_many``: ``fn``) run on a helper thread
+    """One ``redlock_acquire`` (or another acquisition: ``fn``) run on a helper thread
     (see :func:`_hand_over`) for a caller on the main thread, which must stay interruptible: a
     ctypes call holds its thread in C, where
     Python cannot run a signal handler, so a Ctrl-C during a wait in the main thread itself
@@ -2072,6 +2171,68 @@ class Redlock:
             self, resources, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_extensions, cancel
         )
 
+    def semaphore(self, name: Resource, permits: int) -> "Semaphore":
+        """The counting semaphore ``name`` with ``permits`` permits: a :class:`Semaphore`
+        handle, whose :meth:`~Semaphore.acquire` (and :meth:`~Semaphore.lock`,
+        :meth:`~Semaphore.try_acquire`, :meth:`~Semaphore.alock`, :meth:`~Semaphore.aacquire`)
+        takes one permit. At most ``permits`` valid permits of one semaphore exist at any
+        instant, under the same assumptions as the lock. Nothing is sent here: the handle is
+        only the checked name and count, and may be kept and used from any thread.
+
+        Example::
+
+            exports = mgr.semaphore("exports", 4)
+            with exports.lock(60_000, wait_ms=30_000) as permit:
+                ...   # at most 4 of these run at once, in every process
+                permit.permit   # (slot, 4): which of the 4 slots it holds
+
+        Every caller of one semaphore must name the same ``permits``: the count is recorded
+        on the nodes with the holds, and an acquisition naming another one while permits of
+        the recorded count are held raises :class:`InvalidArgument`, whose message names the
+        recorded count (a new count applies once no permit is held). A semaphore and a lock
+        of the same name are independent (a semaphore's key is ``redlock-sem:`` followed by
+        the lock key of its name).
+
+        Args:
+            name: as a resource of :meth:`acquire`: 1 to 1024 bytes; a ``str`` is UTF-8
+                encoded.
+            permits: 1 to :data:`redlock.MAX_PERMITS` (1000).
+
+        Returns:
+            A :class:`Semaphore` of this manager (its acquisitions raise
+            :class:`HandleClosed` once the manager is closed).
+
+        Raises:
+            InvalidArgument: an empty or oversized name, or ``permits`` out of range. With
+                ``key_prefix=""``, a name whose key would fall in the library's own
+                namespaces is refused by the first acquisition instead.
+            TypeError: ``name`` is not ``str`` or ``bytes``, or ``permits`` not an ``int``.
+            HandleClosed: the manager was closed.
+        """
+        sem = _Sem(_semaphore_name(name), _permits(permits))
+        if self._handle.closed:
+            raise HandleClosed("the manager is closed")
+        return Semaphore(self, sem)
+
+    def _acquire_permit(
+        self, sem: _Sem, ttl_ms: int, key: _OptsKey, cancel: Optional[Cancel]
+    ) -> Lease:
+        # As ``_acquire`` (its comments apply), with ``redlock_semaphore_acquire``.
+        waits = (
+            key[0] != 0
+            and (key[0] is not None or self._retry_pauses)
+            and threading.get_ident() == _Process.main_ident
+        )
+        if waits or cancel is not None:
+            return self._acquire_cancellable(sem.name, ttl_ms, key, cancel, waits, sem)
+        lease_h = self._call(
+            key,
+            lambda m, opts, out, err: _c.redlock_semaphore_acquire(
+                m, sem.name, len(sem.name), sem.permits, ttl_ms, opts, out, err, _ffi.ERR_LEN
+            ),
+        )
+        return self._lease(lease_h, sem.name, key, sem)
+
     def _acquire_many(
         self, many: _Many, ttl_ms: int, key: _OptsKey, cancel: Optional[Cancel]
     ) -> Lease:
@@ -2173,11 +2334,13 @@ class Redlock:
             _raise(st, err)
         return lease_h
 
-    def _lease(self, lease_h: _Handle, res: bytes, key: _OptsKey, many: Optional[_Many]) -> Lease:
+    def _lease(
+        self, lease_h: _Handle, res: bytes, key: _OptsKey, target: Optional[_Target]
+    ) -> Lease:
         """The :class:`Lease` of a granted acquisition made with the options ``key``."""
         return Lease(
             lease_h, res, key[1], self._node_count, key[2] is not None, key[5],
-            None if many is None else many.resources,
+            target.resources if type(target) is _Many else None, type(target) is _Sem,
         )  # fmt: skip
 
     def _acquire_cancellable(
@@ -2187,18 +2350,19 @@ class Redlock:
         key: _OptsKey,
         cancel: Optional[Cancel],
         waits: bool,
-        many: Optional[_Many],
+        target: Optional[_Target],
     ) -> Lease:
         """An acquisition with a cancel handle: the caller's, or one of its own when the call
         ``waits`` on the main thread. Its options object is made for this call (a handle
-        belongs to one call, while the cached objects are shared) and freed after it. With
-        ``many``, of all its resources (``redlock_acquire_many``; ``res`` is the first)."""
+        belongs to one call, while the cached objects are shared) and freed after it. With a
+        ``target``, of all its resources (``redlock_acquire_many``; ``res`` is the first) or
+        of a semaphore's permit (``redlock_semaphore_acquire``; ``res`` is its name)."""
         c = _c
         ch, cp = _cancel_hold(cancel)
         try:
             if waits:
-                call = self._new_call(res, ttl_ms, key, ch, cp, many)
-                return self._acquire_on_helper(res, key, call, many)
+                call = self._new_call(res, ttl_ms, key, ch, cp, target)
+                return self._acquire_on_helper(res, key, call, target)
             lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
             h = self._handle
             m = h.acquire()
@@ -2209,7 +2373,7 @@ class Redlock:
                 raise
             err = _err_buf()
             try:
-                fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, many)
+                fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
                 st = fn(*args)
             finally:
                 h.release()
@@ -2219,7 +2383,7 @@ class Redlock:
         if st:
             lease_h._freed = True  # nothing was written: nothing to free
             _raise(st, err)
-        return self._lease(lease_h, res, key, many)
+        return self._lease(lease_h, res, key, target)
 
     def _new_call(
         self,
@@ -2228,12 +2392,13 @@ class Redlock:
         key: _OptsKey,
         ch: _Handle,
         cp: Any,
-        many: Optional[_Many] = None,
+        target: Optional[_Target] = None,
     ) -> _Call:
-        """A :class:`_Call` of ``redlock_acquire`` (with ``many``: ``redlock_acquire_many``)
-        for a helper thread, carrying the cancel handle ``ch`` (acquired by the caller as
-        ``cp``, see :func:`_cancel_hold`), with an options object of its own; the call owns a
-        hold on the manager and the options until it is released (:meth:`_Call.release`).
+        """A :class:`_Call` of ``redlock_acquire`` (with a ``target``: ``redlock_acquire_many``
+        or ``redlock_semaphore_acquire``) for a helper thread, carrying the cancel handle
+        ``ch`` (acquired by the caller as ``cp``, see :func:`_cancel_hold`), with an options
+        object of its own; the call owns a hold on the manager and the options until it is
+        released (:meth:`_Call.release`).
         Shared by the Ctrl-C path (:meth:`_acquire_on_helper`) and the asyncio one
         (``redlock._aio``)."""
         lease_h = _Handle(_ffi.LeasePtr(), _c.redlock_lease_free, "lease")
@@ -2246,7 +2411,7 @@ class Redlock:
             raise
         try:
             err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
-            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, many)
+            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
             return _Call(h, opts, ch, lease_h, args, fn)  # owns h's hold and opts now
         except BaseException:
             h.release()
@@ -2254,7 +2419,7 @@ class Redlock:
             raise
 
     def _acquire_on_helper(
-        self, res: bytes, key: _OptsKey, call: _Call, many: Optional[_Many] = None
+        self, res: bytes, key: _OptsKey, call: _Call, target: Optional[_Target] = None
     ) -> Lease:
         """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
         (any exception a signal handler raises) is seen at once: it then cancels the call,
@@ -2267,7 +2432,7 @@ class Redlock:
                 pass
             st = call.status
             if st == 0:
-                return self._lease(call.lease_h, res, key, many)
+                return self._lease(call.lease_h, res, key, target)
         except BaseException:
             call.abandon()
             raise
@@ -2449,3 +2614,207 @@ class Redlock:
     def __repr__(self) -> str:
         state = "closed" if self._handle.closed else "open"
         return f"<redlock.Redlock nodes={self._node_count} quorum={self._quorum} {state}>"
+
+
+class Semaphore:
+    """A counting semaphore over the quorum (``redlock_semaphore_acquire``), made by
+    :meth:`Redlock.semaphore`: at most :attr:`permits` valid leases of it at any instant,
+    each one a *permit*. A holder that dies gives its permit back when its TTL runs out.
+
+    A permit is one of :attr:`permits` slots, held by a quorum of nodes exactly as a lock is
+    (one round trip when the nodes agree on which slots are free, two when they picked
+    different ones). Its :class:`Lease` unlocks, extends, auto-renews, reports its validity
+    and works in a ``with`` block as a lock's does; :attr:`Lease.permit` is ``(slot,
+    permits)``. With ``fenced=True`` it carries a fencing token strictly greater than every
+    earlier holder's of the same slot. A release wakes a waiter of the semaphore (one per
+    release in each process that waits), as a lock's release wakes its waiters.
+
+    Acquire a permit with :meth:`acquire` (every option), :meth:`lock` (retrying, without
+    auto-renewal), :meth:`try_acquire` (one attempt), or, in asyncio code, :meth:`alock`
+    (``async with``) and :meth:`aacquire`::
+
+        sem = mgr.semaphore("exports", 4)
+        with sem.lock(60_000, wait_ms=30_000) as permit:
+            ...   # at most 4 of these at once
+
+    The options are those of :meth:`Redlock.acquire` but ``owner`` and ``shared``: a permit
+    is neither reentrant nor shared (passing either is a ``TypeError``).
+
+    The handle holds only the name, the count and its manager, and sends nothing itself; it
+    may be shared by any number of threads. Its acquisitions raise :class:`HandleClosed` once
+    the manager is closed; permits already granted stay usable. Not constructed directly:
+    :meth:`Redlock.semaphore` makes one.
+    """
+
+    __slots__ = ("_mgr", "_sem")
+
+    def __init__(self, mgr: Redlock, sem: _Sem) -> None:
+        # Not constructed directly: Redlock.semaphore checks the name and the count.
+        self._mgr = mgr
+        self._sem = sem
+
+    @property
+    def name(self) -> bytes:
+        """The semaphore's name as bytes (a ``str`` name is its UTF-8 encoding)."""
+        return self._sem.name
+
+    @property
+    def permits(self) -> int:
+        """How many permits it has: at most this many valid permits exist at once."""
+        return self._sem.permits
+
+    @property
+    def manager(self) -> Redlock:
+        """The :class:`Redlock` manager it acquires through."""
+        return self._mgr
+
+    def acquire(
+        self,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
+        """Takes one permit for ``ttl_ms`` milliseconds, with options
+        (``redlock_semaphore_acquire``): :meth:`Redlock.acquire` for a permit, with the same
+        options but ``owner`` and ``shared``. :meth:`lock` and :meth:`try_acquire` are this
+        with fixed options.
+
+        It blocks, never forever, with the GIL released; on the main thread a Ctrl-C
+        interrupts a wait at once, leaving no permit taken (see :meth:`Redlock.acquire`).
+
+        Args:
+            ttl_ms: the permit's time to live in milliseconds, as a lock's TTL of
+                :meth:`Redlock.acquire` (at most the manager's ``max_ttl_ms``).
+            wait_ms: how long to keep trying while every permit is held: ``None`` (the
+                default) the manager's retry policy, ``0`` one attempt, ``> 0`` attempt again
+                whenever a holder releases its permit (or its TTL runs out) until ``wait_ms``
+                milliseconds have passed.
+            notify: with ``wait_ms`` > 0, wake on a release (``True``, the default) or poll
+                (``False``), as for :meth:`Redlock.acquire`.
+            cancel: a :class:`Cancel` handle that ends the acquisition with
+                :class:`Cancelled` when fired, as for :meth:`Redlock.acquire`.
+            fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
+                than that of every earlier fenced holder of the same slot (the counter is the
+                one a fenced lock of the same name uses).
+            auto_renew, max_hold_ms, max_extensions: auto-renewal of the permit from the grant
+                on, as for :meth:`Redlock.acquire`.
+
+        Returns:
+            A :class:`Lease`, the permit (:attr:`Lease.permit` is ``(slot, permits)``); use
+            it in a ``with`` block to release it when the block ends.
+
+        Raises:
+            NotAcquired: every permit was held (on every attempt).
+            InvalidArgument: the nodes record another permit count for this semaphore
+                (the message names it; a new count applies once no permit is held); or a
+                TTL, ``wait_ms`` or renewal bound out of range, or a bound without
+                ``auto_renew`` (nothing is sent).
+            Cancelled, Unavailable, AuthFailed, Internal, HandleClosed: as for
+                :meth:`Redlock.acquire`.
+            TypeError: an argument of the wrong type (``owner`` and ``shared`` are not
+                accepted). Nothing is sent.
+        """
+        ttl, key = _permit_key(
+            ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel
+        )
+        return self._mgr._acquire_permit(self._sem, ttl, key, cancel)
+
+    def lock(
+        self,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
+        """Takes one permit for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
+        auto-renewal, as :meth:`Redlock.lock` is for a lock. With ``wait_ms=None`` it
+        retries as configured; with ``wait_ms`` it attempts again whenever a holder releases
+        a permit until ``wait_ms`` milliseconds have passed (``0``: one attempt). Use it in a
+        ``with`` block::
+
+            with mgr.semaphore("exports", 4).lock(60_000, wait_ms=30_000) as permit:
+                ...   # released when the block ends
+
+        Same arguments (``wait_ms``, ``fenced``, ``notify``, ``cancel``), result and
+        exceptions as :meth:`acquire`."""
+        ttl, key = _permit_key(ttl_ms, wait_ms, fenced, False, 0, 0, notify, cancel)
+        return self._mgr._acquire_permit(self._sem, ttl, key, cancel)
+
+    def try_acquire(
+        self, ttl_ms: int, *, fenced: bool = False, cancel: Optional[Cancel] = None
+    ) -> Lease:
+        """One attempt to take a permit for ``ttl_ms`` milliseconds, with no retry:
+        :meth:`acquire` with ``wait_ms=0``. Raises :class:`NotAcquired` at once when every
+        permit is held. Same arguments (``fenced``, ``cancel``), result and exceptions as
+        :meth:`acquire`."""
+        ttl, key = _permit_key(ttl_ms, 0, fenced, False, 0, 0, True, cancel)
+        return self._mgr._acquire_permit(self._sem, ttl, key, cancel)
+
+    def alock(
+        self,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+    ) -> "AsyncLock":
+        """A permit as an asynchronous context manager, for asyncio programs::
+
+            async with sem.alock(60_000, wait_ms=30_000) as permit:
+                ...   # held; released (and the lease closed) when the block ends
+
+        Entering it takes a permit as :meth:`acquire` does, with the same arguments (checked
+        here, when ``alock`` is called: nothing is sent on an error), off the event loop;
+        leaving it releases and closes the lease, as :meth:`Redlock.alock` does for a lock.
+        Cancelling the task while it waits leaves no permit taken, as for
+        :meth:`Redlock.alock`. Entered once; call ``alock`` again for another permit."""
+        from . import _aio
+
+        return _aio.alock_permit(
+            self._mgr, self._sem, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms,
+            max_extensions, notify, cancel,
+        )  # fmt: skip
+
+    async def aacquire(
+        self,
+        ttl_ms: int,
+        *,
+        wait_ms: Optional[int] = None,
+        fenced: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        notify: bool = True,
+        cancel: Optional[Cancel] = None,
+    ) -> Lease:
+        """:meth:`acquire` for asyncio code, off the event loop and cancellable as
+        :meth:`Redlock.aacquire`. Same arguments, result and exceptions as :meth:`acquire`.
+        Release the permit with :meth:`Lease.aunlock` (then :meth:`Lease.close`), or prefer
+        :meth:`alock`, which does both."""
+        from . import _aio
+
+        return await _aio.aacquire_permit(
+            self._mgr, self._sem, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms,
+            max_extensions, notify, cancel,
+        )  # fmt: skip
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a redlock.Semaphore cannot be pickled or sent to another process: call "
+            "mgr.semaphore(name, permits) in each process"
+        )
+
+    def __repr__(self) -> str:
+        return f"<redlock.Semaphore name={self._sem.name!r} permits={self._sem.permits}>"

@@ -69,6 +69,10 @@ MAX_RESOURCE_LEN = 1024
 #: ``REDLOCK_MAX_RESOURCES``: the most resources one ``redlock_acquire_many`` call may name.
 MAX_RESOURCES = 1000
 
+#: ``REDLOCK_MAX_PERMITS``: the most permits a semaphore (``redlock_semaphore_acquire``) may
+#: have.
+MAX_PERMITS = 1000
+
 #: ``REDLOCK_MAX_LABEL_LEN``: the longest holder label, in bytes.
 MAX_LABEL_LEN = 256
 
@@ -186,6 +190,20 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
             c_size_t,
         ),
     ),
+    "redlock_semaphore_acquire": (
+        status_t,
+        (
+            ManagerPtr,
+            resource_t,
+            c_size_t,
+            c_uint32,
+            c_uint32,
+            AcquireOptsPtr,
+            POINTER(LeasePtr),
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
     "redlock_lock": (
         status_t,
         (ManagerPtr, resource_t, c_size_t, c_uint32, POINTER(LeasePtr), err_buf_t, c_size_t),
@@ -275,6 +293,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_lease_resource_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_resource_at": (POINTER(c_uint8), (LeasePtr, c_size_t, POINTER(c_size_t))),
     "redlock_lease_is_shared": (c_bool, (LeasePtr,)),
+    "redlock_lease_permit": (c_bool, (LeasePtr, POINTER(c_uint32), POINTER(c_uint32))),
     "redlock_lease_node_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_granted": (c_size_t, (LeasePtr,)),
     "redlock_lease_node_outcomes": (c_size_t, (LeasePtr, POINTER(node_outcome_t), c_size_t)),

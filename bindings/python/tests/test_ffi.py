@@ -262,6 +262,8 @@ def test_constants_match_header():
     assert "#define REDLOCK_MAX_TTL_MS UINT32_MAX" in text
     m = re.search(r"#define REDLOCK_MAX_RESOURCES (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_RESOURCES == _ffi.MAX_RESOURCES == 1000
+    m = re.search(r"#define REDLOCK_MAX_PERMITS (\d+)", text)
+    assert m and int(m.group(1)) == redlock.MAX_PERMITS == _ffi.MAX_PERMITS == 1000
     for name, value in (
         ("LABEL", redlock.MAX_LABEL_LEN),
         ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN),

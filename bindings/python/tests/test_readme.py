@@ -182,12 +182,29 @@ def check_many(out: str, env: Dict[str, Any], c: Cluster) -> None:
     assert env["mgr"].closed
 
 
+def check_semaphores(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    lines = out.splitlines()
+    assert lines[:3] == [
+        "[(0, 2), (1, 2)]", "both permits held", "got the freed slot: True"
+    ], out  # fmt: skip
+    # The count recorded with b's hold; on how many nodes the refusal counted it depends on
+    # which answered before the decision (b's hold may not have landed on the last one).
+    assert len(lines) == 4 and re.fullmatch(
+        r"invalid input: this semaphore has 2 permits on [23] of 3 nodes, and this call "
+        r"named 3: .*",
+        lines[3],
+    ), out
+    assert env["release"].is_alive() is False
+    assert all(lk.closed for lk in (env["a"], env["b"], env["c"])) and env["mgr"].closed
+
+
 CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Quickstart": check_quickstart,
     "Waiting, cancelling and Ctrl-C": check_waiting,
     "asyncio": check_asyncio,
     "Shared (read) locks": check_shared,
     "Several resources at once": check_many,
+    "Semaphores": check_semaphores,
     "Restart quarantine": check_quarantine,
     "Metrics": check_metrics,
     "Who holds a lock": check_holders,
