@@ -38,6 +38,8 @@ const NODES: usize = 5;
 const TTL: Duration = Duration::from_millis(1000);
 /// The managers' maximum TTL, and so the restart quarantine.
 const MAX_TTL: Duration = Duration::from_millis(1000);
+/// The permit count (P) of the semaphore the permit workers share.
+const PERMITS: u32 = 2;
 
 /// A schedule: its faults, and what the algorithm promises under them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -192,11 +194,34 @@ struct Grant {
     shared: bool,
 }
 
+/// One granted permit of the semaphore, times as a [`Grant`]'s: held from `start` to `end`,
+/// valid until `valid_until`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Permit {
+    start: u128,
+    end: u128,
+    valid_until: u128,
+    slot: u32,
+    token: u64,
+    worker: usize,
+}
+
+impl Permit {
+    /// When the holder stopped being a valid holder: at its release, or at the end of its
+    /// validity if that came first.
+    fn valid_end(&self) -> u128 {
+        self.end.min(self.valid_until)
+    }
+}
+
 /// One line of a worker's record file.
 #[derive(Debug, Clone)]
 enum Record {
     Grant(Grant),
     Error(String),
+    Permit(Permit),
+    /// A permit attempt that failed, and how.
+    PermitError(String),
     /// A re-entry inside a reentrant worker's section: granted, and with the outer lease's
     /// fencing token.
     Reentry {
@@ -223,6 +248,15 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             shared: f.get(7) == Some(&"s"),
         })),
         "E" => Some(Record::Error(f.get(1)?.to_string())),
+        "P" => Some(Record::Permit(Permit {
+            worker,
+            start: f.get(1)?.parse().ok()?,
+            end: f.get(2)?.parse().ok()?,
+            valid_until: f.get(3)?.parse().ok()?,
+            slot: f.get(4)?.parse().ok()?,
+            token: f.get(5)?.parse().ok()?,
+        })),
+        "PE" => Some(Record::PermitError(f.get(1)?.to_string())),
         "R" => Some(Record::Reentry {
             granted: *f.get(1)? == "1",
             same_token: *f.get(2)? == "1",
@@ -263,6 +297,24 @@ struct Verdict {
     reentries: usize,
     reentries_granted: usize,
     reentries_new_token: usize,
+    /// Permit attempts, grants, and how the failed attempts failed.
+    permit_attempts: usize,
+    permit_grants: usize,
+    permit_errors: BTreeMap<String, usize>,
+    /// Permits held past their validity.
+    late_permits: usize,
+    /// Permits granted on a late permit's slot after its validity ended, while it was still
+    /// held (the late holder still believed it): allowed.
+    slots_retaken: usize,
+    /// The most permits valid at one instant.
+    permits_at_once: usize,
+    /// Grants that made more than [`PERMITS`] permits valid at once (should be 0).
+    permits_over: usize,
+    /// Two permits of one slot overlapping while both valid (should be 0).
+    slot_overlaps: usize,
+    /// Permits whose fencing token was not above that of the slot's previous holder (should be
+    /// 0 while a majority keeps its counters).
+    slot_tokens_not_rising: usize,
 }
 
 fn check(records: &[Record], secs: f64) -> Verdict {
@@ -284,9 +336,11 @@ fn check(records: &[Record], secs: f64) -> Verdict {
                 v.reentries_new_token += usize::from(*granted && !*same_token);
                 continue;
             }
+            Record::Permit(_) | Record::PermitError(_) => continue,
         }
         v.attempts += 1;
     }
+    check_permits(records, PERMITS as usize, &mut v);
     v.grants = grants.len();
     grants.sort();
     for (i, a) in grants.iter().enumerate() {
@@ -330,6 +384,61 @@ fn check(records: &[Record], secs: f64) -> Verdict {
         }
     }
     v
+}
+
+/// The semaphore's part of [`check`]: how many of the permits were valid at once (with at most
+/// `permits` allowed), per slot whether two overlapped while valid, and whether each slot's
+/// tokens rose. A permit counts from its grant to the earlier of its release and the end of its
+/// validity, as a lock's section does; one that ends when another starts does not overlap it.
+fn check_permits(records: &[Record], permits: usize, v: &mut Verdict) {
+    let mut held: Vec<&Permit> = Vec::new();
+    for r in records {
+        match r {
+            Record::Permit(p) => held.push(p),
+            Record::PermitError(k) => *v.permit_errors.entry(k.clone()).or_default() += 1,
+            _ => continue,
+        }
+        v.permit_attempts += 1;
+    }
+    v.permit_grants = held.len();
+    v.late_permits = held.iter().filter(|p| p.end > p.valid_until).count();
+    // Sweep the valid intervals' ends (-1) and starts (+1) in time order, ends first at equal
+    // times.
+    let mut events: Vec<(u128, i8)> = held
+        .iter()
+        .filter(|p| p.valid_end() > p.start)
+        .flat_map(|p| [(p.start, 1), (p.valid_end(), -1)])
+        .collect();
+    events.sort();
+    let mut valid = 0usize;
+    for (_, d) in events {
+        if d < 0 {
+            valid -= 1;
+        } else {
+            valid += 1;
+            v.permits_at_once = v.permits_at_once.max(valid);
+            v.permits_over += usize::from(valid > permits);
+        }
+    }
+    held.sort_by_key(|p| (p.slot, p.start, p.end));
+    for (i, a) in held.iter().enumerate() {
+        let same_slot = held[i + 1..].iter().take_while(|b| b.slot == a.slot);
+        for b in same_slot.clone() {
+            if b.start >= a.valid_end() {
+                break; // sorted by start within the slot
+            }
+            v.slot_overlaps += usize::from(b.start < b.valid_end());
+        }
+        for b in same_slot.clone() {
+            if b.start >= a.end {
+                break;
+            }
+            v.slots_retaken += usize::from(b.start >= a.valid_until);
+        }
+        if let Some(b) = same_slot.clone().next() {
+            v.slot_tokens_not_rising += usize::from(b.token <= a.token);
+        }
+    }
 }
 
 /// The checker on records with known answers (this file has no #[test] functions: it is its
@@ -413,6 +522,98 @@ fn checker_self_check() {
         (v.late_sections, v.late_writes_in_order, v.late_writes_stale),
         (1, 0, 0)
     );
+
+    // Permits, P = 2 (the suite's).
+    assert_eq!(PERMITS, 2);
+    let pm = |worker, start, end, valid_until, slot, token| {
+        Record::Permit(Permit {
+            start,
+            end,
+            valid_until,
+            slot,
+            token,
+            worker,
+        })
+    };
+    let permits = |v: &Verdict| {
+        (
+            v.permits_at_once,
+            v.permits_over,
+            v.slot_overlaps,
+            v.slot_tokens_not_rising,
+        )
+    };
+    // P + 1 permits valid at once: one grant too many, and two of them on one slot.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 2),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 1, 0));
+    assert_eq!((v.permit_grants, v.attempts, v.violations), (3, 0, 0));
+    // The same on three slots (a bug that made a slot too many): still one over P.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 20, 50, 100, 2, 1),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 0, 0));
+    // P at once, and others that start exactly when one ends (touching): never more than P.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 30, 60, 100, 0, 2),
+            pm(0, 40, 70, 100, 1, 2),
+            pm(1, 60, 90, 200, 0, 3),
+            Record::PermitError("not_acquired".into()),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (2, 0, 0, 0));
+    assert_eq!(
+        (v.permit_attempts, v.permit_grants, v.late_permits),
+        (6, 5, 0)
+    );
+    assert_eq!(v.slots_retaken, 0);
+    assert_eq!(v.permit_errors.get("not_acquired"), Some(&1));
+    // A holder past its validity (paused) no longer counts: its slot's next holder and
+    // another permit make two, not three; the next holder's token must still be greater.
+    let v = check(
+        &[
+            pm(0, 0, 90, 20, 0, 1),
+            pm(1, 10, 60, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 2),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (2, 0, 0, 0));
+    assert_eq!((v.late_permits, v.slots_retaken), (1, 1));
+    let v = check(
+        &[
+            pm(0, 0, 90, 21, 0, 1),
+            pm(1, 10, 60, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 1),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 1, 1));
+    // Permits never meet the lock's checks, nor locks the semaphore's.
+    let v = check(
+        &[
+            g(0, 0, 10, 20, 1, Some(true)),
+            pm(1, 0, 10, 20, 0, 1),
+            pm(2, 0, 10, 20, 1, 1),
+        ],
+        1.0,
+    );
+    assert_eq!((v.violations, v.grants, v.permits_at_once), (0, 1, 2));
 }
 
 // ---------------------------------------------------------------------------------------
