@@ -7,8 +7,9 @@
 //!
 //!     cargo test --release --test faults -- --secs 60
 //!
-//! Other options: `--schedule NAME` (repeatable), `--workers N`. This file is its own test
-//! harness (`harness = false`); `faults worker …` is the worker process (the same binary).
+//! Other options: `--schedule NAME` (repeatable), `--workers N` (lock workers),
+//! `--permit-workers N` (semaphore workers). This file is its own test harness
+//! (`harness = false`); `faults worker …` is the worker process (the same binary).
 //!
 //! Workers take the lock in four ways (by id, see [`Role`]), which all have to exclude each
 //! other: the plain lock; a reentrant lock with an owner id of their own (one per process),
@@ -18,6 +19,11 @@
 //! sections may overlap each other's and nothing else; and a multi-resource lock of the lock's
 //! resource and one of the worker's own. The checker counts two sections that overlap while
 //! both are valid as a violation unless both are shared.
+//!
+//! Other workers (`--permit-workers`, 3 by default) take permits of one counting semaphore of
+//! [`PERMITS`] permits, a name of its own. The checker counts how many permits were valid at one
+//! instant: more than [`PERMITS`] is a violation, and so are two valid permits on one slot. A
+//! permit's fencing token only rises per slot, so permits never meet the fenced store's checks.
 
 mod support;
 
@@ -38,6 +44,10 @@ const NODES: usize = 5;
 const TTL: Duration = Duration::from_millis(1000);
 /// The managers' maximum TTL, and so the restart quarantine.
 const MAX_TTL: Duration = Duration::from_millis(1000);
+/// The permit count (P) of the semaphore the permit workers share.
+const PERMITS: u32 = 2;
+/// That semaphore's name (independent of the lock's resource, whatever its name).
+const SEMAPHORE: &str = "faults-sem";
 
 /// A schedule: its faults, and what the algorithm promises under them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -164,6 +174,8 @@ enum Role {
     Shared,
     /// `acquire_many` of the lock's resource and one of the worker's own (unfenced).
     Many,
+    /// A fenced permit of the semaphore [`SEMAPHORE`], not the lock.
+    Permit,
 }
 
 /// Worker `id`'s role: of every six, one plain, two reentrant, two shared, one multi-resource.
@@ -192,11 +204,34 @@ struct Grant {
     shared: bool,
 }
 
+/// One granted permit of the semaphore, times as a [`Grant`]'s: held from `start` to `end`,
+/// valid until `valid_until`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Permit {
+    start: u128,
+    end: u128,
+    valid_until: u128,
+    slot: u32,
+    token: u64,
+    worker: usize,
+}
+
+impl Permit {
+    /// When the holder stopped being a valid holder: at its release, or at the end of its
+    /// validity if that came first.
+    fn valid_end(&self) -> u128 {
+        self.end.min(self.valid_until)
+    }
+}
+
 /// One line of a worker's record file.
 #[derive(Debug, Clone)]
 enum Record {
     Grant(Grant),
     Error(String),
+    Permit(Permit),
+    /// A permit attempt that failed, and how.
+    PermitError(String),
     /// A re-entry inside a reentrant worker's section: granted, and with the outer lease's
     /// fencing token.
     Reentry {
@@ -223,6 +258,15 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             shared: f.get(7) == Some(&"s"),
         })),
         "E" => Some(Record::Error(f.get(1)?.to_string())),
+        "P" => Some(Record::Permit(Permit {
+            worker,
+            start: f.get(1)?.parse().ok()?,
+            end: f.get(2)?.parse().ok()?,
+            valid_until: f.get(3)?.parse().ok()?,
+            slot: f.get(4)?.parse().ok()?,
+            token: f.get(5)?.parse().ok()?,
+        })),
+        "PE" => Some(Record::PermitError(f.get(1)?.to_string())),
         "R" => Some(Record::Reentry {
             granted: *f.get(1)? == "1",
             same_token: *f.get(2)? == "1",
@@ -263,6 +307,24 @@ struct Verdict {
     reentries: usize,
     reentries_granted: usize,
     reentries_new_token: usize,
+    /// Permit attempts, grants, and how the failed attempts failed.
+    permit_attempts: usize,
+    permit_grants: usize,
+    permit_errors: BTreeMap<String, usize>,
+    /// Permits held past their validity.
+    late_permits: usize,
+    /// Permits granted on a late permit's slot after its validity ended, while it was still
+    /// held (the late holder still believed it): allowed.
+    slots_retaken: usize,
+    /// The most permits valid at one instant.
+    permits_at_once: usize,
+    /// Grants that made more than [`PERMITS`] permits valid at once (should be 0).
+    permits_over: usize,
+    /// Two permits of one slot overlapping while both valid (should be 0).
+    slot_overlaps: usize,
+    /// Permits whose fencing token was not above that of the slot's previous holder (should be
+    /// 0 while a majority keeps its counters).
+    slot_tokens_not_rising: usize,
 }
 
 fn check(records: &[Record], secs: f64) -> Verdict {
@@ -284,9 +346,11 @@ fn check(records: &[Record], secs: f64) -> Verdict {
                 v.reentries_new_token += usize::from(*granted && !*same_token);
                 continue;
             }
+            Record::Permit(_) | Record::PermitError(_) => continue,
         }
         v.attempts += 1;
     }
+    check_permits(records, PERMITS as usize, &mut v);
     v.grants = grants.len();
     grants.sort();
     for (i, a) in grants.iter().enumerate() {
@@ -330,6 +394,61 @@ fn check(records: &[Record], secs: f64) -> Verdict {
         }
     }
     v
+}
+
+/// The semaphore's part of [`check`]: how many of the permits were valid at once (with at most
+/// `permits` allowed), per slot whether two overlapped while valid, and whether each slot's
+/// tokens rose. A permit counts from its grant to the earlier of its release and the end of its
+/// validity, as a lock's section does; one that ends when another starts does not overlap it.
+fn check_permits(records: &[Record], permits: usize, v: &mut Verdict) {
+    let mut held: Vec<&Permit> = Vec::new();
+    for r in records {
+        match r {
+            Record::Permit(p) => held.push(p),
+            Record::PermitError(k) => *v.permit_errors.entry(k.clone()).or_default() += 1,
+            _ => continue,
+        }
+        v.permit_attempts += 1;
+    }
+    v.permit_grants = held.len();
+    v.late_permits = held.iter().filter(|p| p.end > p.valid_until).count();
+    // Sweep the valid intervals' ends (-1) and starts (+1) in time order, ends first at equal
+    // times.
+    let mut events: Vec<(u128, i8)> = held
+        .iter()
+        .filter(|p| p.valid_end() > p.start)
+        .flat_map(|p| [(p.start, 1), (p.valid_end(), -1)])
+        .collect();
+    events.sort();
+    let mut valid = 0usize;
+    for (_, d) in events {
+        if d < 0 {
+            valid -= 1;
+        } else {
+            valid += 1;
+            v.permits_at_once = v.permits_at_once.max(valid);
+            v.permits_over += usize::from(valid > permits);
+        }
+    }
+    held.sort_by_key(|p| (p.slot, p.start, p.end));
+    for (i, a) in held.iter().enumerate() {
+        let same_slot = held[i + 1..].iter().take_while(|b| b.slot == a.slot);
+        for b in same_slot.clone() {
+            if b.start >= a.valid_end() {
+                break; // sorted by start within the slot
+            }
+            v.slot_overlaps += usize::from(b.start < b.valid_end());
+        }
+        for b in same_slot.clone() {
+            if b.start >= a.end {
+                break;
+            }
+            v.slots_retaken += usize::from(b.start >= a.valid_until);
+        }
+        if let Some(b) = same_slot.clone().next() {
+            v.slot_tokens_not_rising += usize::from(b.token <= a.token);
+        }
+    }
 }
 
 /// The checker on records with known answers (this file has no #[test] functions: it is its
@@ -413,6 +532,98 @@ fn checker_self_check() {
         (v.late_sections, v.late_writes_in_order, v.late_writes_stale),
         (1, 0, 0)
     );
+
+    // Permits, P = 2 (the suite's).
+    assert_eq!(PERMITS, 2);
+    let pm = |worker, start, end, valid_until, slot, token| {
+        Record::Permit(Permit {
+            start,
+            end,
+            valid_until,
+            slot,
+            token,
+            worker,
+        })
+    };
+    let permits = |v: &Verdict| {
+        (
+            v.permits_at_once,
+            v.permits_over,
+            v.slot_overlaps,
+            v.slot_tokens_not_rising,
+        )
+    };
+    // P + 1 permits valid at once: one grant too many, and two of them on one slot.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 2),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 1, 0));
+    assert_eq!((v.permit_grants, v.attempts, v.violations), (3, 0, 0));
+    // The same on three slots (a bug that made a slot too many): still one over P.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 20, 50, 100, 2, 1),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 0, 0));
+    // P at once, and others that start exactly when one ends (touching): never more than P.
+    let v = check(
+        &[
+            pm(0, 0, 30, 100, 0, 1),
+            pm(1, 10, 40, 100, 1, 1),
+            pm(2, 30, 60, 100, 0, 2),
+            pm(0, 40, 70, 100, 1, 2),
+            pm(1, 60, 90, 200, 0, 3),
+            Record::PermitError("not_acquired".into()),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (2, 0, 0, 0));
+    assert_eq!(
+        (v.permit_attempts, v.permit_grants, v.late_permits),
+        (6, 5, 0)
+    );
+    assert_eq!(v.slots_retaken, 0);
+    assert_eq!(v.permit_errors.get("not_acquired"), Some(&1));
+    // A holder past its validity (paused) no longer counts: its slot's next holder and
+    // another permit make two, not three; the next holder's token must still be greater.
+    let v = check(
+        &[
+            pm(0, 0, 90, 20, 0, 1),
+            pm(1, 10, 60, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 2),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (2, 0, 0, 0));
+    assert_eq!((v.late_permits, v.slots_retaken), (1, 1));
+    let v = check(
+        &[
+            pm(0, 0, 90, 21, 0, 1),
+            pm(1, 10, 60, 100, 1, 1),
+            pm(2, 20, 50, 100, 0, 1),
+        ],
+        1.0,
+    );
+    assert_eq!(permits(&v), (3, 1, 1, 1));
+    // Permits never meet the lock's checks, nor locks the semaphore's.
+    let v = check(
+        &[
+            g(0, 0, 10, 20, 1, Some(true)),
+            pm(1, 0, 10, 20, 0, 1),
+            pm(2, 0, 10, 20, 1, 1),
+        ],
+        1.0,
+    );
+    assert_eq!((v.violations, v.grants, v.permits_at_once), (0, 1, 2));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -435,6 +646,7 @@ fn worker(args: &[String]) -> ExitCode {
     let hold_min: u64 = get("--hold-min").parse().unwrap();
     let hold_max: u64 = get("--hold-max").parse().unwrap();
     let lifetime: u64 = get("--lifetime-ms").parse().unwrap();
+    let permit = get("--permit") == "1";
     let mgr = Redlock::new(
         redlock::Config::new(nodes)
             .max_ttl(MAX_TTL)
@@ -453,12 +665,16 @@ fn worker(args: &[String]) -> ExitCode {
         .open(&out)
         .expect("record file");
     let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
-    let role = role(id);
+    let role = if permit { Role::Permit } else { role(id) };
     let owner = (role == Role::Reentrant).then(|| format!("worker-{id}-{}", std::process::id()));
     let own = format!("own-{id}");
     let mut end = Instant::now() + Duration::from_secs_f64(secs);
     if lifetime > 0 {
         end = end.min(Instant::now() + Duration::from_millis(lifetime));
+    }
+    if role == Role::Permit {
+        permit_worker(&mgr, &mut file, rng, end, (hold_min, hold_max));
+        return ExitCode::SUCCESS;
     }
     while Instant::now() < end {
         // Waiting by notification (the default for a wait with a deadline), said explicitly:
@@ -474,6 +690,7 @@ fn worker(args: &[String]) -> ExitCode {
             Role::Shared => mgr.acquire("shared", TTL, &opts.shared(true)),
             Role::Many => mgr.acquire_many(&["shared", own.as_str()], TTL, &opts.fenced(false)),
             Role::Plain | Role::Reentrant => mgr.acquire("shared", TTL, &opts),
+            Role::Permit => unreachable!("permit workers run permit_worker"),
         };
         match got {
             Ok(lease) => {
@@ -530,7 +747,7 @@ fn worker(args: &[String]) -> ExitCode {
                 };
                 // Readers do not write, and a multi-resource lease has no fencing token.
                 let accepted: Result<i64, _> = match role {
-                    Role::Shared | Role::Many => Ok(-1),
+                    Role::Shared | Role::Many | Role::Permit => Ok(-1),
                     Role::Plain | Role::Reentrant => redis::cmd("EVAL")
                         .arg(store_write)
                         .arg(1)
@@ -567,6 +784,50 @@ fn worker(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A permit worker's loop: permits of [`SEMAPHORE`], each held for a critical section of
+/// `hold` ms (no store write: a permit's token is no lock's), until `end`. The section is logged
+/// as a lock's is: `P start end valid_until slot token`, `start` taken when the grant returned
+/// and `end` before the release, so the logged interval lies within the permit's hold; `H
+/// permit` before the section, for the harness's "GC pause" (the holder's last line).
+fn permit_worker(mgr: &Redlock, file: &mut File, mut rng: u64, end: Instant, hold: (u64, u64)) {
+    let sem = mgr.semaphore(SEMAPHORE, PERMITS).expect("semaphore");
+    while Instant::now() < end {
+        // Waiting as the lock workers do: by notification, woken by a permit's release.
+        let opts = LockOptions::new()
+            .fenced(true)
+            .wait(Wait::Until(Instant::now() + Duration::from_millis(300)))
+            .notify(true);
+        match sem.acquire(TTL, &opts) {
+            Ok(lease) => {
+                let start = mono_ns();
+                let valid_until = start + lease.validity().as_nanos();
+                let token = lease.fencing_token().unwrap_or(0);
+                let (slot, permits) = lease.permit().expect("a permit's lease");
+                assert_eq!(permits, PERMITS);
+                let _ = writeln!(file, "H permit");
+                let _ = file.flush();
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                thread::sleep(Duration::from_millis(hold.0 + rng % (hold.1 - hold.0 + 1)));
+                let end_ns = mono_ns();
+                let _ = writeln!(file, "P {start} {end_ns} {valid_until} {slot} {token}");
+                let _ = lease.unlock();
+            }
+            Err(e) => {
+                let kind = match e {
+                    Error::NotAcquired(_) => "not_acquired",
+                    Error::Unavailable(_) => "unavailable",
+                    _ => "other",
+                };
+                let _ = writeln!(file, "PE {kind}");
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = file.flush();
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The harness.
 
@@ -584,7 +845,9 @@ fn signal(pid: Option<i32>, sig: i32) {
     }
 }
 
-fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
+/// Runs schedule `s` for `secs` with `workers` lock workers (ids from 0) and `permit_workers`
+/// permit workers (the ids after them).
+fn run_schedule(s: Schedule, secs: f64, workers: usize, permit_workers: usize) -> Verdict {
     let args: Vec<&str> = if s.aof() {
         vec!["--appendonly", "yes", "--appendfsync", "always"]
     } else {
@@ -623,6 +886,16 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
         rng ^= rng << 17;
         rng
     };
+    // The permit workers' draws come from a stream of their own, so that the lock's side of
+    // each schedule (its workers' lifetimes, which nodes fail and when) is what it was before
+    // they were added.
+    let mut permit_rng: u64 = 0x2545_f491_4f6c_dd1d ^ s as u64;
+    let mut next_permit = move || {
+        permit_rng ^= permit_rng << 13;
+        permit_rng ^= permit_rng >> 7;
+        permit_rng ^= permit_rng << 17;
+        permit_rng
+    };
     let spawn = |id: usize, lifetime: u64| {
         let left = end.saturating_duration_since(Instant::now()).as_secs_f64();
         Command::new(std::env::current_exe().unwrap())
@@ -638,6 +911,7 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
             .args(["--hold-min", &s.hold_ms().0.to_string()])
             .args(["--hold-max", &s.hold_ms().1.to_string()])
             .args(["--lifetime-ms", &lifetime.to_string()])
+            .args(["--permit", if id >= workers { "1" } else { "0" }])
             .arg("--out")
             .arg(run.dir.join(format!("worker{id}.log")))
             .stdout(Stdio::null())
@@ -651,8 +925,14 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
             0
         }
     };
-    let mut children: Vec<Child> = (0..workers).map(|id| spawn(id, lifetime(next()))).collect();
-    let mut spawned = workers;
+    let all = workers + permit_workers;
+    let mut children: Vec<Child> = (0..all)
+        .map(|id| {
+            let r = if id < workers { next() } else { next_permit() };
+            spawn(id, lifetime(r))
+        })
+        .collect();
+    let mut spawned = all;
 
     // Faults, until the workers' time is up.
     while Instant::now() + Duration::from_millis(300) < end {
@@ -662,7 +942,8 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
                 if matches!(c.try_wait(), Ok(Some(_)))
                     && Instant::now() + Duration::from_millis(300) < end
                 {
-                    *c = spawn(id, lifetime(next()));
+                    let r = if id < workers { next() } else { next_permit() };
+                    *c = spawn(id, lifetime(r));
                     spawned += 1;
                 }
             }
@@ -720,12 +1001,26 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
                     }
                     h
                 });
-                if let Some(w) = holder {
-                    let pid = Some(children[w].id() as i32);
-                    signal(pid, libc::SIGSTOP);
+                let lock_pid = holder.map(|w| children[w].id() as i32);
+                signal(lock_pid, libc::SIGSTOP);
+                // And, once the lock's holder is stopped, a permit holder, so that its slot is
+                // taken by another worker while it still believes it holds the permit. Every
+                // pause lasts longer than the TTL.
+                let first = next_permit() as usize;
+                let permit_holder = (0..10).find_map(|_| {
+                    let h = permit_holder_of(&run.dir, workers..all, first);
+                    if h.is_none() {
+                        thread::sleep(Duration::from_millis(20));
+                    }
+                    h
+                });
+                let permit_pid = permit_holder.map(|w| children[w].id() as i32);
+                signal(permit_pid, libc::SIGSTOP);
+                if lock_pid.is_some() || permit_pid.is_some() {
                     thread::sleep(TTL + Duration::from_millis(500));
-                    signal(pid, libc::SIGCONT);
                 }
+                signal(lock_pid, libc::SIGCONT);
+                signal(permit_pid, libc::SIGCONT);
             }
         }
     }
@@ -735,7 +1030,7 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mut records = Vec::new();
-    for id in 0..workers {
+    for id in 0..all {
         let path = run.dir.join(format!("worker{id}.log"));
         if let Ok(f) = File::open(&path) {
             records.extend(
@@ -752,6 +1047,16 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize) -> Verdict {
         processes: spawned,
         ..check(&records, elapsed)
     }
+}
+
+/// A permit worker among `ids` (tried from the `first`-th on, round) whose log ends inside a
+/// section: its last line is `H permit`.
+fn permit_holder_of(dir: &Path, ids: std::ops::Range<usize>, first: usize) -> Option<usize> {
+    let n = ids.len();
+    (0..n).map(|k| ids.start + (first + k) % n).find(|id| {
+        fs::read_to_string(dir.join(format!("worker{id}.log")))
+            .is_ok_and(|s| s.lines().last() == Some("H permit"))
+    })
 }
 
 /// What names the lock's holder on a node: a plain lock's token, or a reentrant lock's owner.
@@ -777,22 +1082,23 @@ fn holder_of(dir: &Path, workers: usize, token: &[u8]) -> Option<usize> {
 }
 
 fn table_row(s: Schedule, v: &Verdict) -> String {
-    let errors = if v.errors.is_empty() {
-        "—".to_string()
-    } else {
-        v.errors
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let errors = |e: &BTreeMap<String, usize>| {
+        if e.is_empty() {
+            "—".to_string()
+        } else {
+            e.iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
     };
     format!(
-        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} | {} / {} / **{}** | {} | {} |",
+        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} | {} / {} / **{}** | {} | {} / {} / {} / {} | {} | **{}** | **{}** / **{}** / **{}** | {} |",
         s.name(),
         v.attempts,
         v.grants,
         v.grants as f64 / v.secs,
-        errors,
+        errors(&v.errors),
         v.reentries,
         v.reentries_granted,
         v.reentries_new_token,
@@ -804,6 +1110,15 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
         v.late_writes_in_order,
         v.late_writes_stale,
         v.valid_writes_rejected,
+        v.permit_attempts,
+        v.permit_grants,
+        v.late_permits,
+        v.slots_retaken,
+        errors(&v.permit_errors),
+        v.permits_at_once,
+        v.permits_over,
+        v.slot_overlaps,
+        v.slot_tokens_not_rising,
         s.expected()
     )
 }
@@ -816,12 +1131,19 @@ fn main() -> ExitCode {
     // Options; anything else (cargo's test flags) is ignored.
     let mut secs = 4.0;
     let mut workers = 6;
+    let mut permit_workers = 3;
     let mut only: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--secs" => secs = it.next().and_then(|v| v.parse().ok()).expect("--secs S"),
             "--workers" => workers = it.next().and_then(|v| v.parse().ok()).expect("--workers N"),
+            "--permit-workers" => {
+                permit_workers = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--permit-workers N")
+            }
             "--schedule" => only.push(it.next().expect("--schedule NAME").clone()),
             "--list" => {
                 // `cargo test -- --list`: one "test".
@@ -844,6 +1166,8 @@ fn main() -> ExitCode {
         "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
          fenced locks (of every six workers one plain, two reentrant re-entering 1–5 times in \
          each section, two shared, one multi-resource and unfenced), \
+         and {permit_workers} more worker processes taking fenced permits of one semaphore of \
+         {PERMITS} permits (one of them paused with the lock's holder in worker-gc-pause), \
          critical sections of 20–200 ms (300–800 ms in the kill-restart schedules, whose \
          workers are replaced by new processes every 0.5–1.5 s)",
         NODES,
@@ -854,15 +1178,18 @@ fn main() -> ExitCode {
         out,
         "\n| schedule | attempts | grants | throughput | errors | re-entries: tried / granted / \
          new token | violations | shared overlaps | late overlaps | late sections | late writes: rejected / \
-         accepted before a newer write / stale accepted | valid writes rejected | expected |"
+         accepted before a newer write / stale accepted | valid writes rejected | permits: \
+         attempts / grants / late / slot retaken from a late holder | permit errors | most \
+         permits valid at once (P = {PERMITS}) | permit violations: over P / one slot twice / \
+         slot token not rising | expected |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|---|"
+        "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---|"
     );
     let mut failed = Vec::new();
     for s in schedules {
-        let v = run_schedule(s, secs, workers);
+        let v = run_schedule(s, secs, workers, permit_workers);
         let row = table_row(s, &v);
         println!("{row}");
         let _ = writeln!(out, "{row}");
@@ -889,7 +1216,40 @@ fn main() -> ExitCode {
                 s.name()
             ));
         }
-        if s.recreate_workers() && v.processes <= workers {
+        if s.safe() && v.permits_over + v.slot_overlaps > 0 {
+            failed.push(format!(
+                "{}: more than {PERMITS} permits valid at once {} times (at most {}), one slot's \
+                 permits overlapping while valid {} times",
+                s.name(),
+                v.permits_over,
+                v.permits_at_once,
+                v.slot_overlaps
+            ));
+        }
+        if v.slot_tokens_not_rising > 0 && s.keeps_data() {
+            failed.push(format!(
+                "{}: {} permits' fencing tokens not above their slot's previous holder's",
+                s.name(),
+                v.slot_tokens_not_rising
+            ));
+        }
+        if s == None && v.permits_at_once < PERMITS as usize {
+            failed.push(format!(
+                "{}: {} permit grants, never {PERMITS} valid at once",
+                s.name(),
+                v.permit_grants
+            ));
+        }
+        if v.permit_grants == 0 && s != PauseMajority {
+            failed.push(format!("{}: no permit granted", s.name()));
+        }
+        if s == WorkerPause && v.late_permits == 0 {
+            failed.push(format!(
+                "{}: no permit worker was paused inside its permit",
+                s.name()
+            ));
+        }
+        if s.recreate_workers() && v.processes <= workers + permit_workers {
             failed.push(format!("{}: no worker process was replaced", s.name()));
         }
         if s == None && v.reentries_granted == 0 {
