@@ -564,8 +564,8 @@ impl Redlock {
 /// ```no_run
 /// # fn main() -> Result<(), redlock::Error> {
 /// use std::time::Duration;
-/// use redlock::{LockOptions, Redlock, Wait};
-/// let mgr = Redlock::from_urls(["redis://127.0.0.1:6379"])?;
+/// use redlock::{Config, LockOptions, Redlock, Wait};
+/// let mgr = Redlock::new(Config::new(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]))?;
 /// let exports = mgr.semaphore("exports", 4)?;
 /// let wait = LockOptions::new().wait(Wait::For(Duration::from_secs(30)));
 /// let permit = exports.acquire(Duration::from_secs(60), &wait)?;
