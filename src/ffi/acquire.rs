@@ -281,15 +281,11 @@ pub unsafe extern "C" fn redlock_acquire(
     err_len: usize,
 ) -> redlock_status {
     let defaults = LockOptions::new();
-    let opts = if opts.is_null() {
-        &defaults
-    } else {
-        // SAFETY: live options per the contract (checked, best effort); only read.
-        match unsafe { live(opts, "opts") } {
-            Ok(o) => &o.inner,
-            // SAFETY: `err` per the contract.
-            Err(e) => return unsafe { guard(err, err_len, || Err(e)) },
-        }
+    // SAFETY: NULL or live options per the contract.
+    let opts = match unsafe { opts_or(opts, &defaults) } {
+        Ok(o) => o,
+        // SAFETY: `err` per the contract.
+        Err(e) => return unsafe { guard(err, err_len, || Err(e)) },
     };
     // SAFETY: per the contract.
     unsafe {
@@ -338,12 +334,8 @@ pub unsafe extern "C" fn redlock_acquire_many(
         // SAFETY: NULL or a live manager per the contract (checked, best effort).
         let m = unsafe { manager_ref(mgr) }?;
         let defaults = LockOptions::new();
-        let opts = if opts.is_null() {
-            &defaults
-        } else {
-            // SAFETY: live options per the contract (checked, best effort); only read.
-            &unsafe { live(opts, "opts") }?.inner
-        };
+        // SAFETY: NULL or live options per the contract.
+        let opts = unsafe { opts_or(opts, &defaults) }?;
         if out.is_null() {
             return Err(FfiError::null("out"));
         }
@@ -370,10 +362,8 @@ pub unsafe extern "C" fn redlock_acquire_many(
         }
         let ttl = Duration::from_millis(ttl_ms.into());
         let lease = m.acquire_many(&names, ttl, opts)?;
-        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
-        // SAFETY: `out` is non-NULL and writable per the contract.
-        unsafe { *out = raw };
-        Ok(())
+        // SAFETY: `out` is non-NULL (checked above) and writable per the contract.
+        unsafe { hand_out(lease, out) }
     };
     // SAFETY: `err` per the contract.
     unsafe { guard(err, err_len, f) }
@@ -423,12 +413,8 @@ pub unsafe extern "C" fn redlock_semaphore_acquire(
         // SAFETY: NULL or a live manager per the contract (checked, best effort).
         let m = unsafe { manager_ref(mgr) }?;
         let defaults = LockOptions::new();
-        let opts = if opts.is_null() {
-            &defaults
-        } else {
-            // SAFETY: live options per the contract (checked, best effort); only read.
-            &unsafe { live(opts, "opts") }?.inner
-        };
+        // SAFETY: NULL or live options per the contract.
+        let opts = unsafe { opts_or(opts, &defaults) }?;
         if out.is_null() {
             return Err(FfiError::null("out"));
         }
@@ -436,13 +422,37 @@ pub unsafe extern "C" fn redlock_semaphore_acquire(
         let name = unsafe { bytes(name, name_len, "name") }?;
         let ttl = Duration::from_millis(ttl_ms.into());
         let lease = m.semaphore_acquire(name, permits, ttl, opts)?;
-        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
-        // SAFETY: `out` is non-NULL and writable per the contract.
-        unsafe { *out = raw };
-        Ok(())
+        // SAFETY: `out` is non-NULL (checked above) and writable per the contract.
+        unsafe { hand_out(lease, out) }
     };
     // SAFETY: `err` per the contract.
     unsafe { guard(err, err_len, f) }
+}
+
+/// The options `opts` points to, or `defaults` for NULL.
+///
+/// # Safety
+/// `opts` must be NULL or live options (checked, best effort); they are only read.
+unsafe fn opts_or(
+    opts: *const redlock_acquire_opts,
+    defaults: &LockOptions,
+) -> Result<&LockOptions, FfiError> {
+    if opts.is_null() {
+        return Ok(defaults);
+    }
+    // SAFETY: live options per this function's contract (checked, best effort).
+    Ok(&unsafe { live(opts, "opts") }?.inner)
+}
+
+/// Hands `lease` to the caller through `out`.
+///
+/// # Safety
+/// `out` must be non-NULL and writable.
+unsafe fn hand_out(lease: crate::Lease, out: *mut *mut redlock_lease) -> Result<(), FfiError> {
+    let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
+    // SAFETY: non-NULL and writable per this function's contract.
+    unsafe { *out = raw };
+    Ok(())
 }
 
 /// What to acquire: the manager, the resource and the TTL.
@@ -468,10 +478,8 @@ unsafe fn acquire(what: What, to: Out, opts: &LockOptions) -> redlock_status {
         let res = unsafe { bytes(resource, resource_len, "resource") }?;
         let ttl = Duration::from_millis(ttl_ms.into());
         let lease = m.acquire(res, ttl, opts)?;
-        let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
-        // SAFETY: `out` is non-NULL and writable per the contract.
-        unsafe { *out = raw };
-        Ok(())
+        // SAFETY: `out` is non-NULL (checked above) and writable per the contract.
+        unsafe { hand_out(lease, out) }
     };
     // SAFETY: `err` per the contract.
     unsafe { guard(err, err_len, f) }
