@@ -770,18 +770,22 @@ fn worker(args: &[String]) -> ExitCode {
                 let _ = lease.unlock();
             }
             Err(e) => {
-                let kind = match e {
-                    Error::NotAcquired(_) => "not_acquired",
-                    Error::Unavailable(_) => "unavailable",
-                    _ => "other",
-                };
-                let _ = writeln!(file, "E {kind}");
+                let _ = writeln!(file, "E {}", error_kind(&e));
                 thread::sleep(Duration::from_millis(5));
             }
         }
         let _ = file.flush();
     }
     ExitCode::SUCCESS
+}
+
+/// How a worker's log names a failed acquisition.
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::NotAcquired(_) => "not_acquired",
+        Error::Unavailable(_) => "unavailable",
+        _ => "other",
+    }
 }
 
 /// A permit worker's loop: permits of [`SEMAPHORE`], each held for a critical section of
@@ -815,12 +819,7 @@ fn permit_worker(mgr: &Redlock, file: &mut File, mut rng: u64, end: Instant, hol
                 let _ = lease.unlock();
             }
             Err(e) => {
-                let kind = match e {
-                    Error::NotAcquired(_) => "not_acquired",
-                    Error::Unavailable(_) => "unavailable",
-                    _ => "other",
-                };
-                let _ = writeln!(file, "PE {kind}");
+                let _ = writeln!(file, "PE {}", error_kind(&e));
                 thread::sleep(Duration::from_millis(5));
             }
         }
