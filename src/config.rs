@@ -43,6 +43,23 @@ pub const INTENT_PREFIX: &[u8] = b"redlock-intent:";
 /// so a semaphore and a lock of the same name never share a key.
 pub const SEMAPHORE_PREFIX: &[u8] = b"redlock-sem:";
 
+/// The prefix of a fair lock's queue: `redlock-fair:` followed by the lock key. Each node keeps
+/// one hash there per fair-locked resource, one entry per waiter (see
+/// [`LockOptions::fair`](crate::LockOptions::fair)); a waiter's wake-up channel is the queue's
+/// name, `:`, and its lock value.
+pub const FAIR_PREFIX: &[u8] = b"redlock-fair:";
+
+/// The drop-out time of a fair acquisition that sets none
+/// ([`LockOptions::drop_out`](crate::LockOptions::drop_out)): this, or the lock's TTL if
+/// shorter.
+pub const DEFAULT_DROP_OUT: Duration = Duration::from_secs(5);
+
+/// The shortest drop-out time [`LockOptions::drop_out`](crate::LockOptions::drop_out) takes.
+pub const MIN_DROP_OUT: Duration = Duration::from_millis(20);
+
+/// The longest drop-out time [`LockOptions::drop_out`](crate::LockOptions::drop_out) takes.
+pub const MAX_DROP_OUT: Duration = Duration::from_secs(3600);
+
 /// The most permits a semaphore may have: each acquisition looks at every slot on each node,
 /// in one script, which blocks that node meanwhile.
 pub const MAX_PERMITS: u32 = 1000;
@@ -417,7 +434,7 @@ impl Config {
         if own_key(&key) {
             return Err(Error::invalid(format!(
                 "the lock key of this resource would be {:?}, in the library's own namespace \
-                 (`redlock-fence:` counters, `redlock-intent:` and `redlock-sem:` keys, \
+                 (`redlock-fence:` counters, `redlock-intent:`, `redlock-sem:` and `redlock-fair:` keys, \
                  `redlock-marker`); choose another resource name or key prefix",
                 String::from_utf8_lossy(&key)
             )));
@@ -643,7 +660,21 @@ pub(crate) fn own_key(key: &[u8]) -> bool {
     key.starts_with(FENCE_PREFIX)
         || key.starts_with(INTENT_PREFIX)
         || key.starts_with(SEMAPHORE_PREFIX)
+        || key.starts_with(FAIR_PREFIX)
         || key == MARKER_KEY
+}
+
+/// Checks a fair acquisition's drop-out time: [`MIN_DROP_OUT`] to [`MAX_DROP_OUT`].
+pub(crate) fn check_drop_out(d: Duration) -> Result<(), Error> {
+    if !(MIN_DROP_OUT..=MAX_DROP_OUT).contains(&d) {
+        return Err(Error::invalid(format!(
+            "a fair waiter's drop-out time is {} ms to {} ms, not {} ms",
+            MIN_DROP_OUT.as_millis(),
+            MAX_DROP_OUT.as_millis(),
+            d.as_millis()
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a semaphore's permit count: 1 to [`MAX_PERMITS`].

@@ -356,6 +356,99 @@ local c = '' if ARGV[5] == '1' then c = redis.call('get', KEYS[2]) or '0' end \
 return {pick, table.concat(map), c}"
 );
 
+/// Lua shared by the fair lock's scripts (lock::fair), after the counter functions. A fair lock's
+/// queue is a hash on each node, `redlock-fair:<lock key>`: one field per waiter, named by the
+/// waiter's lock value, holding `"<ticket> <expiry>"`, where the expiry is the server time in
+/// milliseconds at which the entry drops out unless refreshed. `now()` is that time.
+/// `before(a, b)` compares two byte strings byte by byte (never by the server's locale).
+/// `head(q, t)` deletes the entries of `q` that have expired at `t`, sets the hash's TTL to
+/// the latest expiry left, and returns the head: the member with the lowest ticket (ties: the
+/// lower member), and its expiry; nil when no live entry is left.
+macro_rules! fair_lua {
+    () => {
+        "local function now() local t = redis.call('time') \
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end \
+local function before(a, b) \
+for i = 1, math.min(#a, #b) do local x, y = string.byte(a, i), string.byte(b, i) \
+if x ~= y then return x < y end end return #a < #b end \
+local function head(q, t) local all = redis.call('hgetall', q) \
+local ht, hm, he, last = nil, nil, nil, nil \
+for i = 1, #all, 2 do local tt, e = string.match(all[i + 1], '^(%d+) (%d+)$') \
+e = tonumber(e) \
+if tt == nil or e == nil or e <= t then redis.call('hdel', q, all[i]) else \
+if last == nil or e > last then last = e end \
+if ht == nil or gt(ht, tt) or (ht == tt and before(all[i], hm)) then ht, hm, he = tt, all[i], e end end end \
+if last ~= nil then redis.call('pexpire', q, last - t) end \
+return hm, he end "
+    };
+}
+
+/// A **fair** acquisition (lock::fair). `KEYS[1]` the lock key, `KEYS[2]` the fencing counter,
+/// `KEYS[3]` the queue hash, `KEYS[4]` (optional) the node's restart-quarantine marker, checked
+/// as [`ACQUIRE`] does; `ARGV[1]` the waiter's lock value (its name in the queue), `ARGV[2]` the
+/// TTL in ms, `ARGV[3]` its ticket ("" before it has one), `ARGV[4]` the entry's life in ms,
+/// `ARGV[5]` "1" for a fenced acquisition.
+///
+/// With a ticket it first writes (or refreshes) the waiter's entry, to expire `ARGV[4]` ms from
+/// now, and raises the counter to the ticket (never lowers it). Then, after dropping expired
+/// entries, it grants (`SET KEYS[1] ARGV[1] PX ARGV[2]`) when the key is absent and the waiter
+/// is the head of the queue, or the queue is empty; or when the key already holds the waiter's
+/// value. It returns 1, or fenced, the counter as a decimal string ("0" when absent). Otherwise
+/// it refuses with `{-2 - ms, counter}`: `ms` the key's remaining TTL, or, when the key is free
+/// and another waiter is the head, the time until the head's entry drops out (-1 instead when
+/// the key has no TTL). The counter is what a waiter without a ticket proposes from (one more
+/// than the largest of a quorum's).
+///
+/// Why a queue never stalls the lock on a dead waiter, and never deadlocks: an entry lives only
+/// while its waiter refreshes it; a node that lacks a waiter's ticket (it restarted, it missed
+/// the message) gets it with that waiter's next attempt; and the order (ticket, then value) is
+/// total and the same on every node, so the lowest live waiter is the head on every node that
+/// has heard from it. Mutual exclusion is the lock's: the key is the plain lock's, set only
+/// where it is absent, and a grant counts only with a quorum.
+pub const FAIR_ACQUIRE: &str = concat!(
+    counter_lua!(),
+    fair_lua!(),
+    "if #KEYS > 3 and redis.call('exists', KEYS[4]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local k, q, me, tk = KEYS[1], KEYS[3], ARGV[1], ARGV[3] local t = now() \
+local c = redis.call('get', KEYS[2]) or '0' \
+if not canon(c) then return redis.error_reply('ERR the fencing counter is not a decimal number below 2^64') end \
+if tk ~= '' then \
+if not canon(tk) then return redis.error_reply('ERR a ticket is a decimal number below 2^64') end \
+redis.call('hset', q, me, tk .. ' ' .. string.format('%d', t + tonumber(ARGV[4]))) \
+if gt(tk, c) then redis.call('set', KEYS[2], tk) c = tk end end \
+local hm, he = head(q, t) \
+local ty = redis.call('type', k)['ok'] local v = false \
+if ty == 'string' then v = redis.call('get', k) end \
+if (ty == 'none' and (hm == nil or hm == me)) or v == me then \
+redis.call('set', k, me, 'PX', ARGV[2]) \
+if ARGV[5] == '1' then return c end return 1 end \
+local p = -1 \
+if ty ~= 'none' then p = redis.call('pttl', k) else p = he - t end \
+if p < 0 then return {-1, c} end \
+return {-2 - p, c}"
+);
+
+/// Releases a fair lock, or takes a waiter out of the queue. `KEYS[1]` the lock key, `KEYS[2]`
+/// the queue; `ARGV[1]` the lock value, `ARGV[2]` "1" to release (delete the key if it holds
+/// the value, announcing it on the key's channel as [`RELEASE`] does) or "0" to leave the
+/// queue only. Either way the value's entry is removed; then, if the key is free and this call
+/// deleted the key or the entry, it announces on the channel of the new head only,
+/// `<queue>:<head's value>`: the one waiter whose turn it is. Returns 1 when it deleted the key
+/// (release) or the entry (leave), else 0.
+pub const FAIR_RELEASE: &str = concat!(
+    counter_lua!(),
+    fair_lua!(),
+    "local k, q, me = KEYS[1], KEYS[2], ARGV[1] local r = 0 \
+if ARGV[2] == '1' and redis.call('get', k) == me then \
+redis.call('del', k) redis.call('publish', k, me) r = 1 end \
+local left = redis.call('hdel', q, me) \
+if (r == 1 or left == 1) and redis.call('exists', k) == 0 then \
+local hm = head(q, now()) \
+if hm then redis.call('publish', q .. ':' .. hm, me) end end \
+if ARGV[2] == '1' then return r end return left"
+);
+
 /// Removes the hold `ARGV[1]` from the reentrant lock `KEYS[1]` of owner `ARGV[3]`. When no
 /// live hold is left, deletes the key and, if `ARGV[2]` is "1", announces the release as
 /// [`RELEASE`] does (a failed attempt's undo passes "0"), and returns 2; when other holds are
@@ -484,7 +577,7 @@ elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget
 return {ty, v, s, redis.call('pttl', k), now}";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 19] = [
+pub(crate) const ALL: [&str; 21] = [
     ACQUIRE,
     RELEASE,
     DISCARD,
@@ -504,6 +597,8 @@ pub(crate) const ALL: [&str; 19] = [
     MULTI_RELEASE,
     MULTI_EXTEND,
     SEMAPHORE_ACQUIRE,
+    FAIR_ACQUIRE,
+    FAIR_RELEASE,
 ];
 
 /// A script and its SHA1 name, computed once.
@@ -580,6 +675,10 @@ pub(crate) static MULTI_RELEASE_SCRIPT: Script = Script::new(MULTI_RELEASE);
 pub(crate) static MULTI_EXTEND_SCRIPT: Script = Script::new(MULTI_EXTEND);
 /// [`SEMAPHORE_ACQUIRE`], for calls.
 pub(crate) static SEMAPHORE_ACQUIRE_SCRIPT: Script = Script::new(SEMAPHORE_ACQUIRE);
+/// [`FAIR_ACQUIRE`], for calls.
+pub(crate) static FAIR_ACQUIRE_SCRIPT: Script = Script::new(FAIR_ACQUIRE);
+/// [`FAIR_RELEASE`], for calls.
+pub(crate) static FAIR_RELEASE_SCRIPT: Script = Script::new(FAIR_RELEASE);
 /// [`SCAN_KEYS`], for calls.
 pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
 /// [`HOLDER`], sent as `EVAL` by `Redlock::holders`.

@@ -431,3 +431,196 @@ fn the_reentrant_store_write_accepts_the_same_tenure_again_and_never_a_lower_tok
     assert_eq!(write(&mut c, "18446744073709551615"), 1);
     assert_eq!(write(&mut c, "18446744073709551614"), 0);
 }
+
+/// One FAIR_ACQUIRE call on `k` (counter `c`, queue `q`): value, TTL 10 s, ticket, life.
+fn fair_acquire(
+    c: &mut redis::Connection,
+    value: &str,
+    ticket: &str,
+    life_ms: &str,
+) -> redis::Value {
+    eval_keys(
+        c,
+        redlock::scripts::FAIR_ACQUIRE,
+        &["k", "c", "q"],
+        &[value, "10000", ticket, life_ms, "0"],
+    )
+}
+
+/// A refusal `{-2 - ms or -1, counter}`, as (code, counter).
+fn fair_refusal(v: &redis::Value) -> Option<(i64, String)> {
+    match v {
+        redis::Value::Array(items) => match items.as_slice() {
+            [redis::Value::Int(code), redis::Value::BulkString(c)] => {
+                Some((*code, String::from_utf8(c.clone()).unwrap()))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[test]
+fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let granted = redis::Value::Int(1);
+    // Nobody queued and the key free: granted without a ticket.
+    assert_eq!(fair_acquire(&mut c, "h", "", "5000"), granted);
+    // Held: a caller without a ticket is refused with the holder's TTL and the counter ("0").
+    let (code, counter) = fair_refusal(&fair_acquire(&mut c, "a", "", "5000")).unwrap();
+    assert!((-10_002..=-9_000).contains(&code), "{code}");
+    assert_eq!(counter, "0");
+    // Tickets queue (the counter rises to each), and are refused while the key is held.
+    assert!(fair_refusal(&fair_acquire(&mut c, "b", "8", "5000")).is_some());
+    assert!(fair_refusal(&fair_acquire(&mut c, "a", "7", "5000")).is_some());
+    assert_eq!(s.get(b"c").as_deref(), Some(&b"8"[..]));
+    let (_, counter) = fair_refusal(&fair_acquire(&mut c, "z", "", "5000")).unwrap();
+    assert_eq!(counter, "8");
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["h", "1"],
+    );
+    // Free, but "a" (ticket 7) is the head: "b", and a newcomer without a ticket, are refused
+    // with the time until the head's entry drops out.
+    let (code, _) = fair_refusal(&fair_acquire(&mut c, "b", "8", "5000")).unwrap();
+    assert!((-5_002..=-4_000).contains(&code), "{code}");
+    assert!(fair_refusal(&fair_acquire(&mut c, "n", "", "5000")).is_some());
+    assert_eq!(s.get(b"k"), None);
+    // The head is granted, and granted again if it asks again (its own value).
+    assert_eq!(fair_acquire(&mut c, "a", "7", "5000"), granted);
+    assert_eq!(fair_acquire(&mut c, "a", "7", "5000"), granted);
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["a", "1"],
+    );
+    // A ticket unknown here but lower than the head's is learned, and goes first.
+    assert_eq!(fair_acquire(&mut c, "x", "3", "5000"), granted);
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["x", "1"],
+    );
+    assert_eq!(fair_acquire(&mut c, "b", "8", "5000"), granted);
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["b", "1"],
+    );
+    // Everybody served: the queue is gone.
+    assert!(s.pttl(b"q") == -2);
+}
+
+#[test]
+fn fair_acquire_drops_expired_entries_and_breaks_ties_by_value() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    // "dead" (ticket 1) stops refreshing; "live" (ticket 2) does.
+    assert_eq!(
+        fair_acquire(&mut c, "dead", "1", "150"),
+        redis::Value::Int(1)
+    );
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["dead", "0"],
+    );
+    assert!(fair_refusal(&fair_acquire(&mut c, "dead", "1", "150")).is_none());
+    let _: i64 = eval_keys(&mut c, redlock::scripts::DISCARD, &["k"], &["dead"]);
+    assert!(fair_refusal(&fair_acquire(&mut c, "live", "2", "5000")).is_some());
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert_eq!(
+        fair_acquire(&mut c, "live", "2", "5000"),
+        redis::Value::Int(1)
+    );
+    let _: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["live", "1"],
+    );
+    // Equal tickets: the lower value (byte by byte) goes first, whoever asks first.
+    assert!(fair_refusal(&fair_acquire(&mut c, "w\u{e9}", "5", "5000")).is_none());
+    let _: i64 = eval_keys(&mut c, redlock::scripts::DISCARD, &["k"], &["w\u{e9}"]);
+    assert!(fair_refusal(&fair_acquire(&mut c, "wb", "5", "5000")).is_none());
+    let _: i64 = eval_keys(&mut c, redlock::scripts::DISCARD, &["k"], &["wb"]);
+    assert!(fair_refusal(&fair_acquire(&mut c, "wa", "5", "5000")).is_none());
+    let _: i64 = eval_keys(&mut c, redlock::scripts::DISCARD, &["k"], &["wa"]);
+    assert!(fair_refusal(&fair_acquire(&mut c, "w\u{e9}", "5", "5000")).is_some());
+    assert!(fair_refusal(&fair_acquire(&mut c, "wb", "5", "5000")).is_some());
+    assert_eq!(
+        fair_acquire(&mut c, "wa", "5", "5000"),
+        redis::Value::Int(1)
+    );
+    // A bad ticket is an error, and changes nothing.
+    let r: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg(redlock::scripts::FAIR_ACQUIRE)
+        .arg(3)
+        .arg("k")
+        .arg("c")
+        .arg("q")
+        .arg("v")
+        .arg("10000")
+        .arg("07")
+        .arg("5000")
+        .arg("0")
+        .query(&mut c);
+    assert!(r.is_err());
+}
+
+#[test]
+fn fair_release_wakes_the_next_ticket_alone() {
+    let s = RedisServer::start();
+    let mut c = s.client();
+    let mut sub = s.client();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("q:*").unwrap();
+    ps.subscribe("k").unwrap();
+    ps.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    assert_eq!(fair_acquire(&mut c, "h", "", "5000"), redis::Value::Int(1));
+    for (v, t) in [("b", "2"), ("a", "1"), ("c", "3")] {
+        assert!(fair_refusal(&fair_acquire(&mut c, v, t, "5000")).is_some());
+    }
+    // Leaving while the key is held announces nothing.
+    let left: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["c", "0"],
+    );
+    assert_eq!(left, 1);
+    assert!(ps.get_message().is_err(), "nothing announced yet");
+    // The release: on the key's channel, and on the head's ("a") only.
+    let r: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["h", "1"],
+    );
+    assert_eq!(r, 1);
+    let mut channels = vec![
+        ps.get_message().unwrap().get_channel_name().to_string(),
+        ps.get_message().unwrap().get_channel_name().to_string(),
+    ];
+    channels.sort();
+    assert_eq!(channels, ["k", "q:a"]);
+    assert!(ps.get_message().is_err(), "one wake-up only");
+    // The head gives up while the key is free: the next one ("b") is woken.
+    let left: i64 = eval_keys(
+        &mut c,
+        redlock::scripts::FAIR_RELEASE,
+        &["k", "q"],
+        &["a", "0"],
+    );
+    assert_eq!(left, 1);
+    assert_eq!(ps.get_message().unwrap().get_channel_name(), "q:b");
+    assert!(ps.get_message().is_err(), "one wake-up only");
+}
