@@ -55,6 +55,12 @@ pub struct LockOptions {
     pub(crate) owner: Option<Vec<u8>>,
     /// A shared (read) acquisition.
     pub(crate) shared: bool,
+    /// A fair (first-come, first-served) acquisition.
+    pub(crate) fair: bool,
+    /// A fair waiter's drop-out time, if set.
+    pub(crate) drop_out: Option<Duration>,
+    /// The longest sleep between two attempts (a fair waiter refreshes its queue entry).
+    pub(crate) refresh: Option<Duration>,
 }
 
 impl LockOptions {
@@ -135,6 +141,52 @@ impl LockOptions {
     /// [`scripts::SHARED_ACQUIRE`](crate::scripts::SHARED_ACQUIRE).
     pub fn shared(mut self, shared: bool) -> LockOptions {
         self.shared = shared;
+        self
+    }
+
+    /// Whether the lock is **fair**: granted in the order the waiters asked for it (first
+    /// come, first served), across every process and node, rather than to whichever attempt
+    /// lands first. Defaults to false.
+    ///
+    /// A fair acquisition that is refused takes a *ticket*, one more than the largest fencing
+    /// counter a quorum of nodes reports, and queues it on every node at once; a waiter that
+    /// queues after another has finished queueing always gets a larger ticket. Each node grants
+    /// the lock only to the lowest live ticket in its queue, when the key is free. A release
+    /// wakes the next ticket's waiter alone, on a channel of its own (no other waiter wakes).
+    /// The first attempt costs one round trip, as a plain lock's; a refused one costs a second,
+    /// which queues the ticket. See [`Lease::ticket`](crate::Lease::ticket).
+    ///
+    /// **Waiters that die drop out.** A waiter refreshes its queue entry with an attempt at
+    /// least every fifth of its [`drop_out`](Self::drop_out) time, and a node drops an entry
+    /// not refreshed for four fifths of it: a waiter that dies or is paused holds up the ones
+    /// behind it for at most the drop-out time. A waiter that gives up (deadline, cancel)
+    /// leaves the queue at once. Nodes that disagree about the head (one missed a ticket,
+    /// one restarted empty) cost a retry, never a deadlock: a node learns a missing ticket
+    /// from that waiter's next attempt.
+    ///
+    /// **With other locks of the same resource.** Fair and plain (or fenced) acquisitions of a
+    /// resource work together: they use the same key, so they exclude each other as any two
+    /// locks do. A plain acquisition does not queue: it may take the lock ahead of the fair
+    /// waiters whenever the key is free, and a plain holder's release wakes fair waiters only
+    /// at their next refresh. Fair cannot be combined with [`owner`](Self::owner) (reentrant)
+    /// or [`shared`](Self::shared), nor used with `acquire_many` or a semaphore:
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput).
+    ///
+    /// With [`Wait::No`] a fair acquisition is one attempt that takes the lock only when it is
+    /// free and nobody is queued; it queues nothing.
+    pub fn fair(mut self, fair: bool) -> LockOptions {
+        self.fair = fair;
+        self
+    }
+
+    /// A fair waiter's **drop-out time** ([`fair`](Self::fair)): the longest a waiter that
+    /// stops refreshing its queue entry (it died, or is paused) holds up the waiters behind
+    /// it. Defaults to the lock's TTL or [`DEFAULT_DROP_OUT`](crate::DEFAULT_DROP_OUT) (5 s),
+    /// whichever is shorter; [`MIN_DROP_OUT`](crate::MIN_DROP_OUT) to
+    /// [`MAX_DROP_OUT`](crate::MAX_DROP_OUT). A shorter time costs more refreshes: each waiter
+    /// makes an attempt at least every fifth of it.
+    pub fn drop_out(mut self, d: Duration) -> LockOptions {
+        self.drop_out = Some(d);
         self
     }
 
@@ -346,7 +398,7 @@ impl<'a> Waiting<'a> {
     /// out), never past the deadline; a cancel handle that fires ends it at once.
     fn pause(&mut self, max: Duration) -> Result<(), Error> {
         let sh = self.sh;
-        let max = max.as_micros().min(u64::MAX as u128) as u64;
+        let max = self.refreshed(max).as_micros().min(u64::MAX as u128) as u64;
         let d = Duration::from_micros(token::uniform_inclusive(max)?);
         let mut until = sh.now() + d;
         if let Some(deadline) = self.deadline {
@@ -420,7 +472,8 @@ impl<'a> Waiting<'a> {
         if !relied {
             // No quorum of subscriptions before that attempt (a subscriber connection was
             // lost): a random pause, or less if the subscriptions come back first.
-            let max = sh.cfg.retry_delay.as_micros().min(u64::MAX as u128) as u64;
+            let max = self.refreshed(sh.cfg.retry_delay);
+            let max = max.as_micros().min(u64::MAX as u128) as u64;
             let d = Duration::from_micros(token::uniform_inclusive(max)?);
             let until = self.bounded(sh.now() + d);
             return self.sleep_until(until, |r| r.subscribed());
@@ -435,7 +488,7 @@ impl<'a> Waiting<'a> {
         let expires = report
             .and_then(|r| r.expires_in)
             .map_or(sh.cfg.retry_delay, |d| d + Duration::from_millis(1));
-        let mut fallback = self.bounded(sh.now() + expires);
+        let mut fallback = self.bounded(sh.now() + self.refreshed(expires));
         let mut was_first = self.registration().is_first();
         if was_first {
             self.registration().set_hint(fallback);
@@ -449,12 +502,16 @@ impl<'a> Waiting<'a> {
                 was_first = true;
                 let now = sh.now();
                 let hinted = reg.hint().filter(|t| *t > now);
-                fallback = self.bounded(hinted.unwrap_or(now + sh.cfg.retry_delay));
+                let t = hinted.unwrap_or(now + sh.cfg.retry_delay);
+                fallback = self.bounded(t.min(now + self.refreshed(t - now)));
             }
             let until = if was_first {
                 Some(fallback)
             } else {
-                self.deadline
+                match self.opts.refresh {
+                    Some(r) => Some(self.bounded(sh.now() + r)),
+                    None => self.deadline,
+                }
             };
             match self.sleep_once(until)? {
                 Woke::Notified | Woke::Timeout => return Ok(()),
@@ -467,6 +524,11 @@ impl<'a> Waiting<'a> {
                 }
             }
         }
+    }
+
+    /// `d`, or the refresh period of a fair waiter if that is shorter.
+    fn refreshed(&self, d: Duration) -> Duration {
+        self.opts.refresh.map_or(d, |r| r.min(d))
     }
 
     fn registration(&self) -> &Registration {

@@ -13,8 +13,8 @@ use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
 use crate::resp::{self, Reply};
 use crate::scripts::{
-    EXTEND_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, REENTRANT_EXTEND_SCRIPT,
-    REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
+    EXTEND_SCRIPT, FAIR_RELEASE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT,
+    REENTRANT_EXTEND_SCRIPT, REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
 };
 use crate::timing::{Budget, Epoch, remaining};
 
@@ -267,6 +267,15 @@ pub(crate) struct Granted {
     pub many: Option<Many>,
     /// For a semaphore's permit, which slot it holds.
     pub permit: Option<Permit>,
+    /// For a fair lock, its queue and ticket.
+    pub fair: Option<FairQueue>,
+}
+
+/// A fair lock's queue key, and the ticket its lease queued with (none when the lock was free
+/// and nobody was queued: granted at the first attempt).
+pub(crate) struct FairQueue {
+    pub queue: Vec<u8>,
+    pub ticket: Option<u64>,
 }
 
 /// A semaphore permit's slot, and the semaphore's permit count.
@@ -294,6 +303,8 @@ pub(crate) struct LeaseInner {
     pub(crate) many: Option<Box<Many>>,
     /// A semaphore permit's slot.
     pub(crate) permit: Option<Permit>,
+    /// A fair lock's queue and ticket.
+    pub(crate) fair: Option<Box<FairQueue>>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.
@@ -424,6 +435,7 @@ impl Lease {
             owner: g.owner,
             many: g.many.map(Box::new),
             permit: g.permit,
+            fair: g.fair.map(Box::new),
             fencing_token: g.fencing_token,
             expires: AtomicU64::new(shared.epoch.offset(g.expires)),
             state: Mutex::new(LeaseState {
@@ -504,6 +516,20 @@ impl Lease {
     /// repeat a token.
     pub fn fencing_token(&self) -> Option<u64> {
         self.inner.fencing_token
+    }
+
+    /// For a fair lock ([`LockOptions::fair`](crate::LockOptions::fair)): the ticket it
+    /// queued with, which orders it among the resource's waiters (lower first; tickets of
+    /// waiters that queued at the same time may be equal, and are then ordered by their
+    /// values). `None` for a fair lock granted at once, with nobody queued, and for every
+    /// other lease.
+    pub fn ticket(&self) -> Option<u64> {
+        self.inner.fair.as_ref().and_then(|f| f.ticket)
+    }
+
+    /// Whether this is a fair lock's lease ([`LockOptions::fair`](crate::LockOptions::fair)).
+    pub fn is_fair(&self) -> bool {
+        self.inner.fair.is_some()
     }
 
     /// The TTL of the last successful acquisition or extension.
@@ -595,10 +621,15 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many) {
-            (Some(_), _) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
-            (None, Some(_)) => inner.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
-            (None, None) => inner.script(&RELEASE_SCRIPT, &[]),
+        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many, &inner.fair) {
+            (Some(_), _, _) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
+            (None, Some(_), _) => inner.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
+            // A fair release also takes this lease's entry out of the queue and wakes the
+            // next ticket's waiter (see scripts::FAIR_RELEASE).
+            (None, None, Some(f)) => {
+                FAIR_RELEASE_SCRIPT.calls(&[&inner.key, &f.queue], &[inner.token.as_bytes(), b"1"])
+            }
+            (None, None, None) => inner.script(&RELEASE_SCRIPT, &[]),
         };
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),

@@ -277,11 +277,15 @@ impl Redlock {
                      not both",
                 )),
                 _ => Ok(key),
-            });
+            })
+            .and_then(|key| check_fair(opts).map(|_| key));
         let key = match checked {
             Ok(key) => key,
             Err(e) => return Err(self.refused_input(e)),
         };
+        if opts.fair {
+            return self.acquire_fair(resource, &key, ttl, opts);
+        }
         // An exclusive acquisition that waits queues its intent against shared holders.
         let mut intent = match opts.wait {
             Wait::No => None,
@@ -305,6 +309,27 @@ impl Redlock {
         });
         if let Some(i) = &intent {
             i.finish(sh, r.is_err());
+        }
+        r
+    }
+
+    /// A fair acquisition (see [`LockOptions::fair`]); the input is checked.
+    fn acquire_fair(
+        &self,
+        resource: &[u8],
+        key: &[u8],
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<Lease, Error> {
+        let sh = &self.shared;
+        let drop_out = opts.drop_out.unwrap_or(ttl.min(config::DEFAULT_DROP_OUT));
+        let mut fair = lock::Fair::new(sh, resource, key, drop_out, opts.wait != Wait::No)?;
+        let mut opts = opts.clone();
+        opts.refresh = Some(drop_out / 5);
+        let channel = fair.channel();
+        let r = acquire::acquire(sh, &opts, &channel, || fair.attempt(sh, ttl, opts.fenced));
+        if r.is_err() {
+            fair.leave(sh);
         }
         r
     }
@@ -393,6 +418,8 @@ impl Redlock {
             Some("owner (reentrant)")
         } else if opts.fenced {
             Some("fenced")
+        } else if opts.fair || opts.drop_out.is_some() {
+            Some("fair")
         } else {
             None
         };
@@ -621,11 +648,11 @@ impl Semaphore {
         let sh = &mgr.shared;
         let checked = config::check_ttl_for(ttl, &sh.cfg)
             .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()))
-            .and_then(|_| match (&opts.owner, opts.shared) {
-                (None, false) => Ok(()),
+            .and_then(|_| match (&opts.owner, opts.shared, opts.fair) {
+                (None, false, false) if opts.drop_out.is_none() => Ok(()),
                 _ => Err(Error::invalid(
-                    "a semaphore's permit is neither reentrant nor shared: leave out owner and \
-                     shared",
+                    "a semaphore's permit is neither reentrant, shared nor fair: leave out \
+                     owner, shared, fair and drop_out",
                 )),
             });
         if let Err(e) = checked {
@@ -640,6 +667,24 @@ impl Semaphore {
     pub fn try_acquire(&self, ttl: Duration) -> Result<Lease, Error> {
         self.acquire(ttl, &LockOptions::new().wait(Wait::No))
     }
+}
+
+/// Checks the options of a fair acquisition: not reentrant, not shared, a valid drop-out time.
+fn check_fair(opts: &LockOptions) -> Result<(), Error> {
+    if !opts.fair {
+        return match opts.drop_out {
+            Some(_) => Err(Error::invalid(
+                "a drop-out time is for a fair lock's waiters: ask for fair too, or leave it out",
+            )),
+            None => Ok(()),
+        };
+    }
+    if opts.owner.is_some() || opts.shared {
+        return Err(Error::invalid(
+            "a fair lock is neither reentrant nor shared: leave out owner and shared, or fair",
+        ));
+    }
+    opts.drop_out.map_or(Ok(()), config::check_drop_out)
 }
 
 #[cfg(test)]
@@ -688,6 +733,7 @@ mod tests {
                 acquisition: sh.no_io(crate::Op::Acquire, "test"),
                 many: None,
                 permit: None,
+                fair: None,
             },
         );
         // drift = 10 ms + 2 ms

@@ -11,11 +11,13 @@
 //! Waiting, retries and auto-renewal are the acquisition driver's (acquire.rs); release and
 //! extension are the lease's.
 
+mod fair;
 mod multi;
 mod reentrant;
 mod semaphore;
 mod shared;
 
+pub(crate) use fair::Fair;
 pub(crate) use multi::attempt as attempt_many;
 pub(crate) use semaphore::attempt as attempt_permit;
 pub(crate) use shared::{Intent, SHARED_OWNER};
@@ -179,6 +181,7 @@ pub(crate) fn attempt(
             acquisition,
             many: None,
             permit: None,
+            fair: None,
         },
     ))
 }

@@ -82,6 +82,7 @@ pub(crate) fn attempt(
                 keys: keys.to_vec(),
             }),
             permit: None,
+            fair: None,
         },
     ))
 }

@@ -283,6 +283,7 @@ pub(crate) fn attempt(
             acquisition,
             many: None,
             permit: Some(Permit { slot, permits }),
+            fair: None,
         },
     ))
 }

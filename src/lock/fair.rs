@@ -1,0 +1,322 @@
+//! The fair lock: the mutex, granted in arrival order (first come, first served) across
+//! processes and nodes, with a wake-up for the next waiter alone.
+//!
+//! The key is the plain lock's: a fair lock and a plain lock of one resource exclude each other
+//! as two plain locks do. Beside it each node keeps a queue, a hash with one entry per waiter:
+//! its ticket and when the entry drops out. An attempt is [`FAIR_ACQUIRE`] on every node, which
+//! grants only when the key is free and the caller is the lowest live ticket there (or nobody
+//! is queued). A refused caller takes a ticket, one more than the largest fencing counter a
+//! quorum reported, and queues it at once with a second round, which also raises the counters
+//! to it: whoever starts after that round has finished meets one of those counters in its
+//! own quorum, so its ticket is larger. Ties (waiters that queued at the same time) are broken
+//! by the waiter's value, so the order is the same on every node.
+//!
+//! Every later attempt refreshes the entry, and the acquisition driver makes one at least
+//! every fifth of the drop-out time; an entry not refreshed for four fifths of it drops out
+//! with the next script that reads the queue. A node that lacks a ticket (it restarted empty,
+//! a message was lost) learns it from the waiter's next attempt. A release, or a waiter that
+//! gives up while the key is free, publishes on the new head's own channel
+//! (`<queue key>:<value>`), which only that waiter subscribes to.
+//!
+//! [`FAIR_ACQUIRE`]: crate::scripts::FAIR_ACQUIRE
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{FAIR_PREFIX, MARKER_KEY};
+use crate::error::{Error, NodeOutcome, Op};
+use crate::lease::{FairQueue, Granted, Lease, Shared};
+use crate::quorum::{Cmd, Limits, Request, Round};
+use crate::resp::{self, Reply};
+use crate::scripts::{FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT};
+use crate::token;
+
+use super::{Attempt, counter, decide, fence_key_for, granted_fenced};
+
+/// The queue key of a lock key: `redlock-fair:` followed by it.
+pub(crate) fn queue_key(key: &[u8]) -> Vec<u8> {
+    [FAIR_PREFIX, key].concat()
+}
+
+/// A refusal `{-2 - ms or -1, counter}`: the code and the counter.
+fn refusal(reply: &Reply) -> Option<(i64, Option<u64>)> {
+    match reply {
+        Reply::Array(items) => match items.as_slice() {
+            [Reply::Int(code), c @ Reply::Bulk(_)] if *code <= -1 => Some((*code, counter(c))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What node `i`'s reply means: granted (1, or the counter when fenced), refused, or not a
+/// reply of this script.
+fn judge(reply: &Reply, fenced: bool) -> NodeOutcome {
+    match reply {
+        Reply::Int(1) if !fenced => NodeOutcome::Success,
+        Reply::Bulk(_) if fenced => granted_fenced(reply),
+        Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
+        r if refusal(r).is_some() => NodeOutcome::Rejected,
+        other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
+    }
+}
+
+/// The round as the decide rule reads it: each refusal as the plain script's (`-2 - ms`).
+fn as_plain(mut round: Round) -> Round {
+    for r in round.replies.iter_mut() {
+        if let Some((code, _)) = r.as_ref().and_then(refusal) {
+            *r = Some(Reply::Int(code));
+        }
+    }
+    round
+}
+
+/// The ticket a round's refusals propose: one more than the largest counter, when a quorum of
+/// nodes reported theirs; `None` otherwise (too few answered, or a counter is at `u64::MAX`).
+fn proposal(round: &Round, quorum: usize) -> Option<u64> {
+    let counters: Vec<Option<u64>> = round
+        .replies
+        .iter()
+        .flatten()
+        .filter_map(|r| refusal(r).map(|(_, c)| c))
+        .collect();
+    if counters.len() < quorum {
+        return None;
+    }
+    let mut max = 0u64;
+    for c in counters {
+        max = max.max(c?);
+    }
+    max.checked_add(1)
+}
+
+/// One fair acquisition: its value (the key's value when granted, and its name in the queues),
+/// and its ticket once it has one.
+pub(crate) struct Fair {
+    resource: Vec<u8>,
+    key: Vec<u8>,
+    queue: Vec<u8>,
+    fence_key: Vec<u8>,
+    value: String,
+    ticket: Option<u64>,
+    /// How long an entry lives on a node unless refreshed: four fifths of the drop-out time.
+    life_ms: Vec<u8>,
+    /// Whether a refused attempt queues (not for a single attempt).
+    queues: bool,
+}
+
+impl Fair {
+    /// A fair acquisition of `resource` (whose lock key is `key`) with drop-out time `drop_out`;
+    /// `queues`: whether a refusal takes a ticket. Nothing is sent.
+    pub(crate) fn new(
+        sh: &Shared,
+        resource: &[u8],
+        key: &[u8],
+        drop_out: Duration,
+        queues: bool,
+    ) -> Result<Fair, Error> {
+        let life = (drop_out * 4 / 5).as_millis().max(1) as u64;
+        Ok(Fair {
+            resource: resource.to_vec(),
+            key: key.to_vec(),
+            queue: queue_key(key),
+            fence_key: fence_key_for(resource),
+            value: token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
+            ticket: None,
+            life_ms: life.to_string().into_bytes(),
+            queues,
+        })
+    }
+
+    /// The channel on which the nodes announce this waiter's turn.
+    pub(crate) fn channel(&self) -> Vec<u8> {
+        [self.queue.as_slice(), b":", self.value.as_bytes()].concat()
+    }
+
+    /// One attempt: a round of [`FAIR_ACQUIRE`](crate::scripts::FAIR_ACQUIRE); when it is
+    /// refused and this waiter has no ticket yet, it takes one and queues it at once (a second
+    /// round, which may grant).
+    pub(crate) fn attempt(
+        &mut self,
+        sh: &Arc<Shared>,
+        ttl: Duration,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
+        let round = self.round(sh, ttl, fenced)?;
+        let ticket = match self.ticket {
+            None if self.queues => proposal(&round, sh.cluster.quorum()),
+            _ => None,
+        };
+        let r = self.decide(sh, round, ttl, fenced);
+        match (r, ticket) {
+            (Err(Error::NotAcquired(_)), Some(t)) => {
+                self.ticket = Some(t);
+                let round = self.round(sh, ttl, fenced)?;
+                self.decide(sh, round, ttl, fenced)
+            }
+            (r, _) => r,
+        }
+    }
+
+    /// Takes this waiter out of every node's queue, without waiting; where the key is free, the
+    /// next waiter is woken. For an acquisition that gave up.
+    pub(crate) fn leave(&self, sh: &Shared) {
+        if self.ticket.is_none() {
+            return;
+        }
+        let (sha, eval) =
+            FAIR_RELEASE_SCRIPT.calls(&[&self.key, &self.queue], &[self.value.as_bytes(), b"0"]);
+        sh.cluster.detach(&sha, Some(&eval), &|_| true);
+    }
+
+    fn round(&self, sh: &Arc<Shared>, ttl: Duration, fenced: bool) -> Result<Round, Error> {
+        let mut digits = [0u8; 20];
+        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
+        let ticket = self.ticket.map(|t| t.to_string()).unwrap_or_default();
+        let args: [&[u8]; 5] = [
+            self.value.as_bytes(),
+            ttl_ms,
+            ticket.as_bytes(),
+            &self.life_ms,
+            if fenced { b"1" } else { b"0" },
+        ];
+        let (sha, eval) = if sh.cfg.restart_quarantine {
+            FAIR_ACQUIRE_SCRIPT.calls(
+                &[&self.key, &self.fence_key, &self.queue, MARKER_KEY],
+                &args,
+            )
+        } else {
+            FAIR_ACQUIRE_SCRIPT.calls(&[&self.key, &self.fence_key, &self.queue], &args)
+        };
+        let req = Request {
+            cmd: Cmd::Same(&sha),
+            fallback: Some(&eval),
+            grants: true,
+        };
+        let limits = Limits::quorum(sh.budget.node_timeout(ttl));
+        sh.cluster
+            .round(&req, &|_, r: &Reply| judge(r, fenced), limits)
+    }
+
+    /// The mutex's decide rule over one round, then its fencing round; a lease or why not.
+    fn decide(
+        &self,
+        sh: &Arc<Shared>,
+        round: Round,
+        ttl: Duration,
+        fenced: bool,
+    ) -> Result<Lease, Error> {
+        let a = Attempt {
+            sh,
+            ttl,
+            key: self.key.clone(),
+            fence_key: self.fence_key.clone(),
+            token: self.value.clone(),
+            owner: None,
+            shared: false,
+        };
+        let (round, expires) = decide(sh, as_plain(round), ttl, &|to| a.release_on(to))?;
+        let fencing_token = if fenced {
+            match a.fence(&round, expires) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    a.release_everywhere();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        if round.untrusted.iter().any(|u| *u) {
+            a.release_on(&|i| round.untrusted[i]);
+        }
+        let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
+        Ok(Lease::new(
+            sh,
+            Granted {
+                resource: self.resource.clone(),
+                key: self.key.clone(),
+                token: self.value.clone(),
+                owner: None,
+                fencing_token,
+                ttl,
+                start: round.start,
+                expires,
+                acquisition,
+                many: None,
+                permit: None,
+                fair: Some(FairQueue {
+                    queue: self.queue.clone(),
+                    ticket: self.ticket,
+                }),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: i64, c: &str) -> Reply {
+        Reply::Array(vec![Reply::Int(code), Reply::Bulk(c.as_bytes().to_vec())])
+    }
+
+    #[test]
+    fn replies_to_the_fair_script() {
+        assert!(judge(&Reply::Int(1), false).is_success());
+        assert!(judge(&Reply::Bulk(b"7".to_vec()), true).is_success());
+        assert!(!judge(&Reply::Bulk(b"x".to_vec()), true).is_success());
+        assert!(matches!(
+            judge(&Reply::Int(1), true),
+            NodeOutcome::Protocol(_)
+        ));
+        assert_eq!(judge(&refused(-1002, "5"), false), NodeOutcome::Rejected);
+        assert_eq!(judge(&refused(-1, "0"), true), NodeOutcome::Rejected);
+        assert!(matches!(
+            judge(&refused(0, "5"), false),
+            NodeOutcome::Protocol(_)
+        ));
+        assert!(matches!(
+            judge(&Reply::Int(-5), false),
+            NodeOutcome::Protocol(_)
+        ));
+        assert_eq!(refusal(&refused(-1002, "5")), Some((-1002, Some(5))));
+        assert_eq!(refusal(&refused(-2, "05")), Some((-2, None)));
+    }
+
+    #[test]
+    fn a_ticket_needs_a_quorum_of_counters() {
+        let round = |replies: Vec<Option<Reply>>| Round {
+            start: std::time::Instant::now(),
+            outcomes: replies
+                .iter()
+                .map(|r| match r {
+                    Some(r) => judge(r, false),
+                    None => NodeOutcome::Pending,
+                })
+                .collect(),
+            untrusted: vec![false; replies.len()],
+            replies,
+        };
+        let r = round(vec![
+            Some(refused(-5, "3")),
+            Some(refused(-5, "9")),
+            Some(Reply::Int(1)),
+            Some(refused(-2, "4")),
+            None,
+        ]);
+        assert_eq!(proposal(&r, 3), Some(10));
+        assert_eq!(proposal(&r, 4), None);
+        // A counter that is not a canonical number, or one at the top: no ticket.
+        let r = round(vec![Some(refused(-5, "3")), Some(refused(-5, "x"))]);
+        assert_eq!(proposal(&r, 2), None);
+        let top = u64::MAX.to_string();
+        let r = round(vec![Some(refused(-5, &top)), Some(refused(-5, "1"))]);
+        assert_eq!(proposal(&r, 2), None);
+        // Refusals become the plain script's codes for the decide rule.
+        let plain = as_plain(round(vec![Some(refused(-1002, "3")), Some(Reply::Int(1))]));
+        assert_eq!(plain.replies[0], Some(Reply::Int(-1002)));
+        assert_eq!(plain.replies[1], Some(Reply::Int(1)));
+    }
+}
