@@ -30,6 +30,16 @@
 // The most permits a semaphore may have (`redlock_semaphore_acquire`).
 #define REDLOCK_MAX_PERMITS 1000
 
+// A fair waiter's default drop-out time in milliseconds, when the lock's TTL is not shorter
+// (`redlock_acquire_opts_set_drop_out_ms`).
+#define REDLOCK_DEFAULT_DROP_OUT_MS 5000
+
+// The shortest drop-out time `redlock_acquire_opts_set_drop_out_ms` takes, in milliseconds.
+#define REDLOCK_MIN_DROP_OUT_MS 20
+
+// The longest drop-out time `redlock_acquire_opts_set_drop_out_ms` takes, in milliseconds.
+#define REDLOCK_MAX_DROP_OUT_MS 3600000
+
 // The longest holder label (`redlock_config_set_label`), in bytes.
 #define REDLOCK_MAX_LABEL_LEN 256
 
@@ -367,6 +377,42 @@ enum redlock_status redlock_acquire_opts_set_fenced(struct redlock_acquire_opts 
 // # Safety
 // `opts` must be live options.
 enum redlock_status redlock_acquire_opts_set_shared(struct redlock_acquire_opts *opts, bool shared);
+
+// Makes the lock **fair** (first come, first served) when `fair` is true: waiters are granted
+// the lock in the order they asked for it, across every process and node, and a release wakes
+// the next waiter alone. A refused fair acquisition takes a ticket from a quorum of the
+// nodes and queues it on every node (one more round trip); each node grants only to the
+// lowest live ticket, when the key is free. `redlock_lease_ticket` gives a lease's ticket.
+//
+// A waiter refreshes its place with an attempt at least every fifth of its drop-out time
+// (`redlock_acquire_opts_set_drop_out_ms`); one that dies or is paused holds up the waiters
+// behind it for at most that time, and one that gives up (wait over, cancelled) leaves the
+// queue at once. Fair and plain acquisitions of one resource exclude each other as any two
+// locks do, but a plain one does not queue, so it may take the lock ahead of fair waiters.
+// Fair with an owner or shared, or for `redlock_acquire_many` or a semaphore, is
+// INVALID_ARGUMENT at the acquisition. With a wait of 0, a fair acquisition takes the lock
+// only when it is free and nobody is queued, and queues nothing.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_fair(struct redlock_acquire_opts *opts, bool fair);
+
+// A fair waiter's drop-out time in milliseconds (`redlock_acquire_opts_set_fair`): the
+// longest a waiter that stops refreshing its place (it died, or is paused) holds up the
+// waiters behind it. 0 means the default: the lock's TTL or `REDLOCK_DEFAULT_DROP_OUT_MS`,
+// whichever is shorter. A shorter time costs more refreshes (one attempt per waiter every
+// fifth of it).
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (outside
+// `REDLOCK_MIN_DROP_OUT_MS` to `REDLOCK_MAX_DROP_OUT_MS`; the options are unchanged). Setting
+// it without fair makes the acquisition INVALID_ARGUMENT.
+//
+// # Safety
+// `opts` must be live options.
+enum redlock_status redlock_acquire_opts_set_drop_out_ms(struct redlock_acquire_opts *opts,
+                                                         uint32_t drop_out_ms);
 
 // Turns on auto-renewal for the lease as soon as it is granted, as
 // `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
@@ -910,6 +956,15 @@ const uint8_t *redlock_lease_resource_at(const struct redlock_lease *lease,
 // # Safety
 // `lease` must be NULL or a live lease.
 bool redlock_lease_is_shared(const struct redlock_lease *lease);
+
+// For a fair lock (`redlock_acquire_opts_set_fair`) that queued: true, with its ticket in
+// `*ticket` if not NULL. Tickets order a resource's waiters (lower first; waiters that queued
+// at the same time may share one). False, writing nothing, for a fair lock granted at once
+// with nobody queued, for any other lease, NULL or an invalid handle.
+//
+// # Safety
+// `lease` must be NULL or a live lease; `ticket` NULL or writable.
+bool redlock_lease_ticket(const struct redlock_lease *lease, uint64_t *ticket);
 
 // For a semaphore's permit (`redlock_semaphore_acquire`): true, with the slot it holds (0 to
 // permits − 1; no two valid permits of one semaphore hold the same slot) in `*slot` and the

@@ -190,6 +190,12 @@ impl LockOptions {
         self
     }
 
+    /// Removes the drop-out time, if any: a fair waiter uses the default.
+    pub fn no_drop_out(mut self) -> LockOptions {
+        self.drop_out = None;
+        self
+    }
+
     /// Removes the owner, if any: the lock is not reentrant.
     pub fn no_owner(mut self) -> LockOptions {
         self.owner = None;

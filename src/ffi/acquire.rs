@@ -219,6 +219,70 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_shared(
     unsafe { with_opts(opts, |o| Ok(o.shared(shared))) }
 }
 
+/// Makes the lock **fair** (first come, first served) when `fair` is true: waiters are granted
+/// the lock in the order they asked for it, across every process and node, and a release wakes
+/// the next waiter alone. A refused fair acquisition takes a ticket from a quorum of the
+/// nodes and queues it on every node (one more round trip); each node grants only to the
+/// lowest live ticket, when the key is free. `redlock_lease_ticket` gives a lease's ticket.
+///
+/// A waiter refreshes its place with an attempt at least every fifth of its drop-out time
+/// (`redlock_acquire_opts_set_drop_out_ms`); one that dies or is paused holds up the waiters
+/// behind it for at most that time, and one that gives up (wait over, cancelled) leaves the
+/// queue at once. Fair and plain acquisitions of one resource exclude each other as any two
+/// locks do, but a plain one does not queue, so it may take the lock ahead of fair waiters.
+/// Fair with an owner or shared, or for `redlock_acquire_many` or a semaphore, is
+/// INVALID_ARGUMENT at the acquisition. With a wait of 0, a fair acquisition takes the lock
+/// only when it is free and nobody is queued, and queues nothing.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_fair(
+    opts: *mut redlock_acquire_opts,
+    fair: bool,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe { with_opts(opts, |o| Ok(o.fair(fair))) }
+}
+
+/// A fair waiter's drop-out time in milliseconds (`redlock_acquire_opts_set_fair`): the
+/// longest a waiter that stops refreshing its place (it died, or is paused) holds up the
+/// waiters behind it. 0 means the default: the lock's TTL or `REDLOCK_DEFAULT_DROP_OUT_MS`,
+/// whichever is shorter. A shorter time costs more refreshes (one attempt per waiter every
+/// fifth of it).
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (outside
+/// `REDLOCK_MIN_DROP_OUT_MS` to `REDLOCK_MAX_DROP_OUT_MS`; the options are unchanged). Setting
+/// it without fair makes the acquisition INVALID_ARGUMENT.
+///
+/// # Safety
+/// `opts` must be live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_drop_out_ms(
+    opts: *mut redlock_acquire_opts,
+    drop_out_ms: u32,
+) -> redlock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        with_opts(opts, |o| {
+            if drop_out_ms == 0 {
+                return Ok(o.no_drop_out());
+            }
+            let d = Duration::from_millis(drop_out_ms.into());
+            if !(crate::MIN_DROP_OUT..=crate::MAX_DROP_OUT).contains(&d) {
+                return Err(FfiError::invalid(format!(
+                    "drop-out time {drop_out_ms} ms; it must be {} to {} ms (0: the default)",
+                    super::REDLOCK_MIN_DROP_OUT_MS,
+                    super::REDLOCK_MAX_DROP_OUT_MS
+                )));
+            }
+            Ok(o.drop_out(d))
+        })
+    }
+}
+
 /// Turns on auto-renewal for the lease as soon as it is granted, as
 /// `redlock_lease_auto_renew(lease, max_hold_ms, max_extensions, NULL, NULL, …)` would
 /// (0 means the default for each: one hour; no limit besides the hold time). For an `on_lost`

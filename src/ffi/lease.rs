@@ -399,6 +399,32 @@ pub unsafe extern "C" fn redlock_lease_is_shared(lease: *const redlock_lease) ->
     unsafe { read(lease, false, |l| l.inner.is_shared()) }
 }
 
+/// For a fair lock (`redlock_acquire_opts_set_fair`) that queued: true, with its ticket in
+/// `*ticket` if not NULL. Tickets order a resource's waiters (lower first; waiters that queued
+/// at the same time may share one). False, writing nothing, for a fair lock granted at once
+/// with nobody queued, for any other lease, NULL or an invalid handle.
+///
+/// # Safety
+/// `lease` must be NULL or a live lease; `ticket` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_ticket(
+    lease: *const redlock_lease,
+    ticket: *mut u64,
+) -> bool {
+    let f = |l: &redlock_lease| match l.inner.ticket() {
+        Some(t) => {
+            if !ticket.is_null() {
+                // SAFETY: writable per the contract.
+                unsafe { *ticket = t };
+            }
+            true
+        }
+        None => false,
+    };
+    // SAFETY: per the contract.
+    unsafe { read(lease, false, f) }
+}
+
 /// For a semaphore's permit (`redlock_semaphore_acquire`): true, with the slot it holds (0 to
 /// permits − 1; no two valid permits of one semaphore hold the same slot) in `*slot` and the
 /// semaphore's permit count in `*permits`, each if not NULL. False for a lock, NULL or an

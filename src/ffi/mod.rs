@@ -399,6 +399,19 @@ const _: () = assert!(REDLOCK_MAX_RESOURCES == crate::MAX_RESOURCES);
 pub const REDLOCK_MAX_PERMITS: u32 = 1000;
 const _: () = assert!(REDLOCK_MAX_PERMITS == crate::MAX_PERMITS);
 
+/// A fair waiter's default drop-out time in milliseconds, when the lock's TTL is not shorter
+/// (`redlock_acquire_opts_set_drop_out_ms`).
+pub const REDLOCK_DEFAULT_DROP_OUT_MS: u32 = 5000;
+const _: () = assert!(REDLOCK_DEFAULT_DROP_OUT_MS as u128 == crate::DEFAULT_DROP_OUT.as_millis());
+
+/// The shortest drop-out time `redlock_acquire_opts_set_drop_out_ms` takes, in milliseconds.
+pub const REDLOCK_MIN_DROP_OUT_MS: u32 = 20;
+const _: () = assert!(REDLOCK_MIN_DROP_OUT_MS as u128 == crate::MIN_DROP_OUT.as_millis());
+
+/// The longest drop-out time `redlock_acquire_opts_set_drop_out_ms` takes, in milliseconds.
+pub const REDLOCK_MAX_DROP_OUT_MS: u32 = 3_600_000;
+const _: () = assert!(REDLOCK_MAX_DROP_OUT_MS as u128 == crate::MAX_DROP_OUT.as_millis());
+
 /// The longest holder label (`redlock_config_set_label`), in bytes.
 pub const REDLOCK_MAX_LABEL_LEN: usize = 256;
 const _: () = assert!(REDLOCK_MAX_LABEL_LEN == crate::MAX_LABEL_LEN);
