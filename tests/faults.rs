@@ -11,13 +11,15 @@
 //! `--permit-workers N` (semaphore workers). This file is its own test harness
 //! (`harness = false`); `faults worker …` is the worker process (the same binary).
 //!
-//! Workers take the lock in four ways (by id, see [`Role`]), which all have to exclude each
+//! Workers take the lock in five ways (by id, see [`Role`]), which all have to exclude each
 //! other: the plain lock; a reentrant lock with an owner id of their own (one per process),
 //! re-entered 1 to 5 times inside every critical section and those leases released in a random
 //! order before the section's write (a re-entry that freed a node early would let another
 //! worker in while the outer lease still believes it holds the lock); a shared lock, whose
-//! sections may overlap each other's and nothing else; and a multi-resource lock of the lock's
-//! resource and one of the worker's own. The checker counts two sections that overlap while
+//! sections may overlap each other's and nothing else; a multi-resource lock of the lock's
+//! resource and one of the worker's own; and the fair lock, whose waiters queue with tickets
+//! while the others barge in. The table gives the share of the plain and of the fair workers'
+//! acquisitions that were granted. The checker counts two sections that overlap while
 //! both are valid as a violation unless both are shared.
 //!
 //! Other workers (`--permit-workers`, 3 by default) take permits of one counting semaphore of
@@ -176,12 +178,36 @@ enum Role {
     Many,
     /// A fenced permit of the semaphore [`SEMAPHORE`], not the lock.
     Permit,
+    /// The fair lock (first come, first served), fenced.
+    Fair,
 }
 
-/// Worker `id`'s role: of every six, one plain, two reentrant, two shared, one multi-resource.
-fn role(id: usize) -> Role {
-    match id % 6 {
+impl Role {
+    /// The name a worker's log gives its role.
+    fn name(self) -> &'static str {
+        match self {
+            Role::Plain => "plain",
+            Role::Reentrant => "reentrant",
+            Role::Shared => "shared",
+            Role::Many => "many",
+            Role::Permit => "permit",
+            Role::Fair => "fair",
+        }
+    }
+}
+
+/// Worker `id`'s role: with `--roles mixed` (the default), of every seven, one plain, two
+/// reentrant, two shared, one multi-resource, one fair; with `--roles plain` or `--roles fair`,
+/// every lock worker takes that lock (to compare the two's availability under each schedule).
+fn role(id: usize, roles: &str) -> Role {
+    match roles {
+        "plain" => return Role::Plain,
+        "fair" => return Role::Fair,
+        _ => {}
+    }
+    match id % 7 {
         0 => Role::Plain,
+        6 => Role::Fair,
         1 | 5 => Role::Reentrant,
         2 | 4 => Role::Shared,
         _ => Role::Many,
@@ -202,6 +228,8 @@ struct Grant {
     write_start: u128,
     /// A shared section: it may overlap other shared sections.
     shared: bool,
+    /// The worker's role, by name.
+    role: String,
 }
 
 /// One granted permit of the semaphore, times as a [`Grant`]'s: held from `start` to `end`,
@@ -228,7 +256,8 @@ impl Permit {
 #[derive(Debug, Clone)]
 enum Record {
     Grant(Grant),
-    Error(String),
+    /// A failed acquisition: how, and the worker's role.
+    Error(String, String),
     Permit(Permit),
     /// A permit attempt that failed, and how.
     PermitError(String),
@@ -256,8 +285,12 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             },
             write_start: f.get(6)?.parse().ok()?,
             shared: f.get(7) == Some(&"s"),
+            role: f.get(8).unwrap_or(&"-").to_string(),
         })),
-        "E" => Some(Record::Error(f.get(1)?.to_string())),
+        "E" => Some(Record::Error(
+            f.get(1)?.to_string(),
+            f.get(2).unwrap_or(&"-").to_string(),
+        )),
         "P" => Some(Record::Permit(Permit {
             worker,
             start: f.get(1)?.parse().ok()?,
@@ -281,6 +314,8 @@ struct Verdict {
     attempts: usize,
     grants: usize,
     errors: BTreeMap<String, usize>,
+    /// Acquisitions and grants by the workers' role: the availability of each kind of lock.
+    roles: BTreeMap<String, (usize, usize)>,
     /// Two critical sections overlapping while both holders were within their validity.
     violations: usize,
     /// Overlaps where at least one holder had run past its validity.
@@ -335,8 +370,16 @@ fn check(records: &[Record], secs: f64) -> Verdict {
     let mut grants: Vec<&Grant> = Vec::new();
     for r in records {
         match r {
-            Record::Grant(g) => grants.push(g),
-            Record::Error(k) => *v.errors.entry(k.clone()).or_default() += 1,
+            Record::Grant(g) => {
+                let r = v.roles.entry(g.role.clone()).or_default();
+                r.0 += 1;
+                r.1 += 1;
+                grants.push(g);
+            }
+            Record::Error(k, role) => {
+                *v.errors.entry(k.clone()).or_default() += 1;
+                v.roles.entry(role.clone()).or_default().0 += 1;
+            }
             Record::Reentry {
                 granted,
                 same_token,
@@ -465,6 +508,7 @@ fn checker_self_check() {
             write,
             write_start,
             shared: false,
+            role: "plain".into(),
         })
     };
     let g = |worker, start, end, valid_until, token, write| {
@@ -512,7 +556,7 @@ fn checker_self_check() {
         &[
             g(0, 0, 50, 10, 1, Some(false)),
             g(1, 20, 30, 60, 2, Some(true)),
-            Record::Error("unavailable".into()),
+            Record::Error("unavailable".into(), "plain".into()),
         ],
         1.0,
     );
@@ -665,7 +709,12 @@ fn worker(args: &[String]) -> ExitCode {
         .open(&out)
         .expect("record file");
     let mut rng = (std::process::id() as u64) << 16 | id as u64 | 1;
-    let role = if permit { Role::Permit } else { role(id) };
+    let roles = get("--roles");
+    let role = if permit {
+        Role::Permit
+    } else {
+        role(id, &roles)
+    };
     let owner = (role == Role::Reentrant).then(|| format!("worker-{id}-{}", std::process::id()));
     let own = format!("own-{id}");
     let mut end = Instant::now() + Duration::from_secs_f64(secs);
@@ -690,6 +739,7 @@ fn worker(args: &[String]) -> ExitCode {
             Role::Shared => mgr.acquire("shared", TTL, &opts.shared(true)),
             Role::Many => mgr.acquire_many(&["shared", own.as_str()], TTL, &opts.fenced(false)),
             Role::Plain | Role::Reentrant => mgr.acquire("shared", TTL, &opts),
+            Role::Fair => mgr.acquire("shared", TTL, &opts.fair(true)),
             Role::Permit => unreachable!("permit workers run permit_worker"),
         };
         match got {
@@ -748,7 +798,7 @@ fn worker(args: &[String]) -> ExitCode {
                 // Readers do not write, and a multi-resource lease has no fencing token.
                 let accepted: Result<i64, _> = match role {
                     Role::Shared | Role::Many | Role::Permit => Ok(-1),
-                    Role::Plain | Role::Reentrant => redis::cmd("EVAL")
+                    Role::Plain | Role::Reentrant | Role::Fair => redis::cmd("EVAL")
                         .arg(store_write)
                         .arg(1)
                         .arg("store:shared")
@@ -765,12 +815,13 @@ fn worker(args: &[String]) -> ExitCode {
                 let mode = if role == Role::Shared { "s" } else { "x" };
                 let _ = writeln!(
                     file,
-                    "G {start} {end_ns} {valid_until} {token} {w} {write_start} {mode}"
+                    "G {start} {end_ns} {valid_until} {token} {w} {write_start} {mode} {}",
+                    role.name()
                 );
                 let _ = lease.unlock();
             }
             Err(e) => {
-                let _ = writeln!(file, "E {}", error_kind(&e));
+                let _ = writeln!(file, "E {} {}", error_kind(&e), role.name());
                 thread::sleep(Duration::from_millis(5));
             }
         }
@@ -846,7 +897,13 @@ fn signal(pid: Option<i32>, sig: i32) {
 
 /// Runs schedule `s` for `secs` with `workers` lock workers (ids from 0) and `permit_workers`
 /// permit workers (the ids after them).
-fn run_schedule(s: Schedule, secs: f64, workers: usize, permit_workers: usize) -> Verdict {
+fn run_schedule(
+    s: Schedule,
+    secs: f64,
+    workers: usize,
+    permit_workers: usize,
+    roles: &str,
+) -> Verdict {
     let args: Vec<&str> = if s.aof() {
         vec!["--appendonly", "yes", "--appendfsync", "always"]
     } else {
@@ -911,6 +968,7 @@ fn run_schedule(s: Schedule, secs: f64, workers: usize, permit_workers: usize) -
             .args(["--hold-max", &s.hold_ms().1.to_string()])
             .args(["--lifetime-ms", &lifetime.to_string()])
             .args(["--permit", if id >= workers { "1" } else { "0" }])
+            .args(["--roles", roles])
             .arg("--out")
             .arg(run.dir.join(format!("worker{id}.log")))
             .stdout(Stdio::null())
@@ -1080,6 +1138,17 @@ fn holder_of(dir: &Path, workers: usize, token: &[u8]) -> Option<usize> {
     })
 }
 
+/// The share of the plain and the fair workers' acquisitions that were granted.
+fn availability(v: &Verdict) -> String {
+    let share = |role: &str| match v.roles.get(role) {
+        Some((attempts, grants)) if *attempts > 0 => {
+            format!("{:.0} %", 100.0 * *grants as f64 / *attempts as f64)
+        }
+        _ => "—".to_string(),
+    };
+    format!("{} / {}", share("plain"), share("fair"))
+}
+
 fn table_row(s: Schedule, v: &Verdict) -> String {
     let errors = |e: &BTreeMap<String, usize>| {
         if e.is_empty() {
@@ -1092,11 +1161,12 @@ fn table_row(s: Schedule, v: &Verdict) -> String {
         }
     };
     format!(
-        "| {} | {} | {} | {:.0}/s | {} | {} / {} / {} | **{}** | {} | {} | {} | {} / {} / **{}** | {} | {} / {} / {} / {} | {} | **{}** | **{}** / **{}** / **{}** | {} |",
+        "| {} | {} | {} | {:.0}/s | {} | {} | {} / {} / {} | **{}** | {} | {} | {} | {} / {} / **{}** | {} | {} / {} / {} / {} | {} | **{}** | **{}** / **{}** / **{}** | {} |",
         s.name(),
         v.attempts,
         v.grants,
         v.grants as f64 / v.secs,
+        availability(v),
         errors(&v.errors),
         v.reentries,
         v.reentries_granted,
@@ -1129,8 +1199,9 @@ fn main() -> ExitCode {
     }
     // Options; anything else (cargo's test flags) is ignored.
     let mut secs = 4.0;
-    let mut workers = 6;
+    let mut workers = 7;
     let mut permit_workers = 3;
+    let mut roles = "mixed".to_string();
     let mut only: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -1144,6 +1215,13 @@ fn main() -> ExitCode {
                     .expect("--permit-workers N")
             }
             "--schedule" => only.push(it.next().expect("--schedule NAME").clone()),
+            "--roles" => {
+                roles = it.next().expect("--roles mixed|plain|fair").clone();
+                assert!(
+                    ["mixed", "plain", "fair"].contains(&roles.as_str()),
+                    "--roles mixed|plain|fair"
+                );
+            }
             "--list" => {
                 // `cargo test -- --list`: one "test".
                 println!("faults: test");
@@ -1163,19 +1241,26 @@ fn main() -> ExitCode {
     let _ = writeln!(
         out,
         "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
-         fenced locks (of every six workers one plain, two reentrant re-entering 1–5 times in \
-         each section, two shared, one multi-resource and unfenced), \
+         fenced locks ({}), \
          and {permit_workers} more worker processes taking fenced permits of one semaphore of \
          {PERMITS} permits (one of them paused with the lock's holder in worker-gc-pause), \
          critical sections of 20–200 ms (300–800 ms in the kill-restart schedules, whose \
          workers are replaced by new processes every 0.5–1.5 s)",
         NODES,
         TTL.as_millis(),
-        MAX_TTL.as_millis()
+        MAX_TTL.as_millis(),
+        match roles.as_str() {
+            "plain" => "every lock worker plain",
+            "fair" => "every lock worker fair",
+            _ => {
+                "of every seven workers one plain, two reentrant re-entering 1–5 times in each \
+                 section, two shared, one multi-resource and unfenced, one fair"
+            }
+        }
     );
     let _ = writeln!(
         out,
-        "\n| schedule | attempts | grants | throughput | errors | re-entries: tried / granted / \
+        "\n| schedule | attempts | grants | throughput | granted: plain / fair | errors | re-entries: tried / granted / \
          new token | violations | shared overlaps | late overlaps | late sections | late writes: rejected / \
          accepted before a newer write / stale accepted | valid writes rejected | permits: \
          attempts / grants / late / slot retaken from a late holder | permit errors | most \
@@ -1184,11 +1269,11 @@ fn main() -> ExitCode {
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---|"
+        "|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---|"
     );
     let mut failed = Vec::new();
     for s in schedules {
-        let v = run_schedule(s, secs, workers, permit_workers);
+        let v = run_schedule(s, secs, workers, permit_workers, &roles);
         let row = table_row(s, &v);
         println!("{row}");
         let _ = writeln!(out, "{row}");
@@ -1251,7 +1336,12 @@ fn main() -> ExitCode {
         if s.recreate_workers() && v.processes <= workers + permit_workers {
             failed.push(format!("{}: no worker process was replaced", s.name()));
         }
-        if s == None && v.reentries_granted == 0 {
+        // Mixed with barging plain workers, the one fair worker may be granted nothing in a
+        // short run; alone, fair workers must be.
+        if s == None && roles == "fair" && v.roles.get("fair").is_none_or(|r| r.1 == 0) {
+            failed.push(format!("{}: no fair lock was granted", s.name()));
+        }
+        if s == None && roles == "mixed" && v.reentries_granted == 0 {
             failed.push(format!("{}: no re-entry was granted", s.name()));
         }
         // Where nodes stall (pauses, delays, restarts) a re-entry may come after the outer
