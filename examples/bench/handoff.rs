@@ -12,6 +12,8 @@
 //!   random pauses of up to the default retry delay, 200 ms);
 //! * `notify, 1 manager` and `retry, 1 manager`: the same, every client a thread of one
 //!   manager (one process);
+//! * `fair` and `fair, 1 manager`: the fair lock (`LockOptions::fair`), waiting by
+//!   notification: grants in ticket order, a release waking the next ticket's waiter only;
 //! * `floor+retry`: the ideal client of floor.rs with the same retry loop;
 //! * `node-redlock`: node-redlock 4.x with its defaults (200 ms delay, 200 ms jitter), one Node
 //!   process per client, when `node` finds `redlock` and `ioredis` (NODE_PATH).
@@ -46,6 +48,10 @@ enum Driver {
     NotifyShared,
     /// As `Retry`, every client a thread of one shared manager.
     RetryShared,
+    /// The fair lock, waiting by notification.
+    Fair,
+    /// As `Fair`, every client a thread of one shared manager.
+    FairShared,
     FloorRetry,
     Node,
 }
@@ -57,6 +63,8 @@ impl Driver {
             Driver::Retry => "retry",
             Driver::NotifyShared => "notify, 1 manager",
             Driver::RetryShared => "retry, 1 manager",
+            Driver::Fair => "fair",
+            Driver::FairShared => "fair, 1 manager",
             Driver::FloorRetry => "floor+retry",
             Driver::Node => "node-redlock",
         }
@@ -156,11 +164,17 @@ fn rust_client(
         Duration::from_micros(rng % (DEFAULT_RETRY_DELAY.as_micros() as u64 + 1))
     };
     match driver {
-        Driver::Notify | Driver::Retry | Driver::NotifyShared | Driver::RetryShared => {
+        Driver::Notify
+        | Driver::Retry
+        | Driver::NotifyShared
+        | Driver::RetryShared
+        | Driver::Fair
+        | Driver::FairShared => {
             let mgr = shared.unwrap_or_else(|| manager(urls));
             let opts = LockOptions::new()
                 .wait(Wait::Until(end))
-                .notify(matches!(driver, Driver::Notify | Driver::NotifyShared));
+                .notify(!matches!(driver, Driver::Retry | Driver::RetryShared))
+                .fair(matches!(driver, Driver::Fair | Driver::FairShared));
             // Connect (and subscribe once) before the start.
             // (Waiting: clients that start together race to write a fresh cluster's markers.)
             let warm = LockOptions::new().wait(Wait::For(Duration::from_secs(5)));
@@ -319,6 +333,8 @@ pub fn run(servers: &[u16], secs: f64, clients: &[usize], delays: &[String], thi
                     Driver::Retry,
                     Driver::NotifyShared,
                     Driver::RetryShared,
+                    Driver::Fair,
+                    Driver::FairShared,
                     Driver::FloorRetry,
                 ];
                 if node {
@@ -334,8 +350,11 @@ pub fn run(servers: &[u16], secs: f64, clients: &[usize], delays: &[String], thi
                         let start = Instant::now() + Duration::from_millis(500);
                         let end = start + Duration::from_secs_f64(secs);
                         let barrier = Arc::new(Barrier::new(n_clients));
-                        let shared = matches!(driver, Driver::NotifyShared | Driver::RetryShared)
-                            .then(|| manager(&urls));
+                        let shared = matches!(
+                            driver,
+                            Driver::NotifyShared | Driver::RetryShared | Driver::FairShared
+                        )
+                        .then(|| manager(&urls));
                         let out = Arc::new(Mutex::new(Vec::new()));
                         let handles: Vec<_> = (0..n_clients)
                             .map(|c| {
