@@ -182,7 +182,8 @@ impl LockOptions {
     /// A fair waiter's **drop-out time** ([`fair`](Self::fair)): the longest a waiter that
     /// stops refreshing its queue entry (it died, or is paused) holds up the waiters behind
     /// it. Defaults to the lock's TTL or [`DEFAULT_DROP_OUT`](crate::DEFAULT_DROP_OUT) (5 s),
-    /// whichever is shorter; [`MIN_DROP_OUT`](crate::MIN_DROP_OUT) to
+    /// whichever is shorter, but at least [`MIN_DROP_OUT`](crate::MIN_DROP_OUT); it takes
+    /// [`MIN_DROP_OUT`](crate::MIN_DROP_OUT) to
     /// [`MAX_DROP_OUT`](crate::MAX_DROP_OUT). A shorter time costs more refreshes: each waiter
     /// makes an attempt at least every fifth of it.
     pub fn drop_out(mut self, d: Duration) -> LockOptions {

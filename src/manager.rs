@@ -322,7 +322,9 @@ impl Redlock {
         opts: &LockOptions,
     ) -> Result<Lease, Error> {
         let sh = &self.shared;
-        let drop_out = opts.drop_out.unwrap_or(ttl.min(config::DEFAULT_DROP_OUT));
+        let drop_out = opts
+            .drop_out
+            .unwrap_or(ttl.min(config::DEFAULT_DROP_OUT).max(config::MIN_DROP_OUT));
         let mut fair = lock::Fair::new(sh, resource, key, drop_out, opts.wait != Wait::No)?;
         let mut opts = opts.clone();
         opts.refresh = Some(drop_out / 5);
