@@ -546,6 +546,23 @@ fn the_semaphore_fragment_runs() {
 }
 
 #[test]
+fn the_fair_lock_fragment_runs() {
+    with_manager(|mgr| {
+        // README:begin
+        use redlock::{LockOptions, Wait};
+        let fair = LockOptions::new()
+            .fair(true)
+            .wait(Wait::For(Duration::from_secs(30)));
+        let lease = mgr.acquire("payroll", Duration::from_secs(10), &fair)?; // in arrival order
+        // ... the critical section ...
+        lease.unlock()?; // wakes the next ticket's waiter, and only it
+        // README:end
+        assert!(lease.is_fair() && lease.ticket().is_none());
+        Ok(())
+    });
+}
+
+#[test]
 fn the_fencing_fragment_runs() {
     with_manager(|mgr| {
         let earlier = mgr.lock_fenced("account:7", Duration::from_secs(10))?;
