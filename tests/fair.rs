@@ -274,25 +274,6 @@ fn a_release_wakes_the_next_ticket_s_waiter_only() {
     assert_eq!(*granted.lock().unwrap(), vec![0, 1, 2]);
 }
 
-/// The most intervals that overlap at one instant.
-fn most_overlapping(intervals: &[(Instant, Instant)]) -> usize {
-    let mut edges: Vec<(Instant, i32)> = Vec::new();
-    for (a, b) in intervals {
-        if a < b {
-            edges.push((*a, 1));
-            edges.push((*b, -1));
-        }
-    }
-    // At one instant, ends before starts: touching intervals do not overlap.
-    edges.sort();
-    let (mut n, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        n += d;
-        most = most.max(n);
-    }
-    most as usize
-}
-
 #[test]
 fn eight_waiters_are_all_served_without_overlap_with_a_node_restarted_empty_and_one_paused() {
     let mut cluster = Cluster::start(5);
@@ -326,7 +307,7 @@ fn eight_waiters_are_all_served_without_overlap_with_a_node_restarted_empty_and_
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect();
-    let most = most_overlapping(&intervals);
+    let most = support::most_overlapping(&intervals);
     println!(
         "{} grants to 8 fair waiters under faults; at most {most} valid at once",
         intervals.len()

@@ -438,25 +438,6 @@ fn a_permit_extends_renews_and_carries_a_fencing_token_per_slot() {
     c.unlock().unwrap();
 }
 
-/// The most intervals that overlap at one instant.
-fn most_overlapping(intervals: &[(Instant, Instant)]) -> usize {
-    let mut edges: Vec<(Instant, i32)> = Vec::new();
-    for (a, b) in intervals {
-        if a < b {
-            edges.push((*a, 1));
-            edges.push((*b, -1));
-        }
-    }
-    // At one instant, ends before starts: touching intervals do not overlap.
-    edges.sort();
-    let (mut n, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        n += d;
-        most = most.max(n);
-    }
-    most as usize
-}
-
 #[test]
 fn never_more_than_p_with_a_node_restarted_empty_and_one_paused() {
     let mut cluster = Cluster::start(5);
@@ -496,7 +477,7 @@ fn never_more_than_p_with_a_node_restarted_empty_and_one_paused() {
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect();
-    let most = most_overlapping(&intervals);
+    let most = support::most_overlapping(&intervals);
     println!(
         "{} grants under faults; at most {most} valid at once",
         intervals.len()

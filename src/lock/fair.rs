@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{FAIR_PREFIX, MARKER_KEY};
-use crate::error::{Error, NodeOutcome, Op};
-use crate::lease::{FairQueue, Granted, Lease, Shared};
+use crate::error::{Error, NodeOutcome};
+use crate::lease::{FairQueue, Lease, Shared};
 use crate::quorum::{Cmd, Limits, Request, Round};
 use crate::resp::{self, Reply};
 use crate::scripts::{FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT};
@@ -216,41 +216,11 @@ impl Fair {
             shared: false,
         };
         let (round, expires) = decide(sh, as_plain(round), ttl, &|to| a.release_on(to))?;
-        let fencing_token = if fenced {
-            match a.fence(&round, expires) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    a.release_everywhere();
-                    return Err(e);
-                }
-            }
-        } else {
-            None
+        let fair = FairQueue {
+            queue: self.queue.clone(),
+            ticket: self.ticket,
         };
-        if round.untrusted.iter().any(|u| *u) {
-            a.release_on(&|i| round.untrusted[i]);
-        }
-        let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
-        Ok(Lease::new(
-            sh,
-            Granted {
-                resource: self.resource.clone(),
-                key: self.key.clone(),
-                token: self.value.clone(),
-                owner: None,
-                fencing_token,
-                ttl,
-                start: round.start,
-                expires,
-                acquisition,
-                many: None,
-                permit: None,
-                fair: Some(FairQueue {
-                    queue: self.queue.clone(),
-                    ticket: self.ticket,
-                }),
-            },
-        ))
+        a.granted(&self.resource, round, expires, fenced, Some(fair))
     }
 }
 

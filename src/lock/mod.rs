@@ -151,39 +151,7 @@ pub(crate) fn attempt(
     };
     let round = a.first_round(fenced)?;
     let (round, expires) = decide(sh, round, ttl, &|to| a.release_on(to))?;
-    let fencing_token = if fenced {
-        match a.fence(&round, expires) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                a.release_everywhere();
-                return Err(e);
-            }
-        }
-    } else {
-        None
-    };
-    // Grants from quarantined nodes did not count: take them back at once.
-    if round.untrusted.iter().any(|u| *u) {
-        a.release_on(&|i| round.untrusted[i]);
-    }
-    let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
-    Ok(Lease::new(
-        sh,
-        Granted {
-            resource: resource.to_vec(),
-            key: a.key,
-            token: a.token,
-            owner: owner.map(<[u8]>::to_vec),
-            fencing_token,
-            ttl,
-            start: round.start,
-            expires,
-            acquisition,
-            many: None,
-            permit: None,
-            fair: None,
-        },
-    ))
+    a.granted(resource, round, expires, fenced, None)
 }
 
 /// Takes an attempt's grants back on the nodes a predicate selects, without waiting.
@@ -342,6 +310,52 @@ impl Attempt<'_> {
         } else {
             sh.cluster.failure(report, Error::NotAcquired)
         })
+    }
+
+    /// The lease for a round the decide rule granted (valid until `expires`), after the
+    /// fencing round if `fenced`; grants from quarantined nodes, which did not count, are
+    /// taken back at once. `fair`: a fair lock's queue and ticket.
+    fn granted(
+        self,
+        resource: &[u8],
+        round: Round,
+        expires: std::time::Instant,
+        fenced: bool,
+        fair: Option<crate::lease::FairQueue>,
+    ) -> Result<Lease, Error> {
+        let sh = self.sh;
+        let fencing_token = if fenced {
+            match self.fence(&round, expires) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.release_everywhere();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        if round.untrusted.iter().any(|u| *u) {
+            self.release_on(&|i| round.untrusted[i]);
+        }
+        let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
+        Ok(Lease::new(
+            sh,
+            Granted {
+                resource: resource.to_vec(),
+                key: self.key,
+                token: self.token,
+                owner: self.owner.map(<[u8]>::to_vec),
+                fencing_token,
+                ttl: self.ttl,
+                start: round.start,
+                expires,
+                acquisition,
+                many: None,
+                permit: None,
+                fair,
+            },
+        ))
     }
 
     /// Releases the key on every node, including those that did not seem to grant it (a

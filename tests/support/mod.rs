@@ -429,3 +429,22 @@ pub fn mono_ns() -> u128 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
 }
+
+/// The most intervals that overlap at one instant.
+pub fn most_overlapping(intervals: &[(Instant, Instant)]) -> usize {
+    let mut edges: Vec<(Instant, i32)> = Vec::new();
+    for (a, b) in intervals {
+        if a < b {
+            edges.push((*a, 1));
+            edges.push((*b, -1));
+        }
+    }
+    // At one instant, ends before starts: touching intervals do not overlap.
+    edges.sort();
+    let (mut n, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        n += d;
+        most = most.max(n);
+    }
+    most as usize
+}
