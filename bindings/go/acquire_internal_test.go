@@ -95,6 +95,18 @@ func TestAcquireOptionsCached(t *testing.T) {
 		t.Fatalf("after WithNotify(false) the manager holds %d options, want %d", got, want)
 	}
 
+	// WithFair (like WithOwner) makes options for each call, and frees them.
+	for i := 0; i < 3; i++ {
+		cycle("TryLock(WithFair)", func() (*Lock, error) { return m.TryLock(res, time.Second, WithFair()) })
+		cycle("LockWait(2s, WithFair, WithDropOut)", func() (*Lock, error) {
+			return m.LockWait(res, time.Second, 2*time.Second, WithFair(), WithDropOut(time.Second))
+		})
+		cycle("Acquire(WithFair, Fenced)", func() (*Lock, error) { return m.Acquire(res, time.Second, WithFair(), Fenced()) })
+	}
+	if got, want := live(), len(m.fixedOpts)+4; got != want {
+		t.Fatalf("after WithFair the manager holds %d options, want %d", got, want)
+	}
+
 	// LockContext makes options (and a cancel handle) for each call, and frees them.
 	for i := 0; i < 3; i++ {
 		cycle("LockContext", func() (*Lock, error) { return m.LockContext(context.Background(), res, time.Second) })

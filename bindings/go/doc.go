@@ -79,6 +79,21 @@
 //	defer l.Free()
 //	defer l.Unlock()
 //
+// # Fair locks
+//
+// WithFair makes a lock fair: waiters are granted it first come, first served, across every
+// process and node, and a release wakes the next waiter alone. A refused fair acquisition
+// queues a ticket on the nodes (Lock.Ticket returns it); a waiter that dies holds up the ones
+// behind it for at most its drop-out time (WithDropOut), and one that gives up leaves the queue
+// at once. A fair lock is neither reentrant nor shared:
+//
+//	l, err := m.LockWait("printer", 10*time.Second, 30*time.Second, redlock.WithFair())
+//	if err != nil {
+//		return err // ErrNotAcquired: not our turn within 30 s
+//	}
+//	defer l.Free()
+//	defer l.Unlock()
+//
 // # Semaphores
 //
 // Manager.Semaphore makes a counting semaphore over the quorum: at most its count of permits
@@ -87,8 +102,8 @@
 // LockWait and LockContext take a lock (waits are woken by a release, a context cancels). The
 // permit is a Lock: Unlock gives it back, Extend and auto-renewal keep it, Fenced gives it a
 // fencing token, and Lock.Permit names its slot. Every caller of a semaphore names the same
-// count (another one is ErrInvalidArgument while permits are held), and WithOwner and
-// WithShared do not apply:
+// count (another one is ErrInvalidArgument while permits are held), and WithOwner, WithShared
+// and WithFair do not apply:
 //
 //	exports, err := m.Semaphore("exports", 4)
 //	if err != nil {

@@ -87,7 +87,8 @@ func (o NodeOutcome) String() string {
 // LostReason and a callback if the lock is lost. A lock taken with the Fenced option carries
 // a FencingToken. A Lock taken by the *Many methods holds several resources, all of them
 // together (Resources lists them); one taken with WithShared is shared (IsShared); one taken
-// by a Semaphore's methods is one permit of the semaphore (Permit).
+// with WithFair is fair (IsFair), with a Ticket if it queued; one taken by a Semaphore's
+// methods is one permit of the semaphore (Permit).
 type Lock struct {
 	// mu guards ptr: read-locked for every C call on the lease, write-locked by Free, so the
 	// lease is never freed while a call on it is running.
@@ -112,6 +113,9 @@ type Lock struct {
 	resource  string
 	resources []string
 	shared    bool
+	fair      bool
+	hasTicket bool
+	ticket    uint64
 	permit    bool
 	slot      uint32
 	permits   uint32
@@ -332,6 +336,23 @@ func (l *Lock) IsShared() bool {
 	return l != nil && l.shared
 }
 
+// IsFair reports whether the lock is fair (taken with WithFair). It still answers after Free.
+func (l *Lock) IsFair() bool {
+	return l != nil && l.fair
+}
+
+// Ticket returns a fair lock's ticket (redlock_lease_ticket): for a lock taken with WithFair
+// that queued, ok is true and ticket ordered it among the resource's waiters (lower tickets are
+// granted first; a waiter that queued after another had finished queueing has a larger one).
+// For a fair lock granted at once with nobody queued, and for any other lock, ok is false and
+// ticket is 0. It still answers after Free.
+func (l *Lock) Ticket() (ticket uint64, ok bool) {
+	if l == nil || !l.hasTicket {
+		return 0, false
+	}
+	return l.ticket, true
+}
+
 // Permit tells which permit of a semaphore the lock is: for a Lock taken by a Semaphore's
 // methods (Acquire, TryAcquire, AcquireWait, AcquireContext), ok is true, slot is the slot it
 // holds (0 to permits−1; no two valid permits of one semaphore hold the same slot at once) and
@@ -454,6 +475,12 @@ func (l *Lock) String() string {
 	}
 	if l.shared {
 		what += ", shared"
+	}
+	if l.fair {
+		what += ", fair"
+		if l.hasTicket {
+			what += fmt.Sprintf(", ticket: %d", l.ticket)
+		}
 	}
 	if l.permit {
 		what = fmt.Sprintf("semaphore: %q, permit: slot %d of %d", l.resource, l.slot, l.permits)

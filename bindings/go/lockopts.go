@@ -37,6 +37,9 @@ type lockOptions struct {
 	poll   bool // WithNotify(false): a waitFor wait polls with random pauses
 	shared bool // WithShared: a shared (read) lock
 
+	fair      bool   // WithFair: a fair (first-come, first-served) lock
+	dropOutMs uint32 // WithDropOut: a fair waiter's drop-out time; 0 = the library's default
+
 	owner    string // WithOwner: the reentrant lock's owner id
 	ownerSet bool
 
@@ -76,6 +79,12 @@ func applyLockOptions(opts []LockOption) (lockOptions, error) {
 	}
 	if o.shared && o.ownerSet {
 		return o, invalidf("WithShared and WithOwner do not combine: a shared lock has no owner")
+	}
+	if o.fair && (o.shared || o.ownerSet) {
+		return o, invalidf("WithFair does not combine with WithShared or WithOwner: a fair lock is neither reentrant nor shared")
+	}
+	if o.dropOutMs != 0 && !o.fair {
+		return o, invalidf("WithDropOut applies to a fair lock's waiters: add the WithFair option")
 	}
 	return o, nil
 }
@@ -192,6 +201,47 @@ func WithOwner(owner string) LockOption {
 // Manager.Holders reports HolderShared.
 func WithShared() LockOption {
 	return func(o *lockOptions) { o.shared = true }
+}
+
+// WithFair makes the lock fair: first come, first served. Waiters are granted it in the order
+// they asked for it, across every process and node, rather than to whichever attempt lands
+// first, and a release wakes the next waiter alone (on a channel of its own).
+//
+// A fair acquisition that is refused takes a ticket and queues it on every node (the Redis
+// hash "redlock-fair:" followed by the lock key, one field per waiter; one more round trip);
+// each node grants the lock only to the lowest live ticket, when the key is free. A waiter
+// that queues after another has finished queueing always has a larger ticket; Lock.Ticket
+// gives it, and Lock.IsFair tells a fair lock. A waiter refreshes its place at least every
+// fifth of its drop-out time (WithDropOut); one that dies or is paused holds up the waiters
+// behind it for at most that time, and one that gives up (its wait over, its context ended)
+// leaves the queue at once. With NoWait (TryLock) a fair acquisition takes the lock only when
+// it is free and nobody is queued, and queues nothing.
+//
+// Fair and plain acquisitions of one resource exclude each other as any two locks do, but a
+// plain one does not queue: it may take the lock ahead of the fair waiters. Fenced, waiting,
+// contexts, Extend and auto-renewal work as for a plain lock. A fair lock is neither reentrant
+// nor shared: WithFair with WithOwner or WithShared is ErrInvalidArgument, and so is WithFair
+// given to the *Many methods or to a Semaphore's methods. The options of a fair acquisition
+// are made for the call and freed after it (as those of a reentrant one).
+func WithFair() LockOption {
+	return func(o *lockOptions) { o.fair = true }
+}
+
+// WithDropOut sets a fair waiter's drop-out time (see WithFair): the longest a waiter that
+// stops refreshing its place in the queue (it died, or is paused) holds up the waiters behind
+// it. Each waiter refreshes its place at least every fifth of it, so a shorter time costs
+// more attempts. d is rounded up to whole milliseconds and must be in [MinDropOut,
+// MaxDropOut]; 0 means the default: the lock's TTL or DefaultDropOut, whichever is shorter.
+// A non-zero drop-out time without WithFair is ErrInvalidArgument.
+func WithDropOut(d time.Duration) LockOption {
+	return func(o *lockOptions) {
+		ms, ok := millis(d)
+		if !ok || (ms != 0 && (ms < minDropOutMs || ms > maxDropOutMs)) {
+			o.fail(invalidf("drop-out time must be 0 (the default) or in [%v, %v], got %v", MinDropOut, MaxDropOut, d))
+			return
+		}
+		o.dropOutMs = ms
+	}
 }
 
 // AutoRenew turns on auto-renewal as soon as the lock is acquired, as Lock.AutoRenew does:

@@ -45,6 +45,12 @@ const (
 	MaxResources = 1000
 	// MaxPermits is the most permits a semaphore may have (Manager.Semaphore).
 	MaxPermits = 1000
+	// DefaultDropOut is a fair waiter's drop-out time (WithFair, WithDropOut) when none is
+	// given and the lock's TTL is not shorter.
+	DefaultDropOut = 5 * time.Second
+	// MinDropOut and MaxDropOut bound the drop-out time WithDropOut accepts.
+	MinDropOut = 20 * time.Millisecond
+	MaxDropOut = time.Hour
 	// MaxLabelLen is the longest holder label (WithLabel), in bytes.
 	MaxLabelLen = 256
 	// MaxKeyPrefixLen is the longest lock key prefix (WithKeyPrefix), in bytes.
@@ -71,6 +77,18 @@ var (
 	_ [C.REDLOCK_MAX_KEY_PREFIX_LEN - MaxKeyPrefixLen]struct{}
 	_ [MaxTTL/time.Millisecond - C.REDLOCK_MAX_TTL_MS]struct{}
 	_ [C.REDLOCK_MAX_TTL_MS - MaxTTL/time.Millisecond]struct{}
+	_ [DefaultDropOut/time.Millisecond - C.REDLOCK_DEFAULT_DROP_OUT_MS]struct{}
+	_ [C.REDLOCK_DEFAULT_DROP_OUT_MS - DefaultDropOut/time.Millisecond]struct{}
+	_ [minDropOutMs - C.REDLOCK_MIN_DROP_OUT_MS]struct{}
+	_ [C.REDLOCK_MIN_DROP_OUT_MS - minDropOutMs]struct{}
+	_ [maxDropOutMs - C.REDLOCK_MAX_DROP_OUT_MS]struct{}
+	_ [C.REDLOCK_MAX_DROP_OUT_MS - maxDropOutMs]struct{}
+)
+
+// The bounds of a drop-out time in milliseconds, as WithDropOut checks them.
+const (
+	minDropOutMs = uint32(MinDropOut / time.Millisecond)
+	maxDropOutMs = uint32(MaxDropOut / time.Millisecond)
 )
 
 // errBufLen is the size of the C error buffer passed to every fallible call. Messages longer
@@ -663,18 +681,30 @@ func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll, sha
 	return o, nil
 }
 
-// newOwnedAcquireOpts makes options for o, owner included, for one call.
+// newOwnedAcquireOpts makes options for o, owner and fairness included, for one call.
 func (m *Manager) newOwnedAcquireOpts(o *lockOptions) (*C.redlock_acquire_opts, error) {
 	opts, err := m.newAcquireOpts(o.wait, o.waitMs, o.fenced, o.poll, o.shared)
-	if err != nil || !o.ownerSet {
-		return opts, err
+	if err != nil {
+		return nil, err
 	}
-	owner := C.CBytes([]byte(o.owner))
-	st := C.redlock_acquire_opts_set_owner(opts, (*C.uint8_t)(owner), C.size_t(len(o.owner)))
-	C.free(owner)
-	if st != C.REDLOCK_STATUS_OK { // checked by WithOwner already
-		m.freeAcquireOpts(opts)
-		return nil, &Error{Status: Status(st), Message: "setting the owner id failed"}
+	if o.ownerSet {
+		owner := C.CBytes([]byte(o.owner))
+		st := C.redlock_acquire_opts_set_owner(opts, (*C.uint8_t)(owner), C.size_t(len(o.owner)))
+		C.free(owner)
+		if st != C.REDLOCK_STATUS_OK { // checked by WithOwner already
+			m.freeAcquireOpts(opts)
+			return nil, &Error{Status: Status(st), Message: "setting the owner id failed"}
+		}
+	}
+	if o.fair {
+		st := C.redlock_acquire_opts_set_fair(opts, true)
+		if st == C.REDLOCK_STATUS_OK && o.dropOutMs != 0 {
+			st = C.redlock_acquire_opts_set_drop_out_ms(opts, C.uint32_t(o.dropOutMs))
+		}
+		if st != C.REDLOCK_STATUS_OK { // checked by WithDropOut already
+			m.freeAcquireOpts(opts)
+			return nil, &Error{Status: Status(st), Message: "setting the fair lock's options failed"}
+		}
 	}
 	return opts, nil
 }
@@ -688,8 +718,9 @@ func (m *Manager) freeAcquireOpts(o *C.redlock_acquire_opts) {
 // else shared options of the manager, or, when temp is true, options made for this call that
 // the caller frees after it. The caller holds m.mu's read lock, with m.ptr non-nil.
 func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, temp bool, err error) {
-	if o.ownerSet {
-		// Owners are often per request or per job: never kept.
+	if o.ownerSet || o.fair {
+		// Owners are often per request or per job: never kept. Fair acquisitions (which
+		// queue, and so are slow next to making options) get options of their own too.
 		opts, err = m.newOwnedAcquireOpts(o)
 		return opts, err == nil, err
 	}
@@ -756,13 +787,15 @@ func (m *Manager) acquireMany(ctx context.Context, method string, resources []st
 	if err != nil {
 		return nil, err
 	}
-	if o.shared || o.ownerSet || o.fenced {
+	if o.shared || o.ownerSet || o.fenced || o.fair {
 		what := "fenced"
 		switch {
 		case o.shared:
 			what = "shared"
 		case o.ownerSet:
 			what = "reentrant (WithOwner)"
+		case o.fair:
+			what = "fair (WithFair)"
 		}
 		return nil, invalidf("%s takes exclusive, unfenced locks without an owner only; acquire %s locks one resource at a time", method, what)
 	}
@@ -901,7 +934,14 @@ func (m *Manager) acquireLease(ctx context.Context, resource string, ttlMs C.uin
 	if st != C.REDLOCK_STATUS_OK {
 		return nil, acquireError(ctx, st, s)
 	}
-	return newLock(out, resource, nil, s), nil
+	l := newLock(out, resource, nil, s)
+	if o.fair {
+		var ticket C.uint64_t
+		l.fair = true
+		l.hasTicket = bool(C.redlock_lease_ticket(out, &ticket))
+		l.ticket = uint64(ticket)
+	}
+	return l, nil
 }
 
 // acquireManyLease is acquireLease for several resources: the one redlock_acquire_many call,

@@ -25,6 +25,7 @@ var readmeSnippets = []any{
 	readmeQuickstart,
 	readmeAcquireOptions,
 	readmeShared,
+	readmeFair,
 	readmeMany,
 	readmeSemaphore,
 	readmeNodeStates,
@@ -79,6 +80,19 @@ func readmeShared(m *redlock.Manager) error {
 	defer r.Free()
 	// ... read the catalog: writers (m.Lock("catalog", …) without WithShared) wait until every reader unlocks
 	return r.Unlock()
+}
+
+func readmeFair(m *redlock.Manager) error {
+	l, err := m.LockWait("printer", 10*time.Second, 30*time.Second, redlock.WithFair()) // first come, first served
+	if err != nil {
+		return err // ErrNotAcquired: not our turn within 30 s; ErrInvalidArgument: WithFair with WithOwner or WithShared
+	}
+	defer l.Free()
+	if ticket, queued := l.Ticket(); queued {
+		log.Printf("served in turn, ticket %d", ticket) // every waiter with a lower ticket was served first
+	}
+	// ... print; Unlock wakes the next waiter in the queue, and it alone
+	return l.Unlock()
 }
 
 func readmeMany(m *redlock.Manager) error {

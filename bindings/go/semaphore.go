@@ -90,9 +90,9 @@ func (s *Semaphore) String() string {
 // back, and Extend, Validity, auto-renewal and FencingToken work on it as on a lock.
 //
 // The TTL follows the rules of Manager.Acquire. Options: NoWait, Wait, WithNotify, Fenced,
-// AutoRenew, OnLost and MaxExtensions, as for Manager.Acquire; WithOwner and WithShared are
-// ErrInvalidArgument (a permit is neither reentrant nor shared). Options are checked before
-// anything is sent.
+// AutoRenew, OnLost and MaxExtensions, as for Manager.Acquire; WithOwner, WithShared and
+// WithFair are ErrInvalidArgument (a permit is neither reentrant, shared nor fair). Options are
+// checked before anything is sent.
 //
 // Errors: ErrNotAcquired (every permit is held), ErrUnavailable, ErrAuth, ErrInternal,
 // ErrClosed, as for Manager.Acquire; ErrInvalidArgument for a bad TTL or option, a name in the
@@ -179,6 +179,9 @@ func (s *Semaphore) acquire(ctx context.Context, method string, ttl time.Duratio
 			opt = "WithOwner"
 		}
 		return nil, invalidf("%s does not take %s: a semaphore's permit is neither reentrant nor shared", method, opt)
+	}
+	if o.fair {
+		return nil, invalidf("%s does not take WithFair: a semaphore's permits are not handed out in a queue", method)
 	}
 	if err := contextWait(ctx, &o); err != nil {
 		return nil, err

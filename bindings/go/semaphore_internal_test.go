@@ -13,9 +13,9 @@ import (
 // A Semaphore's acquisitions use the manager's options as a lock's do: the common sets
 // (NoWait, Fenced, the retry policy) and a Wait duration cost nothing per call once made,
 // AcquireContext makes and frees options and a cancel handle of its own, and a refused call
-// makes nothing. Past the Go checks, the library refuses WithShared and WithOwner itself: its
-// INVALID_ARGUMENT reaches the caller as ErrInvalidArgument with the library's message, and
-// nothing is held. Counted per manager, so it runs in parallel with anything.
+// makes nothing. Past the Go checks, the library refuses WithShared, WithOwner and WithFair
+// itself: its INVALID_ARGUMENT reaches the caller as ErrInvalidArgument with the library's
+// message, and nothing is held. Counted per manager, so it runs in parallel with anything.
 func TestSemaphoreOptionsAndLibraryRefusal(t *testing.T) {
 	t.Parallel()
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
@@ -112,20 +112,23 @@ func TestSemaphoreOptionsAndLibraryRefusal(t *testing.T) {
 		{"owner", nil, lockOptions{owner: "o", ownerSet: true, wait: waitNone}},
 		{"owner, context", context.Background(), lockOptions{owner: "o", ownerSet: true, wait: waitFor, waitMs: 3000}},
 		{"shared, context", context.Background(), lockOptions{shared: true, wait: waitFor, waitMs: 3000}},
+		{"fair", nil, lockOptions{fair: true, wait: waitNone}},
+		{"fair, drop-out, context", context.Background(), lockOptions{fair: true, dropOutMs: 1000, wait: waitFor, waitMs: 3000}},
 	} {
 		l, err := m.acquirePermitLease(c.ctx, name, 2, 1000, &c.o)
 		var e *Error
 		if l != nil || !errors.As(err, &e) || e.Status != StatusInvalidArgument {
 			t.Fatalf("%s: the library's refusal: %v, %#v", c.what, l, err)
 		}
-		if !strings.Contains(e.Message, "neither reentrant nor shared") {
+		if !strings.Contains(e.Message, "neither reentrant, shared nor fair") {
 			t.Fatalf("%s: message %q", c.what, e.Message)
 		}
 	}
 	if after := attempts(); after != before || before == "" {
 		t.Fatalf("attempts for options the library refused: %q, then %q", before, after)
 	}
-	// Options made for the one call (owner, context) are freed; the shared-and-wait set is kept.
+	// Options made for the one call (owner, fair, context) are freed; the shared-and-wait set is
+	// kept.
 	if got, want := live(), len(m.fixedOpts)+2; got != want {
 		t.Fatalf("after the library's refusals the manager holds %d options, want %d", got, want)
 	}

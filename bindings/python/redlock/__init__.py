@@ -34,6 +34,8 @@ Example::
         exports = mgr.semaphore("exports", 4)                   # at most 4 holders at once
         with exports.lock(60_000, wait_ms=30_000) as lk:        # one permit; waits for a
             lk.permit                                           # release: (slot, 4)
+        with mgr.lock("printer", 5_000, wait_ms=30_000, fair=True) as lk:  # first come,
+            lk.ticket                   # first served: its place in the queue (None: no wait)
 
     # A label names this process in every lock it takes (``holders`` shows it); the empty key
     # prefix shares redsync's and node-redlock's keys (the resource name itself) in a migration.
@@ -84,11 +86,14 @@ from ._errors import (
     Unavailable,
 )
 from ._ffi import (
+    DEFAULT_DROP_OUT_MS,
+    MAX_DROP_OUT_MS,
     MAX_KEY_PREFIX_LEN,
     MAX_LABEL_LEN,
     MAX_PERMITS,
     MAX_RESOURCE_LEN,
     MAX_RESOURCES,
+    MIN_DROP_OUT_MS,
     LibraryNotFoundError,
     library_path,
 )
@@ -165,6 +170,9 @@ __all__ = [
     "MAX_TTL_MS",
     "MAX_LABEL_LEN",
     "MAX_KEY_PREFIX_LEN",
+    "DEFAULT_DROP_OUT_MS",
+    "MIN_DROP_OUT_MS",
+    "MAX_DROP_OUT_MS",
     "library_path",
     "version",
     "__version__",

@@ -40,6 +40,7 @@ from ._core import (
     _Target,
     _cancel_hold,
     _discard,
+    _fair,
     _hand_over,
     _many_key,
     _owner,
@@ -221,6 +222,8 @@ def _key(
     cancel: Any,
     owner: Any,
     shared: Any,
+    fair: Any,
+    drop_out_ms: Any,
 ) -> Tuple[bytes, int, _core._OptsKey]:
     """The checks of :meth:`Redlock.acquire`, with the same exceptions (raised before anything
     is sent): ``(resource bytes, ttl_ms, options key)``."""
@@ -249,7 +252,8 @@ def _key(
     if shared and owner is not None:
         raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=, not both")
     own = None if owner is None else _owner(owner)
-    return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own, shared)
+    fair_key = _fair(fair, drop_out_ms, own, shared)
+    return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own, shared, fair_key)
 
 
 class AsyncLock:

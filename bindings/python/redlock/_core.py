@@ -77,10 +77,10 @@ LOCK_ONCE = 2
 LOCK_WAIT = 4
 
 #: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
-#: ``(wait_ms, fenced, auto-renewal bounds, notify)`` it was asked for. ``try_lock``, and ``lock``
-#: without ``wait_ms``, need four at most; a program that passes ever new ``wait_ms`` values
-#: fills the rest, after which each new combination gets an options object made and freed
-#: around its one call.
+#: ``(wait_ms, fenced, auto-renewal bounds, notify, shared, fair)`` it was asked for.
+#: ``try_lock``, and ``lock`` without ``wait_ms``, need four at most; a program that passes
+#: ever new ``wait_ms`` values fills the rest, after which each new combination gets an
+#: options object made and freed around its one call.
 _OPTS_CACHE_MAX = 64
 
 #: How long one slice of the calling thread's wait for an acquisition run on a helper thread
@@ -334,7 +334,7 @@ def _many_key(
 ) -> Tuple[_Many, int, _OptsKey]:
     """The checks of :meth:`Redlock.acquire_many` (raised before anything is sent):
     ``(resources and their C arrays, ttl_ms, options key)``. The key is that of an exclusive,
-    unfenced acquisition without an owner (all the library allows for a set); ``notify`` is
+    unfenced, unfair acquisition without an owner (all the library allows for a set); ``notify`` is
     ``True``, as a set's waits poll whatever it says."""
     names = _resource_list(resources)
     ttl = _ttl("ttl_ms", ttl_ms)
@@ -342,7 +342,7 @@ def _many_key(
     renew = _renewal(auto_renew, max_hold_ms, max_extensions)
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-    return _many(names), ttl, (wait, False, renew, True, None, False)
+    return _many(names), ttl, (wait, False, renew, True, None, False, None)
 
 
 def _semaphore_name(name: object) -> bytes:
@@ -380,9 +380,9 @@ def _permit_key(
     cancel: object,
 ) -> Tuple[int, _OptsKey]:
     """The checks of :meth:`Semaphore.acquire` (raised before anything is sent): ``(ttl_ms,
-    options key)``. The key is that of an acquisition without an owner, exclusive (a permit
-    is neither reentrant nor shared), so a semaphore shares the manager's cached options
-    objects with its locks."""
+    options key)``. The key is that of an acquisition without an owner, exclusive and unfair (a
+    permit is neither reentrant, shared nor fair), so a semaphore shares the manager's cached
+    options objects with its locks."""
     ttl = _ttl("ttl_ms", ttl_ms)
     wait = None if wait_ms is None else _u32("wait_ms", wait_ms)
     if fenced is not True and fenced is not False:
@@ -393,7 +393,7 @@ def _permit_key(
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
     # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
-    return ttl, (wait, fenced, renew, notify or not wait, None, False)
+    return ttl, (wait, fenced, renew, notify or not wait, None, False, None)
 
 
 def _owner(owner: object) -> bytes:
@@ -406,6 +406,32 @@ def _owner(owner: object) -> bytes:
     if isinstance(owner, (bytes, bytearray)):
         return bytes(owner)
     raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
+
+
+def _fair(fair: object, drop_out_ms: object, owner: object, shared: object) -> Optional[int]:
+    """The ``fair`` part of an options key, with the checks of :meth:`Redlock.acquire`:
+    ``None`` for a lock that is not fair, else the drop-out time in milliseconds (``0``: the
+    library's default). ``owner`` and ``shared`` are the caller's (checked already)."""
+    if fair is not True and fair is not False:
+        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+    drop_out = 0 if drop_out_ms is None else drop_out_ms
+    if isinstance(drop_out, bool) or not isinstance(drop_out, int):
+        raise TypeError(f"drop_out_ms must be an int, not {type(drop_out).__name__}")
+    if drop_out and not _ffi.MIN_DROP_OUT_MS <= drop_out <= _ffi.MAX_DROP_OUT_MS:
+        raise InvalidArgument(
+            f"drop_out_ms must be in {_ffi.MIN_DROP_OUT_MS}..{_ffi.MAX_DROP_OUT_MS} "
+            f"(0 or None: the default), got {drop_out}"
+        )
+    if not fair:
+        if drop_out:
+            raise InvalidArgument("drop_out_ms applies only with fair=True")
+        return None
+    if owner is not None or shared:
+        raise InvalidArgument(
+            "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / "
+            "shared=True, not both"
+        )
+    return int(drop_out)
 
 
 def _label(label: object) -> Optional[bytes]:
@@ -580,27 +606,30 @@ def _close_dropped_lease(handle: _Handle) -> None:
 
 # ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
 
-#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared)``, with
-#: ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
+#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared, fair)``,
+#: with ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
 #: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
 #: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), ``owner``
-#: the reentrant lock's owner id (``None``: not reentrant), and ``shared`` whether the lock
-#: is shared (a read lock). Options with an owner are never cached (owners are often per
-#: request).
-_OptsKey = Tuple[Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool]
+#: the reentrant lock's owner id (``None``: not reentrant), ``shared`` whether the lock is
+#: shared (a read lock), and ``fair`` ``None`` for a lock that is not fair, else the fair
+#: waiter's drop-out time in milliseconds (``0``: the default). Options with an owner are
+#: never cached (owners are often per request).
+_OptsKey = Tuple[
+    Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool, Optional[int]
+]
 
 
 def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
     """A new ``redlock_acquire_opts`` set to ``key`` (and cancellable through the C handle
     ``cancel``, if given); the caller owns (and frees) it."""
-    wait_ms, fenced, renew, notify, owner, shared = key
+    wait_ms, fenced, renew, notify, owner, shared, fair = key
     c = _c
     opts = c.redlock_acquire_opts_new()
     if not opts:
         raise MemoryError("redlock_acquire_opts_new returned NULL")
     try:
         # The defaults are the manager's retry policy, no fencing token, no renewal, waits
-        # woken by releases, an exclusive lock, no cancel handle.
+        # woken by releases, an exclusive lock, not fair, no cancel handle.
         if wait_ms is not None:
             _check_status(c.redlock_acquire_opts_set_wait_ms(opts, wait_ms))
         if fenced:
@@ -613,6 +642,10 @@ def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
             _check_status(c.redlock_acquire_opts_set_owner(opts, owner, len(owner)))
         if shared:
             _check_status(c.redlock_acquire_opts_set_shared(opts, True))
+        if fair is not None:
+            _check_status(c.redlock_acquire_opts_set_fair(opts, True))
+            if fair:
+                _check_status(c.redlock_acquire_opts_set_drop_out_ms(opts, fair))
         if cancel is not None:
             _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
     except BaseException:
@@ -665,7 +698,8 @@ class Lease:
     :meth:`Redlock.try_lock` and :meth:`Redlock.acquire_many` (one lease for the whole set:
     :meth:`unlock`, :meth:`extend` and auto-renewal act on every resource of it), or a permit
     of a :class:`Semaphore` (:meth:`Semaphore.acquire` and its variants; :attr:`permit` says
-    which slot it holds), which unlocks, extends and renews as a lock does.
+    which slot it holds), which unlocks, extends and renews as a lock does. A fair lock's
+    (``fair=True``) has :attr:`is_fair` true and, if it queued, a :attr:`ticket`.
 
     Use it as a context manager (``with mgr.lock(...) as lk:``) to unlock when the block ends,
     or call :meth:`unlock` and then :meth:`close` yourself.
@@ -679,8 +713,9 @@ class Lease:
     is done at its end.
 
     Facts recorded at acquisition (:attr:`token`, :attr:`value`, :attr:`resource`,
-    :attr:`resources`, :attr:`is_shared`, :attr:`permit`, :attr:`fencing_token`,
-    :attr:`node_outcomes`, :attr:`granted`) stay readable after :meth:`close`; everything that
+    :attr:`resources`, :attr:`is_shared`, :attr:`is_fair`, :attr:`ticket`, :attr:`permit`,
+    :attr:`fencing_token`, :attr:`node_outcomes`, :attr:`granted`) stay readable after
+    :meth:`close`; everything that
     needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
     :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
     :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
@@ -700,6 +735,8 @@ class Lease:
         "_resource",
         "_resources",
         "_shared",
+        "_fair",
+        "_ticket",
         "_permit",
         "_outcomes",
         "_granted",
@@ -720,6 +757,7 @@ class Lease:
         shared: bool = False,
         resources: Optional[Tuple[bytes, ...]] = None,
         permit: bool = False,
+        fair: bool = False,
     ) -> None:
         # Runs right after the acquisition returns, while the library still takes in the late
         # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
@@ -753,6 +791,13 @@ class Lease:
         self._fencing: Optional[int] = None
         if fenced:
             self._fencing = c.redlock_lease_fencing_token(ptr) or None
+        # Asked of the library only for a fair lock (no other lease has a ticket).
+        self._fair = fair
+        self._ticket: Optional[int] = None
+        if fair:
+            ticket = ctypes.c_uint64()
+            if c.redlock_lease_ticket(ptr, _byref(ticket)):
+                self._ticket = ticket.value
         # Asked of the library only for a semaphore's permit (a lock has none).
         self._permit: Optional[Tuple[int, int]] = None
         if permit:
@@ -803,6 +848,20 @@ class Lease:
         """True for a shared (read) lock, taken with ``shared=True``; False for an exclusive
         one."""
         return self._shared
+
+    @property
+    def is_fair(self) -> bool:
+        """True for a fair (first-come, first-served) lock, taken with ``fair=True``."""
+        return self._fair
+
+    @property
+    def ticket(self) -> Optional[int]:
+        """For a fair lock (``fair=True``) that queued: its ticket, an ``int`` that ordered it
+        among the resource's waiters (lower tickets are granted first; a waiter that queued
+        after another had finished queueing has a larger one), as ``redlock_lease_ticket``
+        reports it. ``None`` for a fair lock granted at once with nobody queued, and for every
+        other lease."""
+        return self._ticket
 
     @property
     def permit(self) -> Optional[Tuple[int, int]]:
@@ -1155,6 +1214,8 @@ class Lease:
         else:
             what = f"resources=[{many[0]!r}, {many[1]!r}, ... ({len(many)} in all)]"
         shared = " shared" if self._shared else ""
+        if self._fair:
+            shared += " fair" if self._ticket is None else f" fair ticket={self._ticket}"
         permit = self._permit
         if permit is not None:
             what = f"semaphore={self._resource!r} permit={permit[0]}/{permit[1]}"
@@ -1776,6 +1837,8 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
         shared: bool = False,
+        fair: bool = False,
+        drop_out_ms: Optional[int] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
         :meth:`lock` and :meth:`try_lock` are this with fixed options.
@@ -1832,6 +1895,24 @@ class Redlock:
                 :attr:`Lease.is_shared` is true. A shared lock has no owner: ``shared=True``
                 with ``owner`` is an :class:`InvalidArgument`. ``False`` (the default):
                 exclusive.
+            fair: ``True`` makes the lock **fair** (first come, first served;
+                ``redlock_acquire_opts_set_fair``): waiters are granted it in the order they
+                asked for it, across every process and node, and a release wakes the next
+                waiter alone. A refused fair acquisition takes a ticket and queues it on every
+                node (the hash ``redlock-fair:`` + the lock key; one more round trip);
+                :attr:`Lease.ticket` gives it. With ``wait_ms=0`` it takes the lock only when
+                it is free and nobody is queued, and queues nothing. A waiter that gives up
+                (``wait_ms`` over, ``cancel``, Ctrl-C) leaves the queue at once. Fair and
+                plain locks of a resource exclude each other, but a plain acquisition does
+                not queue: it may take the lock ahead of fair waiters. A fair lock has no
+                ``owner`` and is not ``shared`` (either is an :class:`InvalidArgument`).
+                ``False`` (the default): not fair.
+            drop_out_ms: with ``fair=True``, the waiter's drop-out time: the longest a waiter
+                that stops refreshing its place (it died, or is paused) holds up the waiters
+                behind it; it refreshes at least every fifth of it. :data:`MIN_DROP_OUT_MS`
+                (20) to :data:`MAX_DROP_OUT_MS` (3600000); ``None`` or ``0`` (the default):
+                ``ttl_ms`` or :data:`DEFAULT_DROP_OUT_MS` (5000), whichever is shorter.
+                Non-zero without ``fair=True`` is an :class:`InvalidArgument`.
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced grant of ``resource``. It costs a second
                 round trip to the nodes per acquisition.
@@ -1867,12 +1948,14 @@ class Redlock:
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
-                included), ``wait_ms`` or a renewal bound out of range, a bound without
-                ``auto_renew``, or ``shared=True`` with an ``owner``. Nothing is sent.
-            TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms`` and
-                ``max_extensions`` are ``int``; ``fenced``, ``auto_renew``, ``notify`` and
-                ``shared`` are ``bool``; ``cancel`` is a :class:`Cancel` or ``None``).
-                Nothing is sent.
+                included), ``wait_ms``, a renewal bound or ``drop_out_ms`` out of range, a
+                bound without ``auto_renew``, ``drop_out_ms`` without ``fair=True``,
+                ``shared=True`` with an ``owner``, or ``fair=True`` with an ``owner`` or
+                ``shared=True``. Nothing is sent.
+            TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms``,
+                ``max_extensions`` and ``drop_out_ms`` are ``int``; ``fenced``,
+                ``auto_renew``, ``notify``, ``shared`` and ``fair`` are ``bool``; ``cancel``
+                is a :class:`Cancel` or ``None``). Nothing is sent.
             Internal: the renewal thread could not be started (the lock was released).
             HandleClosed: the manager was closed.
         """
@@ -1903,8 +1986,9 @@ class Redlock:
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
         return self._acquire(
-            resource, ttl_ms, wait_ms, fenced, renew, notify, cancel, owner, shared
-        )
+            resource, ttl_ms, wait_ms, fenced, renew, notify, cancel, owner, shared, fair,
+            drop_out_ms,
+        )  # fmt: skip
 
     def lock(
         self,
@@ -1917,6 +2001,8 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
         shared: bool = False,
+        fair: bool = False,
+        drop_out_ms: Optional[int] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
         auto-renewal.
@@ -1944,6 +2030,9 @@ class Redlock:
                 :class:`Cancelled` when fired, as for :meth:`acquire`.
             owner: an owner id that makes the lock reentrant, as for :meth:`acquire`.
             shared: ``True`` for a shared (read) lock, as for :meth:`acquire`.
+            fair: ``True`` for a fair (first-come, first-served) lock, as for :meth:`acquire`.
+            drop_out_ms: with ``fair=True``, the waiter's drop-out time, as for
+                :meth:`acquire`.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -1958,7 +2047,9 @@ class Redlock:
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
-                included) or ``wait_ms`` out of range, or ``shared=True`` with an ``owner``.
+                included), ``wait_ms`` or ``drop_out_ms`` out of range, ``drop_out_ms``
+                without ``fair=True``, ``shared=True`` with an ``owner``, or ``fair=True``
+                with an ``owner`` or ``shared=True``.
             TypeError: an argument of the wrong type.
             HandleClosed: the manager was closed.
         """
@@ -1969,8 +2060,9 @@ class Redlock:
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
         return self._acquire(
-            resource, ttl_ms, wait_ms, fenced, None, notify, cancel, owner, shared
-        )
+            resource, ttl_ms, wait_ms, fenced, None, notify, cancel, owner, shared, fair,
+            drop_out_ms,
+        )  # fmt: skip
 
     def try_lock(
         self,
@@ -1981,13 +2073,18 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
         shared: bool = False,
+        fair: bool = False,
     ) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
-        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel``, ``owner``
-        and ``shared`` included), result and exceptions as :meth:`lock`."""
+        :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel``, ``owner``,
+        ``shared`` and ``fair`` included), result and exceptions as :meth:`lock`. A fair try
+        takes the lock only when it is free and nobody is queued, and queues nothing (so it
+        has no ``drop_out_ms``)."""
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-        return self._acquire(resource, ttl_ms, 0, fenced, None, True, cancel, owner, shared)
+        return self._acquire(
+            resource, ttl_ms, 0, fenced, None, True, cancel, owner, shared, fair
+        )
 
     def alock(
         self,
@@ -2003,6 +2100,8 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
         shared: bool = False,
+        fair: bool = False,
+        drop_out_ms: Optional[int] = None,
     ) -> "AsyncLock":
         """The lock as an asynchronous context manager, for asyncio programs::
 
@@ -2011,7 +2110,7 @@ class Redlock:
 
         Entering it acquires ``resource`` as :meth:`acquire` does, with the same arguments
         (those of :meth:`lock`, plus ``auto_renew``, ``max_hold_ms`` and ``max_extensions``;
-        ``shared=True`` for a shared lock),
+        ``shared=True`` for a shared lock, ``fair=True`` for a fair one),
         and gives the :class:`Lease`; leaving it unlocks and closes the lease as a ``with``
         block does (an unlock failure is raised, or added as a note to the exception leaving
         the block). Both run on a helper thread of this binding, never on the event loop,
@@ -2036,7 +2135,7 @@ class Redlock:
 
         return _aio.alock(
             self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
-            notify, cancel, owner, shared,
+            notify, cancel, owner, shared, fair, drop_out_ms,
         )  # fmt: skip
 
     async def aacquire(
@@ -2053,6 +2152,8 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Optional[Resource] = None,
         shared: bool = False,
+        fair: bool = False,
+        drop_out_ms: Optional[int] = None,
     ) -> Lease:
         """:meth:`acquire` for asyncio code: the acquisition runs on a helper thread, never on
         the event loop, and a cancellation of the awaiting task ends it as for :meth:`alock`
@@ -2063,7 +2164,7 @@ class Redlock:
 
         return await _aio.aacquire(
             self, resource, ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions,
-            notify, cancel, owner, shared,
+            notify, cancel, owner, shared, fair, drop_out_ms,
         )  # fmt: skip
 
     def acquire_many(
@@ -2106,9 +2207,10 @@ class Redlock:
                 grant on, as for :meth:`acquire`.
             cancel: a :class:`Cancel` handle, as for :meth:`acquire`.
 
-        There is no ``fenced``, ``owner`` or ``shared``: the library takes a set exclusively,
-        without a fencing token; acquire such resources one at a time. A Ctrl-C on the main
-        thread interrupts a wait as for :meth:`acquire`, leaving no key behind.
+        There is no ``fenced``, ``owner``, ``shared`` or ``fair``: the library takes a set
+        exclusively, without a fencing token or a queue; acquire such resources one at a
+        time. A Ctrl-C on the main thread interrupts a wait as for :meth:`acquire`, leaving
+        no key behind.
 
         Returns:
             A :class:`Lease` over the set (:attr:`~Lease.resource` is the first resource).
@@ -2265,6 +2367,8 @@ class Redlock:
         cancel: Optional[Cancel] = None,
         owner: Any = None,
         shared: Any = False,
+        fair: Any = False,
+        drop_out_ms: Any = None,
     ) -> Lease:
         # The hot path (``wait_ms``, ``renew``, ``notify`` and ``cancel`` are checked by the
         # callers): cheap exact-type checks first, the full ones only to report an error; one
@@ -2286,8 +2390,11 @@ class Redlock:
                 )
         if owner is not None:
             owner = _owner(owner)
+        fair_key = None
+        if fair is not False or drop_out_ms is not None:
+            fair_key = _fair(fair, drop_out_ms, owner, shared)
         # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
-        key = (wait_ms, fenced, renew, notify or not wait_ms, owner, shared)
+        key = (wait_ms, fenced, renew, notify or not wait_ms, owner, shared, fair_key)
         # A call that may wait, on the main thread (the only one where Python delivers a
         # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
         waits = (
@@ -2303,7 +2410,10 @@ class Redlock:
                 m, res, len(res), ttl_ms, opts, out, err, _ffi.ERR_LEN
             ),
         )
-        return Lease(lease_h, res, fenced, self._node_count, renew is not None, shared)
+        return Lease(
+            lease_h, res, fenced, self._node_count, renew is not None, shared, None, False,
+            fair_key is not None,
+        )  # fmt: skip
 
     def _call(self, key: _OptsKey, acquire: Any) -> _Handle:
         """One acquisition call ``acquire(manager, opts, out, err)`` with the options of
@@ -2341,6 +2451,7 @@ class Redlock:
         return Lease(
             lease_h, res, key[1], self._node_count, key[2] is not None, key[5],
             target.resources if type(target) is _Many else None, type(target) is _Sem,
+            key[6] is not None,
         )  # fmt: skip
 
     def _acquire_cancellable(
@@ -2637,8 +2748,9 @@ class Semaphore:
         with sem.lock(60_000, wait_ms=30_000) as permit:
             ...   # at most 4 of these at once
 
-    The options are those of :meth:`Redlock.acquire` but ``owner`` and ``shared``: a permit
-    is neither reentrant nor shared (passing either is a ``TypeError``).
+    The options are those of :meth:`Redlock.acquire` but ``owner``, ``shared``, ``fair`` and
+    ``drop_out_ms``: a permit is neither reentrant, shared nor fair (passing any of them is a
+    ``TypeError``).
 
     The handle holds only the name, the count and its manager, and sends nothing itself; it
     may be shared by any number of threads. Its acquisitions raise :class:`HandleClosed` once
@@ -2682,8 +2794,8 @@ class Semaphore:
     ) -> Lease:
         """Takes one permit for ``ttl_ms`` milliseconds, with options
         (``redlock_semaphore_acquire``): :meth:`Redlock.acquire` for a permit, with the same
-        options but ``owner`` and ``shared``. :meth:`lock` and :meth:`try_acquire` are this
-        with fixed options.
+        options but ``owner``, ``shared``, ``fair`` and ``drop_out_ms``. :meth:`lock` and
+        :meth:`try_acquire` are this with fixed options.
 
         It blocks, never forever, with the GIL released; on the main thread a Ctrl-C
         interrupts a wait at once, leaving no permit taken (see :meth:`Redlock.acquire`).
@@ -2717,8 +2829,8 @@ class Semaphore:
                 ``auto_renew`` (nothing is sent).
             Cancelled, Unavailable, AuthFailed, Internal, HandleClosed: as for
                 :meth:`Redlock.acquire`.
-            TypeError: an argument of the wrong type (``owner`` and ``shared`` are not
-                accepted). Nothing is sent.
+            TypeError: an argument of the wrong type (``owner``, ``shared``, ``fair`` and
+                ``drop_out_ms`` are not accepted). Nothing is sent.
         """
         ttl, key = _permit_key(
             ttl_ms, wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel

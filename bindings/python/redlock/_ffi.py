@@ -73,6 +73,16 @@ MAX_RESOURCES = 1000
 #: have.
 MAX_PERMITS = 1000
 
+#: ``REDLOCK_DEFAULT_DROP_OUT_MS``: a fair waiter's drop-out time in milliseconds when none is
+#: given and the lock's TTL is not shorter.
+DEFAULT_DROP_OUT_MS = 5000
+
+#: ``REDLOCK_MIN_DROP_OUT_MS``: the shortest drop-out time of a fair waiter, in milliseconds.
+MIN_DROP_OUT_MS = 20
+
+#: ``REDLOCK_MAX_DROP_OUT_MS``: the longest drop-out time of a fair waiter, in milliseconds.
+MAX_DROP_OUT_MS = 3_600_000
+
 #: ``REDLOCK_MAX_LABEL_LEN``: the longest holder label, in bytes.
 MAX_LABEL_LEN = 256
 
@@ -162,6 +172,8 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_shared": (status_t, (AcquireOptsPtr, c_bool)),
+    "redlock_acquire_opts_set_fair": (status_t, (AcquireOptsPtr, c_bool)),
+    "redlock_acquire_opts_set_drop_out_ms": (status_t, (AcquireOptsPtr, c_uint32)),
     "redlock_acquire_opts_set_auto_renew": (status_t, (AcquireOptsPtr, c_uint32, c_uint32)),
     "redlock_acquire": (
         status_t,
@@ -293,6 +305,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_lease_resource_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_resource_at": (POINTER(c_uint8), (LeasePtr, c_size_t, POINTER(c_size_t))),
     "redlock_lease_is_shared": (c_bool, (LeasePtr,)),
+    "redlock_lease_ticket": (c_bool, (LeasePtr, POINTER(c_uint64))),
     "redlock_lease_permit": (c_bool, (LeasePtr, POINTER(c_uint32), POINTER(c_uint32))),
     "redlock_lease_node_count": (c_size_t, (LeasePtr,)),
     "redlock_lease_granted": (c_size_t, (LeasePtr,)),

@@ -400,7 +400,7 @@ def test_options_objects_are_made_once_per_combination(cluster, new_manager, res
     m = new_manager(cluster.urls)
     for _ in range(5):
         m.try_lock(resource, 2_000).unlock()
-    assert list(m._opts) == [(0, False, None, True, None, False)]
+    assert list(m._opts) == [(0, False, None, True, None, False, None)]
 
     def body() -> None:
         for _ in range(3):
@@ -416,12 +416,12 @@ def test_options_objects_are_made_once_per_combination(cluster, new_manager, res
 
     _on_a_thread(body)
     assert set(m._opts) == {
-        (0, False, None, True, None, False),
-        (None, False, None, True, None, False),
-        (None, True, None, True, None, False),
-        (None, False, (0, 9), True, None, False),
-        (1_000, False, None, True, None, False),
-        (1_000, False, None, False, None, False),
+        (0, False, None, True, None, False, None),
+        (None, False, None, True, None, False, None),
+        (None, True, None, True, None, False, None),
+        (None, False, (0, 9), True, None, False, None),
+        (1_000, False, None, True, None, False, None),
+        (1_000, False, None, False, None, False, None),
     }
     # Calls that may wait, made on the main thread, leave the cache alone.
     m.lock(resource, 2_000, wait_ms=2_000).unlock()

@@ -310,7 +310,7 @@ def test_notify_false_polls(cluster, new_manager, resource, how):
     assert cluster.holding(key_of(resource), lk.value) >= 2
     lk.unlock()
     lk.close()
-    assert (30_000, False, None, False, None, False) in m._opts  # its own options object
+    assert (30_000, False, None, False, None, False, None) in m._opts  # its own options object
 
 
 def test_notify_false_on_the_main_thread_still_waits_and_is_cancellable(

@@ -70,6 +70,7 @@ ACCEPTED = {
     "size_t *": (POINTER(c_size_t),),
     "bool *": (POINTER(c_bool),),
     "uint32_t *": (POINTER(c_uint32),),
+    "uint64_t *": (POINTER(c_uint64),),
     "const char *": (c_char_p,),
     "char *": (POINTER(c_char),),
     "const uint8_t *": (c_char_p, POINTER(c_uint8)),
@@ -264,6 +265,13 @@ def test_constants_match_header():
     assert m and int(m.group(1)) == redlock.MAX_RESOURCES == _ffi.MAX_RESOURCES == 1000
     m = re.search(r"#define REDLOCK_MAX_PERMITS (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_PERMITS == _ffi.MAX_PERMITS == 1000
+    for name, value in (
+        ("DEFAULT_DROP_OUT_MS", redlock.DEFAULT_DROP_OUT_MS),
+        ("MIN_DROP_OUT_MS", redlock.MIN_DROP_OUT_MS),
+        ("MAX_DROP_OUT_MS", redlock.MAX_DROP_OUT_MS),
+    ):
+        m = re.search(rf"#define REDLOCK_{name} (\d+)", text)
+        assert m and int(m.group(1)) == value == getattr(_ffi, name), name
     for name, value in (
         ("LABEL", redlock.MAX_LABEL_LEN),
         ("KEY_PREFIX", redlock.MAX_KEY_PREFIX_LEN),

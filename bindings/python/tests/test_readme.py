@@ -175,6 +175,17 @@ def check_shared(out: str, env: Dict[str, Any], c: Cluster) -> None:
     assert env["writer"].closed and env["mgr"].closed
 
 
+def check_fair(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    assert out.splitlines() == [
+        "True None",
+        "busy",
+        "next in line: True",
+        "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / shared=True, "
+        "not both",
+    ], out
+    assert env["lk"].closed and env["nxt"].closed and env["mgr"].closed
+
+
 def check_many(out: str, env: Dict[str, Any], c: Cluster) -> None:
     assert out.splitlines() == [
         "holding ['account:1', 'account:2']", "busy; account:1 was not kept either", "False"
@@ -203,6 +214,7 @@ CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Waiting, cancelling and Ctrl-C": check_waiting,
     "asyncio": check_asyncio,
     "Shared (read) locks": check_shared,
+    "Fair lock": check_fair,
     "Several resources at once": check_many,
     "Semaphores": check_semaphores,
     "Restart quarantine": check_quarantine,

@@ -142,7 +142,7 @@ def test_three_permits_on_distinct_slots_and_a_fourth_refused(cluster, new_manag
     # A lock's lease is no permit; the options objects are the locks' own.
     with m.try_lock(resource, 5_000) as lock:
         assert lock.permit is None and c_permit(lock) is None
-    assert set(m._opts) == {(0, False, None, True, None, False)}
+    assert set(m._opts) == {(0, False, None, True, None, False, None)}
     assert counters(m)['redlock_acquire_total{result="granted"}'] == 5
 
 

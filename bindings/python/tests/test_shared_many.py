@@ -221,8 +221,8 @@ def test_shared_options_are_cached_apart_from_exclusive_ones(cluster, new_manage
     m.try_lock(resource, 5_000, shared=True).unlock()
     m.acquire_many([resource, f"{resource}:2"], 5_000, wait_ms=0).unlock()  # try_lock's
     assert set(m._opts) == {
-        (0, False, None, True, None, False),
-        (0, False, None, True, None, True),
+        (0, False, None, True, None, False, None),
+        (0, False, None, True, None, True, None),
     }
 
 
