@@ -148,8 +148,8 @@ impl LockOptions {
     /// come, first served), across every process and node, rather than to whichever attempt
     /// lands first. Defaults to false.
     ///
-    /// A fair acquisition that is refused takes a *ticket*, one more than the largest fencing
-    /// counter a quorum of nodes reports, and queues it on every node at once; a waiter that
+    /// A fair acquisition that is refused takes a *ticket*, one more than the largest ticket
+    /// counter a quorum of nodes reports (a counter of the queue's own, not the fencing one), and queues it on every node at once; a waiter that
     /// queues after another has finished queueing always gets a larger ticket. Each node grants
     /// the lock only to the lowest live ticket in its queue, when the key is free. A release
     /// wakes the next ticket's waiter alone, on a channel of its own (no other waiter wakes).

@@ -474,7 +474,14 @@ fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter
     // Tickets queue (the counter rises to each), and are refused while the key is held.
     assert!(fair_refusal(&fair_acquire(&mut c, "b", "8", "5000")).is_some());
     assert!(fair_refusal(&fair_acquire(&mut c, "a", "7", "5000")).is_some());
-    assert_eq!(s.get(b"c").as_deref(), Some(&b"8"[..]));
+    let tickets: Option<String> = redis::cmd("HGET")
+        .arg("q")
+        .arg("#ticket")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(tickets.as_deref(), Some("8"));
+    // Tickets never move the fencing counter: a reentrant holder's tenure keeps its token.
+    assert_eq!(s.get(b"c"), None);
     let (_, counter) = fair_refusal(&fair_acquire(&mut c, "z", "", "5000")).unwrap();
     assert_eq!(counter, "8");
     let _: i64 = eval_keys(

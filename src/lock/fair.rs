@@ -5,9 +5,9 @@
 //! as two plain locks do. Beside it each node keeps a queue, a hash with one entry per waiter:
 //! its ticket and when the entry drops out. An attempt is [`FAIR_ACQUIRE`] on every node, which
 //! grants only when the key is free and the caller is the lowest live ticket there (or nobody
-//! is queued). A refused caller takes a ticket, one more than the largest fencing counter a
-//! quorum reported, and queues it at once with a second round, which also raises the counters
-//! to it: whoever starts after that round has finished meets one of those counters in its
+//! is queued). A refused caller takes a ticket, one more than the largest ticket counter (a
+//! field of each node's queue) a quorum reported, and queues it at once with a second round,
+//! which also raises the counters to it: whoever starts after that round has finished meets one of those counters in its
 //! own quorum, so its ticket is larger. Ties (waiters that queued at the same time) are broken
 //! by the waiter's value, so the order is the same on every node.
 //!
