@@ -49,6 +49,11 @@ pub const SEMAPHORE_PREFIX: &[u8] = b"redlock-sem:";
 /// name, `:`, and its lock value.
 pub const FAIR_PREFIX: &[u8] = b"redlock-fair:";
 
+/// The prefix of a fair lock's ticket counter: `redlock-fair-tickets:` followed by the lock
+/// key. It lives as long as the queue ([`FAIR_PREFIX`]) and orders the tickets queued there; it
+/// is not the fencing counter, which a reentrant holder's tenure reads.
+pub const FAIR_TICKETS_PREFIX: &[u8] = b"redlock-fair-tickets:";
+
 /// The drop-out time of a fair acquisition that sets none
 /// ([`LockOptions::drop_out`](crate::LockOptions::drop_out)): this, or the lock's TTL if
 /// shorter.
@@ -434,7 +439,7 @@ impl Config {
         if own_key(&key) {
             return Err(Error::invalid(format!(
                 "the lock key of this resource would be {:?}, in the library's own namespace \
-                 (`redlock-fence:` counters, `redlock-intent:`, `redlock-sem:` and `redlock-fair:` keys, \
+                 (`redlock-fence:` counters, `redlock-intent:`, `redlock-sem:` and `redlock-fair` keys, \
                  `redlock-marker`); choose another resource name or key prefix",
                 String::from_utf8_lossy(&key)
             )));
@@ -661,6 +666,7 @@ pub(crate) fn own_key(key: &[u8]) -> bool {
         || key.starts_with(INTENT_PREFIX)
         || key.starts_with(SEMAPHORE_PREFIX)
         || key.starts_with(FAIR_PREFIX)
+        || key.starts_with(FAIR_TICKETS_PREFIX)
         || key == MARKER_KEY
 }
 

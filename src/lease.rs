@@ -275,6 +275,7 @@ pub(crate) struct Granted {
 /// and nobody was queued: granted at the first attempt).
 pub(crate) struct FairQueue {
     pub queue: Vec<u8>,
+    pub tickets: Vec<u8>,
     pub ticket: Option<u64>,
 }
 
@@ -626,9 +627,10 @@ impl Lease {
             (None, Some(_), _) => inner.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
             // A fair release also takes this lease's entry out of the queue and wakes the
             // next ticket's waiter (see scripts::FAIR_RELEASE).
-            (None, None, Some(f)) => {
-                FAIR_RELEASE_SCRIPT.calls(&[&inner.key, &f.queue], &[inner.token.as_bytes(), b"1"])
-            }
+            (None, None, Some(f)) => FAIR_RELEASE_SCRIPT.calls(
+                &[&inner.key, &f.queue, &f.tickets],
+                &[inner.token.as_bytes(), b"1"],
+            ),
             (None, None, None) => inner.script(&RELEASE_SCRIPT, &[]),
         };
         let req = Request {

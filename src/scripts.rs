@@ -359,13 +359,14 @@ return {pick, table.concat(map), c}"
 /// Lua shared by the fair lock's scripts (lock::fair), after the counter functions. A fair lock's
 /// queue is a hash on each node, `redlock-fair:<lock key>`: one field per waiter, named by the
 /// waiter's lock value, holding `"<ticket> <expiry>"`, where the expiry is the server time in
-/// milliseconds at which the entry drops out unless refreshed; and the field `#ticket`, the
-/// highest ticket queued there (no waiter's value starts with `#`). `now()` is that time.
+/// milliseconds at which the entry drops out unless refreshed. Beside it, the key
+/// `redlock-fair-tickets:<lock key>` holds the highest ticket queued there. `now()` is that
+/// time.
 /// `before(a, b)` compares two byte strings byte by byte (never by the server's locale).
-/// `head(q, t)` deletes the entries of `q` that have expired at `t`, sets the hash's TTL to
-/// the latest expiry left, and returns the head: the member with the lowest ticket (ties: the
-/// lower member), and its expiry; nil when no live entry is left, and then it deletes the hash
-/// (its `#ticket` counter included: with nobody queued there is no order to keep).
+/// `head(q, n, t)` deletes the entries of `q` that have expired at `t`, sets the TTL of `q`
+/// and of its ticket counter `n` to the latest expiry left, and returns the head: the member with the lowest ticket (ties: the
+/// lower member), and its expiry; nil when no live entry is left, and then it deletes both
+/// (with nobody queued there is no order to keep).
 macro_rules! fair_lua {
     () => {
         "local function now() local t = redis.call('time') \
@@ -373,34 +374,35 @@ return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end \
 local function before(a, b) \
 for i = 1, math.min(#a, #b) do local x, y = string.byte(a, i), string.byte(b, i) \
 if x ~= y then return x < y end end return #a < #b end \
-local function head(q, t) local all = redis.call('hgetall', q) \
+local function head(q, n, t) local all = redis.call('hgetall', q) \
 local ht, hm, he, last = nil, nil, nil, nil \
-for i = 1, #all, 2 do if all[i] ~= '#ticket' then \
+for i = 1, #all, 2 do \
 local tt, e = string.match(all[i + 1], '^(%d+) (%d+)$') \
 e = tonumber(e) \
 if tt == nil or e == nil or e <= t then redis.call('hdel', q, all[i]) else \
 if last == nil or e > last then last = e end \
-if ht == nil or gt(ht, tt) or (ht == tt and before(all[i], hm)) then ht, hm, he = tt, all[i], e end end end end \
-if last ~= nil then redis.call('pexpire', q, last - t) else redis.call('del', q) end \
+if ht == nil or gt(ht, tt) or (ht == tt and before(all[i], hm)) then ht, hm, he = tt, all[i], e end end end \
+if last ~= nil then redis.call('pexpire', q, last - t) redis.call('pexpire', n, last - t) \
+else redis.call('del', q, n) end \
 return hm, he end "
     };
 }
 
 /// A **fair** acquisition (lock::fair). `KEYS[1]` the lock key, `KEYS[2]` the fencing counter,
-/// `KEYS[3]` the queue hash, `KEYS[4]` (optional) the node's restart-quarantine marker, checked
+/// `KEYS[3]` the queue hash, `KEYS[4]` its ticket counter, `KEYS[5]` (optional) the node's
+/// restart-quarantine marker, checked
 /// as [`ACQUIRE`] does; `ARGV[1]` the waiter's lock value (its name in the queue), `ARGV[2]` the
 /// TTL in ms, `ARGV[3]` its ticket ("" before it has one), `ARGV[4]` the entry's life in ms,
 /// `ARGV[5]` "1" for a fenced acquisition.
 ///
 /// With a ticket it first writes (or refreshes) the waiter's entry, to expire `ARGV[4]` ms from
-/// now, and raises the queue's `#ticket` counter to the ticket (never lowers it). Then, after dropping expired
+/// now, and raises the ticket counter to the ticket (never lowers it). Then, after dropping expired
 /// entries, it grants (`SET KEYS[1] ARGV[1] PX ARGV[2]`) when the key is absent and the waiter
 /// is the head of the queue, or the queue is empty; or when the key already holds the waiter's
 /// value. It returns 1, or fenced, the fencing counter as a decimal string ("0" when absent).
 /// Otherwise it refuses with `{-2 - ms, tickets}`: `ms` the key's remaining TTL, or, when the
 /// key is free and another waiter is the head, the time until the head's entry drops out (-1
-/// instead when the key has no TTL); `tickets` the queue's `#ticket` counter ("0" when
-/// absent), from which a waiter without a ticket proposes one (one more than the largest of a
+/// instead when the key has no TTL); `tickets` the ticket counter ("0" when absent), from which a waiter without a ticket proposes one (one more than the largest of a
 /// quorum's). Tickets have a counter of their own: raising the fencing counter while a
 /// reentrant tenure holds the lock would end that tenure's token.
 ///
@@ -413,16 +415,16 @@ return hm, he end "
 pub const FAIR_ACQUIRE: &str = concat!(
     counter_lua!(),
     fair_lua!(),
-    "if #KEYS > 3 and redis.call('exists', KEYS[4]) == 0 then \
+    "if #KEYS > 4 and redis.call('exists', KEYS[5]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
 local k, q, me, tk = KEYS[1], KEYS[3], ARGV[1], ARGV[3] local t = now() \
-local n = redis.call('hget', q, '#ticket') or '0' \
+local n = redis.call('get', KEYS[4]) or '0' \
 if not canon(n) then return redis.error_reply('ERR the ticket counter is not a decimal number below 2^64') end \
 if tk ~= '' then \
 if not canon(tk) then return redis.error_reply('ERR a ticket is a decimal number below 2^64') end \
 redis.call('hset', q, me, tk .. ' ' .. string.format('%d', t + tonumber(ARGV[4]))) \
-if gt(tk, n) then redis.call('hset', q, '#ticket', tk) n = tk end end \
-local hm, he = head(q, t) \
+if gt(tk, n) then redis.call('set', KEYS[4], tk) n = tk end end \
+local hm, he = head(q, KEYS[4], t) \
 local ty = redis.call('type', k)['ok'] local v = false \
 if ty == 'string' then v = redis.call('get', k) end \
 if (ty == 'none' and (hm == nil or hm == me)) or v == me then \
@@ -435,7 +437,7 @@ return {-2 - p, n}"
 );
 
 /// Releases a fair lock, or takes a waiter out of the queue. `KEYS[1]` the lock key, `KEYS[2]`
-/// the queue; `ARGV[1]` the lock value, `ARGV[2]` "1" to release (delete the key if it holds
+/// the queue, `KEYS[3]` its ticket counter; `ARGV[1]` the lock value, `ARGV[2]` "1" to release (delete the key if it holds
 /// the value, announcing it on the key's channel as [`RELEASE`] does) or "0" to leave the
 /// queue only. Either way the value's entry is removed; then, if the key is free and this call
 /// deleted the key or the entry, it announces on the channel of the new head only,
@@ -449,7 +451,7 @@ if ARGV[2] == '1' and redis.call('get', k) == me then \
 redis.call('del', k) redis.call('publish', k, me) r = 1 end \
 local left = redis.call('hdel', q, me) \
 if (r == 1 or left == 1) and redis.call('exists', k) == 0 then \
-local hm = head(q, now()) \
+local hm = head(q, KEYS[3], now()) \
 if hm then redis.call('publish', q .. ':' .. hm, me) end end \
 if ARGV[2] == '1' then return r end return left"
 );

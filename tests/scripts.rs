@@ -442,7 +442,7 @@ fn fair_acquire(
     eval_keys(
         c,
         redlock::scripts::FAIR_ACQUIRE,
-        &["k", "c", "q"],
+        &["k", "c", "q", "n"],
         &[value, "10000", ticket, life_ms, "0"],
     )
 }
@@ -474,12 +474,7 @@ fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter
     // Tickets queue (the counter rises to each), and are refused while the key is held.
     assert!(fair_refusal(&fair_acquire(&mut c, "b", "8", "5000")).is_some());
     assert!(fair_refusal(&fair_acquire(&mut c, "a", "7", "5000")).is_some());
-    let tickets: Option<String> = redis::cmd("HGET")
-        .arg("q")
-        .arg("#ticket")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(tickets.as_deref(), Some("8"));
+    assert_eq!(s.get(b"n").as_deref(), Some(&b"8"[..]));
     // Tickets never move the fencing counter: a reentrant holder's tenure keeps its token.
     assert_eq!(s.get(b"c"), None);
     let (_, counter) = fair_refusal(&fair_acquire(&mut c, "z", "", "5000")).unwrap();
@@ -487,7 +482,7 @@ fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["h", "1"],
     );
     // Free, but "a" (ticket 7) is the head: "b", and a newcomer without a ticket, are refused
@@ -502,7 +497,7 @@ fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["a", "1"],
     );
     // A ticket unknown here but lower than the head's is learned, and goes first.
@@ -510,18 +505,18 @@ fn fair_acquire_grants_only_the_lowest_live_ticket_and_proposes_from_the_counter
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["x", "1"],
     );
     assert_eq!(fair_acquire(&mut c, "b", "8", "5000"), granted);
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["b", "1"],
     );
     // Everybody served: the queue is gone.
-    assert!(s.pttl(b"q") == -2);
+    assert!(s.pttl(b"q") == -2 && s.pttl(b"n") == -2);
 }
 
 #[test]
@@ -536,7 +531,7 @@ fn fair_acquire_drops_expired_entries_and_breaks_ties_by_value() {
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["dead", "0"],
     );
     assert!(fair_refusal(&fair_acquire(&mut c, "dead", "1", "150")).is_none());
@@ -550,7 +545,7 @@ fn fair_acquire_drops_expired_entries_and_breaks_ties_by_value() {
     let _: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["live", "1"],
     );
     // Equal tickets: the lower value (byte by byte) goes first, whoever asks first.
@@ -569,10 +564,11 @@ fn fair_acquire_drops_expired_entries_and_breaks_ties_by_value() {
     // A bad ticket is an error, and changes nothing.
     let r: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
         .arg(redlock::scripts::FAIR_ACQUIRE)
-        .arg(3)
+        .arg(4)
         .arg("k")
         .arg("c")
         .arg("q")
+        .arg("n")
         .arg("v")
         .arg("10000")
         .arg("07")
@@ -600,7 +596,7 @@ fn fair_release_wakes_the_next_ticket_alone() {
     let left: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["c", "0"],
     );
     assert_eq!(left, 1);
@@ -609,7 +605,7 @@ fn fair_release_wakes_the_next_ticket_alone() {
     let r: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["h", "1"],
     );
     assert_eq!(r, 1);
@@ -624,7 +620,7 @@ fn fair_release_wakes_the_next_ticket_alone() {
     let left: i64 = eval_keys(
         &mut c,
         redlock::scripts::FAIR_RELEASE,
-        &["k", "q"],
+        &["k", "q", "n"],
         &["a", "0"],
     );
     assert_eq!(left, 1);

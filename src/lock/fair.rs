@@ -6,7 +6,7 @@
 //! its ticket and when the entry drops out. An attempt is [`FAIR_ACQUIRE`] on every node, which
 //! grants only when the key is free and the caller is the lowest live ticket there (or nobody
 //! is queued). A refused caller takes a ticket, one more than the largest ticket counter (a
-//! field of each node's queue) a quorum reported, and queues it at once with a second round,
+//! key beside each node's queue) a quorum reported, and queues it at once with a second round,
 //! which also raises the counters to it: whoever starts after that round has finished meets one of those counters in its
 //! own quorum, so its ticket is larger. Ties (waiters that queued at the same time) are broken
 //! by the waiter's value, so the order is the same on every node.
@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{FAIR_PREFIX, MARKER_KEY};
+use crate::config::{FAIR_PREFIX, FAIR_TICKETS_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome};
 use crate::lease::{FairQueue, Lease, Shared};
 use crate::quorum::{Cmd, Limits, Request, Round};
@@ -36,6 +36,11 @@ use super::{Attempt, counter, decide, fence_key_for, granted_fenced};
 /// The queue key of a lock key: `redlock-fair:` followed by it.
 pub(crate) fn queue_key(key: &[u8]) -> Vec<u8> {
     [FAIR_PREFIX, key].concat()
+}
+
+/// The ticket counter of a lock key's queue: `redlock-fair-tickets:` followed by it.
+pub(crate) fn tickets_key(key: &[u8]) -> Vec<u8> {
+    [FAIR_TICKETS_PREFIX, key].concat()
 }
 
 /// A refusal `{-2 - ms or -1, counter}`: the code and the counter.
@@ -96,6 +101,7 @@ pub(crate) struct Fair {
     resource: Vec<u8>,
     key: Vec<u8>,
     queue: Vec<u8>,
+    tickets: Vec<u8>,
     fence_key: Vec<u8>,
     value: String,
     ticket: Option<u64>,
@@ -120,6 +126,7 @@ impl Fair {
             resource: resource.to_vec(),
             key: key.to_vec(),
             queue: queue_key(key),
+            tickets: tickets_key(key),
             fence_key: fence_key_for(resource),
             value: token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
             ticket: None,
@@ -164,8 +171,10 @@ impl Fair {
         if self.ticket.is_none() {
             return;
         }
-        let (sha, eval) =
-            FAIR_RELEASE_SCRIPT.calls(&[&self.key, &self.queue], &[self.value.as_bytes(), b"0"]);
+        let (sha, eval) = FAIR_RELEASE_SCRIPT.calls(
+            &[&self.key, &self.queue, &self.tickets],
+            &[self.value.as_bytes(), b"0"],
+        );
         sh.cluster.detach(&sha, Some(&eval), &|_| true);
     }
 
@@ -181,12 +190,17 @@ impl Fair {
             if fenced { b"1" } else { b"0" },
         ];
         let (sha, eval) = if sh.cfg.restart_quarantine {
-            FAIR_ACQUIRE_SCRIPT.calls(
-                &[&self.key, &self.fence_key, &self.queue, MARKER_KEY],
-                &args,
-            )
+            let keys: [&[u8]; 5] = [
+                &self.key,
+                &self.fence_key,
+                &self.queue,
+                &self.tickets,
+                MARKER_KEY,
+            ];
+            FAIR_ACQUIRE_SCRIPT.calls(&keys, &args)
         } else {
-            FAIR_ACQUIRE_SCRIPT.calls(&[&self.key, &self.fence_key, &self.queue], &args)
+            let keys: [&[u8]; 4] = [&self.key, &self.fence_key, &self.queue, &self.tickets];
+            FAIR_ACQUIRE_SCRIPT.calls(&keys, &args)
         };
         let req = Request {
             cmd: Cmd::Same(&sha),
@@ -218,6 +232,7 @@ impl Fair {
         let (round, expires) = decide(sh, as_plain(round), ttl, &|to| a.release_on(to))?;
         let fair = FairQueue {
             queue: self.queue.clone(),
+            tickets: self.tickets.clone(),
             ticket: self.ticket,
         };
         a.granted(&self.resource, round, expires, fenced, Some(fair))
