@@ -1,12 +1,13 @@
 //! Options with their defaults, validation, and node addresses.
 
-use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::resp;
 use crate::timing::{Budget, drift};
+
+mod addr;
+
+pub use addr::NodeAddr;
 
 /// The largest TTL any lock may have: `u32::MAX` milliseconds (about 49.7 days). This is also
 /// the range of the C API's `uint32_t ttl_ms`.
@@ -55,104 +56,6 @@ pub const MAX_RESOURCES: usize = 1000;
 /// the time the node was last trusted, and has no TTL. It is outside both the lock namespace
 /// (`redlock:`) and the fencing counters (`redlock-fence:`), so no resource name can alias it.
 pub const MARKER_KEY: &[u8] = b"redlock-marker";
-
-/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
-///
-/// Its `Display` form never shows the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct NodeAddr {
-    host: String,
-    port: u16,
-    username: Option<String>,
-    password: Option<String>,
-    db: i64,
-}
-
-impl NodeAddr {
-    /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
-    /// when omitted) and `host:port`. Rejects other schemes (`rediss://`, `unix://`), query
-    /// strings, port 0 and database numbers that are not integers from 0 to 2^31 − 1 (what
-    /// Redis `SELECT` accepts at most; the server's `databases` setting is checked at connect).
-    pub fn parse(url: &str) -> Result<NodeAddr, Error> {
-        let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
-        Ok(NodeAddr {
-            host: p.host,
-            port: p.port,
-            username: p.username,
-            password: p.password,
-            db: p.db,
-        })
-    }
-
-    /// The host name or IP address.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The TCP port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The ACL user name, if any.
-    pub fn username(&self) -> Option<&str> {
-        self.username.as_deref()
-    }
-
-    /// True when a password is configured (the password itself is never exposed).
-    pub fn has_password(&self) -> bool {
-        self.password.is_some()
-    }
-
-    /// The logical database (`SELECT`), 0 by default.
-    pub fn db(&self) -> i64 {
-        self.db
-    }
-
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.password.as_deref()
-    }
-
-    /// Resolves the host to socket addresses (a blocking DNS look-up for names).
-    pub(crate) fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
-        let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = (host, self.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {self}: {e}"))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(format!("{self} resolves to no address"));
-        }
-        Ok(addrs)
-    }
-}
-
-impl fmt::Display for NodeAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        match (&self.username, &self.password) {
-            (Some(u), Some(_)) => write!(f, "{u}:***@")?,
-            (None, Some(_)) => f.write_str(":***@")?,
-            (Some(u), None) => write!(f, "{u}@")?,
-            (None, None) => {}
-        }
-        write!(f, "{host}:{}", self.port)?;
-        if self.db != 0 {
-            write!(f, "/{}", self.db)?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for NodeAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NodeAddr({self})")
-    }
-}
 
 /// Configuration for a [`Redlock`](crate::Redlock) manager.
 ///
@@ -550,7 +453,7 @@ impl Config {
             })?;
             if let Some(j) = parsed
                 .iter()
-                .position(|p| p.host.eq_ignore_ascii_case(&addr.host) && p.port == addr.port)
+                .position(|p| p.host().eq_ignore_ascii_case(addr.host()) && p.port() == addr.port())
             {
                 return Err(Error::invalid(format!(
                     "node {i} ({addr}) is listed twice (also node {j}); the nodes must be \
