@@ -142,6 +142,10 @@ typedef enum redlock_node_outcome {
   // Not counted: the node is the same server as a lower-indexed node (the same `run_id`,
   // reached through another address).
   REDLOCK_NODE_DUPLICATE = 9,
+  // The TLS session with a `rediss://` node failed: its certificate is not trusted (unknown
+  // CA, expired, another name), it refused ours or wanted one this client lacks, or it does
+  // not speak TLS. Also while the node waits out the reconnect backoff that follows.
+  REDLOCK_NODE_TLS = 10,
 } redlock_node_outcome;
 
 // Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable

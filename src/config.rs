@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::timing::{Budget, drift};
+use crate::tls::TlsOptions;
 
 mod addr;
 
@@ -88,6 +89,7 @@ pub struct Config {
     pub(crate) restart_quarantine: bool,
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) label: Option<String>,
+    pub(crate) tls: TlsOptions,
 }
 
 impl Default for Config {
@@ -110,6 +112,7 @@ impl Default for Config {
             restart_quarantine: true,
             key_prefix: KEY_PREFIX.to_vec(),
             label: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -162,8 +165,9 @@ impl Config {
         self
     }
 
-    /// How long to wait for a TCP connection to a node to be established, in addition to the
-    /// per-node timeout of the step that needed it. Must be > 0. Defaults to 250 ms.
+    /// How long to wait for a TCP connection to a node to be established (and its TLS
+    /// handshake, for `rediss://`), in addition to the per-node timeout of the step that
+    /// needed it. Must be > 0. Defaults to 250 ms.
     pub fn connect_timeout(mut self, t: Duration) -> Config {
         self.connect_timeout = t;
         self
@@ -306,6 +310,19 @@ impl Config {
         self
     }
 
+    /// TLS for the `rediss://` nodes: the CA file (else the system's trust store), a client
+    /// certificate, a server name, or no verification at all (tests only). Its files are read
+    /// by [`Redlock::new`](crate::Redlock::new). Defaults to [`TlsOptions::new`].
+    pub fn tls(mut self, options: TlsOptions) -> Config {
+        self.tls = options;
+        self
+    }
+
+    /// The TLS options (see [`tls`](Self::tls)).
+    pub fn tls_options(&self) -> &TlsOptions {
+        &self.tls
+    }
+
     /// The configured holder label, if any (see [`label`](Self::label)).
     pub fn label_str(&self) -> Option<&str> {
         self.label.as_deref()
@@ -440,6 +457,7 @@ impl Config {
         if let Some(label) = &self.label {
             Self::check_label(label)?;
         }
+        self.tls.check_server_name()?;
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
                 "max idle connection sets must be at least 1",

@@ -6,10 +6,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::error::Error;
 use crate::resp;
+use crate::tls::NOT_COMPILED;
 
-/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
+/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]`, the same with
+/// `rediss://` (TLS), or `host:port`.
 ///
-/// Its `Display` form never shows the password.
+/// Its `Display` form never shows the password (and starts with `rediss://` for TLS).
 #[derive(Clone, PartialEq, Eq)]
 pub struct NodeAddr {
     host: String,
@@ -17,22 +19,35 @@ pub struct NodeAddr {
     username: Option<String>,
     password: Option<String>,
     db: i64,
+    tls: bool,
 }
 
 impl NodeAddr {
     /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
-    /// when omitted) and `host:port`. Rejects other schemes (`rediss://`, `unix://`), query
-    /// strings, port 0 and database numbers that are not integers from 0 to 2^31 − 1 (what
-    /// Redis `SELECT` accepts at most; the server's `databases` setting is checked at connect).
+    /// when omitted), the same with `rediss://` for TLS (see
+    /// [`TlsOptions`](crate::TlsOptions)), and `host:port`. Rejects other schemes
+    /// (`unix://`), query strings, port 0 and database numbers that are not integers from 0 to
+    /// 2^31 − 1 (what Redis `SELECT` accepts at most; the server's `databases` setting is
+    /// checked at connect), and `rediss://` when the library was built without its `tls`
+    /// feature.
     pub fn parse(url: &str) -> Result<NodeAddr, Error> {
         let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
+        if p.tls && !cfg!(feature = "tls") {
+            return Err(Error::invalid(NOT_COMPILED));
+        }
         Ok(NodeAddr {
             host: p.host,
             port: p.port,
             username: p.username,
             password: p.password,
             db: p.db,
+            tls: p.tls,
         })
+    }
+
+    /// True for a `rediss://` node: its connections are TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// The host name or IP address.
@@ -85,6 +100,9 @@ impl fmt::Display for NodeAddr {
         } else {
             self.host.clone()
         };
+        if self.tls {
+            f.write_str("rediss://")?;
+        }
         match (&self.username, &self.password) {
             (Some(u), Some(_)) => write!(f, "{u}:***@")?,
             (None, Some(_)) => f.write_str(":***@")?,

@@ -419,7 +419,7 @@ impl Link {
             return Err(skipped);
         }
         let conn = match self.node.sockaddr {
-            Some(addr) => Conn::connect(addr, &self.node.handshake),
+            Some(addr) => Conn::connect(addr, &self.node.handshake, self.node.tls.as_ref()),
             None => Err(io::Error::new(
                 io::ErrorKind::AddrNotAvailable,
                 "no address",
@@ -438,7 +438,9 @@ impl Link {
                             .map(|(i, k)| Entry {
                                 purpose: Purpose::Handshake(*k),
                                 sent_at: now,
-                                timed: i == 0,
+                                // Over TLS the first reply also waits for the TLS handshake
+                                // (round trips and signatures): no fair sample.
+                                timed: i == 0 && self.node.tls.is_none(),
                             }),
                     );
                 Ok(())
@@ -655,6 +657,7 @@ impl Link {
                 }
                 Err(ReadError::Io(e)) => unreachable_from(&e),
                 Err(ReadError::Protocol(s)) => NodeOutcome::Protocol(s),
+                Err(ReadError::Tls(s)) => NodeOutcome::Tls(s),
             });
         }
     }
