@@ -301,14 +301,20 @@ impl Session {
     /// A rustls error as a message for this node.
     fn explain(&self, e: &rustls::Error) -> String {
         use CertificateError as C;
+        let fix = "connect by a name it carries, or set a server name override";
         match e {
-            rustls::Error::InvalidCertificate(C::NotValidForName)
-            | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => format!(
-                "the node's certificate is not valid for the name {:?}: {}; connect by a name \
-                 it carries or set a server name override",
-                self.name,
-                describe(e)
+            rustls::Error::InvalidCertificate(C::NotValidForName) => format!(
+                "the node's certificate is not valid for the name {:?}: {fix}",
+                self.name
             ),
+            rustls::Error::InvalidCertificate(C::NotValidForNameContext { presented, .. }) => {
+                format!(
+                    "the node's certificate is not valid for the name {:?} (it is for {}): \
+                     {fix}",
+                    self.name,
+                    presented.join(", ")
+                )
+            }
             other => describe(other),
         }
     }
