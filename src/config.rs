@@ -408,6 +408,14 @@ impl Config {
         Ok(())
     }
 
+    /// Checks TLS options now, as [`Redlock::new`](crate::Redlock::new) does: the server
+    /// name's syntax, and that each file set can be read and holds the PEM it should (without
+    /// the `tls` feature: only that the files can be read). The error names the file, never
+    /// its content.
+    pub fn check_tls(options: &TlsOptions) -> Result<(), Error> {
+        options.check().map_err(Error::InvalidInput)
+    }
+
     /// Validates every option and parses every node, without resolving host names.
     pub fn validate(&self) -> Result<Vec<NodeAddr>, Error> {
         if self.nodes.is_empty() {
@@ -457,7 +465,7 @@ impl Config {
         if let Some(label) = &self.label {
             Self::check_label(label)?;
         }
-        self.tls.check_server_name()?;
+        self.tls.check_server_name().map_err(Error::InvalidInput)?;
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
                 "max idle connection sets must be at least 1",

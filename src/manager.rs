@@ -85,9 +85,9 @@ impl Redlock {
         // TLS: the files are read (and the system's trust store, if no CA file is set) once,
         // now, for every rediss:// node; files set for a cluster without one are still checked.
         let tls = if addrs.iter().any(|a| a.is_tls()) {
-            Some(config.tls.connector()?)
+            Some(config.tls.connector().map_err(Error::InvalidInput)?)
         } else {
-            config.tls.check()?;
+            Config::check_tls(&config.tls)?;
             None
         };
         let policy = QuarantinePolicy {
@@ -113,12 +113,10 @@ impl Redlock {
             let first = resolved.first().copied();
             let peers = Arc::clone(&peers);
             let client = match (&tls, addr.is_tls()) {
-                (Some(t), true) => Some(t.client(addr.host()).map_err(|e| match e {
-                    Error::InvalidInput(m) => {
-                        Error::InvalidInput(format!("node {i} ({addr}): {m}"))
-                    }
-                    other => other,
-                })?),
+                (Some(t), true) => Some(
+                    t.client(addr.host())
+                        .map_err(|m| Error::InvalidInput(format!("node {i} ({addr}): {m}")))?,
+                ),
                 _ => None,
             };
             let scripts = &scripts::ALL;

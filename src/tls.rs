@@ -15,8 +15,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
-
 /// TLS options for a manager's `rediss://` nodes (see
 /// [`Config::tls`](crate::Config::tls)); plain `redis://` nodes ignore them, so a cluster may
 /// mix both.
@@ -26,8 +24,9 @@ use crate::error::Error;
 /// address included; no client certificate is sent.
 ///
 /// The files are read when the manager is built ([`Redlock::new`](crate::Redlock::new)): one
-/// that is missing, unreadable or not the PEM it should be is [`Error::InvalidInput`] naming
-/// its path (never its content).
+/// that is missing, unreadable or not the PEM it should be is
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) naming its path (never its content).
+/// [`Config::check_tls`](crate::Config::check_tls) checks them sooner.
 ///
 /// ```
 /// use redlock::{Config, TlsOptions};
@@ -112,19 +111,17 @@ impl TlsOptions {
 
     /// Checks the options now, as building a manager does: the server name's syntax, and
     /// that each file set can be read and holds what it should (without the `tls` feature:
-    /// only that the files can be read). Returns [`Error::InvalidInput`] naming the file.
-    pub fn check(&self) -> Result<(), Error> {
+    /// only that the files can be read). The error names the file, never its content.
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.check_server_name()?;
         imp::check_files(self)
     }
 
     /// The server name override's syntax: a DNS name or an IP address.
-    pub(crate) fn check_server_name(&self) -> Result<(), Error> {
+    pub(crate) fn check_server_name(&self) -> Result<(), String> {
         match &self.server_name {
             Some(name) => imp::check_name(name).map_err(|why| {
-                Error::invalid(format!(
-                    "TLS server name {name:?} is not a valid DNS name or IP address: {why}"
-                ))
+                format!("TLS server name {name:?} is not a valid DNS name or IP address: {why}")
             }),
             None => Ok(()),
         }
@@ -132,20 +129,16 @@ impl TlsOptions {
 
     /// The client side of TLS for a manager's nodes: the files read, the configuration made.
     /// Logs a warning when verification is off.
-    pub(crate) fn connector(&self) -> Result<Connector, Error> {
+    pub(crate) fn connector(&self) -> Result<Connector, String> {
         self.check_server_name()?;
         imp::connector(self)
     }
 }
 
 /// Reads `path` whole; an error names the file and what went wrong, never its content.
-fn read_file(what: &str, path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|e| {
-        Error::invalid(format!(
-            "cannot read the TLS {what} file {}: {e}",
-            path.display()
-        ))
-    })
+fn read_file(what: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path)
+        .map_err(|e| format!("cannot read the TLS {what} file {}: {e}", path.display()))
 }
 
 pub(crate) use imp::{Client, Connector, Session, failure};
@@ -159,10 +152,9 @@ mod imp;
 mod imp {
     use std::io::{self, Read};
 
-    use super::{TlsOptions, read_file};
-    use crate::error::Error;
+    use crate::tls::{NOT_COMPILED, TlsOptions, read_file};
 
-    pub(crate) fn check_files(o: &TlsOptions) -> Result<(), Error> {
+    pub(crate) fn check_files(o: &TlsOptions) -> Result<(), String> {
         if let Some(p) = &o.ca_file {
             read_file("CA", p)?;
         }
@@ -180,15 +172,15 @@ mod imp {
         Ok(())
     }
 
-    pub(crate) fn connector(_: &TlsOptions) -> Result<Connector, Error> {
-        Err(Error::invalid(super::NOT_COMPILED))
+    pub(crate) fn connector(_: &TlsOptions) -> Result<Connector, String> {
+        Err(NOT_COMPILED.into())
     }
 
     /// Never made: TLS is not compiled in.
     pub(crate) enum Connector {}
 
     impl Connector {
-        pub(crate) fn client(&self, _host: &str) -> Result<Client, Error> {
+        pub(crate) fn client(&self, _host: &str) -> Result<Client, String> {
             match *self {}
         }
     }

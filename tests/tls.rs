@@ -583,7 +583,7 @@ fn unusable_files_are_invalid_input_naming_the_path_never_the_content() {
         ),
     ];
     for (opts, path, says) in cases {
-        let check = opts.check().unwrap_err();
+        let check = Config::check_tls(&opts).unwrap_err();
         let new = Redlock::new(config(node.clone(), opts)).unwrap_err();
         for e in [check, new] {
             let text = e.to_string();

@@ -16,14 +16,13 @@ use rustls::{
 };
 
 use super::{TlsOptions, read_file};
-use crate::error::Error;
 
 /// The message for a file that is not what it should be.
-fn bad_file(what: &str, path: &std::path::Path, why: &str) -> Error {
-    Error::invalid(format!(
+fn bad_file(what: &str, path: &std::path::Path, why: &str) -> String {
+    format!(
         "the TLS {what} file {} is not usable: {why}",
         path.display()
-    ))
+    )
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -44,7 +43,7 @@ fn pem_problem(e: &pem::Error) -> &'static str {
 }
 
 /// Every certificate in a PEM file (at least one).
-fn certs(what: &str, path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, Error> {
+fn certs(what: &str, path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let bytes = read_file(what, path)?;
     let certs = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()
@@ -56,7 +55,7 @@ fn certs(what: &str, path: &std::path::Path) -> Result<Vec<CertificateDer<'stati
 }
 
 /// The private key in a PEM file.
-fn key(path: &std::path::Path) -> Result<PrivateKeyDer<'static>, Error> {
+fn key(path: &std::path::Path) -> Result<PrivateKeyDer<'static>, String> {
     let mut bytes = read_file("client key", path)?;
     let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         let why = match e {
@@ -74,7 +73,7 @@ fn key(path: &std::path::Path) -> Result<PrivateKeyDer<'static>, Error> {
 }
 
 /// The roots to verify nodes against: the CA file's, or the system's trust store.
-fn roots(o: &TlsOptions) -> Result<RootCertStore, Error> {
+fn roots(o: &TlsOptions) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     match &o.ca_file {
         Some(path) => {
@@ -96,19 +95,19 @@ fn roots(o: &TlsOptions) -> Result<RootCertStore, Error> {
                     .errors
                     .first()
                     .map_or_else(|| "no certificate found".to_string(), |e| e.to_string());
-                return Err(Error::invalid(format!(
+                return Err(format!(
                     "no TLS CA file is set and the system's trust store has no usable \
                      certificate ({why}): install the system's CA certificates or set a CA \
                      file (TlsOptions::ca_file, redlock_config_set_tls_ca_file, tls_ca_file, \
                      WithTLSCAFile)"
-                )));
+                ));
             }
         }
     }
     Ok(roots)
 }
 
-pub(crate) fn check_files(o: &TlsOptions) -> Result<(), Error> {
+pub(crate) fn check_files(o: &TlsOptions) -> Result<(), String> {
     if let Some(path) = &o.ca_file {
         roots(&TlsOptions {
             ca_file: Some(path.clone()),
@@ -125,16 +124,16 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn builder() -> Result<rustls::ConfigBuilder<ClientConfig, rustls::WantsVerifier>, Error> {
+fn builder() -> Result<rustls::ConfigBuilder<ClientConfig, rustls::WantsVerifier>, String> {
     ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Internal(format!("TLS: {e}")))
+        .map_err(|e| format!("TLS cannot be set up: {e}"))
 }
 
 type WantsClientCert = rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>;
 
 /// The configuration, with the client certificate if one is set.
-fn finish(o: &TlsOptions, b: WantsClientCert) -> Result<ClientConfig, Error> {
+fn finish(o: &TlsOptions, b: WantsClientCert) -> Result<ClientConfig, String> {
     let Some((cert, key_path)) = &o.client_cert else {
         return Ok(b.with_no_client_auth());
     };
@@ -147,15 +146,15 @@ fn finish(o: &TlsOptions, b: WantsClientCert) -> Result<ClientConfig, Error> {
             }
             other => describe(&other),
         };
-        Error::invalid(format!(
+        format!(
             "the TLS client certificate {} and key {} are not usable together: {why}",
             cert.display(),
             key_path.display()
-        ))
+        )
     })
 }
 
-pub(crate) fn connector(o: &TlsOptions) -> Result<Connector, Error> {
+pub(crate) fn connector(o: &TlsOptions) -> Result<Connector, String> {
     let builder = builder()?;
     let b = if o.insecure_skip_verify {
         log::warn!(
@@ -185,7 +184,7 @@ pub(crate) struct Connector {
 impl Connector {
     /// The client for a node at `host` (a DNS name, an IP address, an IPv6 one in brackets):
     /// it verifies the server name override if one is set, else `host`.
-    pub(crate) fn client(&self, host: &str) -> Result<Client, Error> {
+    pub(crate) fn client(&self, host: &str) -> Result<Client, String> {
         let name = match &self.name {
             Some(n) => n.clone(),
             None => host
@@ -196,10 +195,10 @@ impl Connector {
         let server = match name.parse::<IpAddr>() {
             Ok(ip) => ServerName::IpAddress(ip.into()),
             Err(_) => ServerName::try_from(name.clone()).map_err(|e| {
-                Error::invalid(format!(
+                format!(
                     "{name:?} is not a valid TLS server name ({e}); set a server name override \
                      (TlsOptions::server_name)"
-                ))
+                )
             })?,
         };
         Ok(Client {
