@@ -16,12 +16,14 @@ use rcgen::{
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// A directory removed when the last user drops it.
-struct Dir(PathBuf);
+/// A directory removed when the last user drops it, unless kept.
+struct Dir(PathBuf, std::sync::atomic::AtomicBool);
 
 impl Drop for Dir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.1.load(Ordering::Relaxed) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -60,7 +62,8 @@ impl Pki {
         Pki::in_dir(dir, name)
     }
 
-    /// The same in `dir` (created if needed, not removed on drop when it existed before).
+    /// The same in `dir` (created if needed; removed with its files when the last user drops
+    /// it, unless [`keep`](Self::keep) was called).
     pub fn in_dir(dir: PathBuf, name: &str) -> Pki {
         std::fs::create_dir_all(&dir).expect("create the certificates' directory");
         let ca_key = KeyPair::generate().expect("CA key");
@@ -76,7 +79,7 @@ impl Pki {
         let ca = dir.join("ca.pem");
         write(&ca, &ca_cert.pem());
         let mut p = Pki {
-            dir: Arc::new(Dir(dir)),
+            dir: Arc::new(Dir(dir, false.into())),
             ca_params,
             ca_key,
             ca,
@@ -93,6 +96,11 @@ impl Pki {
     /// The directory the files are in.
     pub fn dir(&self) -> &Path {
         &self.dir.0
+    }
+
+    /// Leaves the directory and its files in place when the last user is dropped.
+    pub fn keep(&self) {
+        self.dir.1.store(true, Ordering::Relaxed);
     }
 
     /// Issues a certificate for `names` (a server's, or a client's with `client`), valid now or
