@@ -72,6 +72,9 @@ pub(crate) struct Conn {
     handshake_pending: bool,
     /// The TLS session, for a `rediss://` node: `out` then holds its records.
     tls: Option<tls::Session>,
+    /// On a TLS connection, commands queued since the last write, encrypted when a writer
+    /// takes the output: what was queued together goes out as one record, not one each.
+    plain: Vec<u8>,
     /// The handshake's commands, while the TLS handshake they go behind is in progress.
     early: Vec<u8>,
 }
@@ -122,6 +125,7 @@ impl Conn {
             bytes_since_reply: 0,
             handshake_pending: false,
             tls: None,
+            plain: Vec::new(),
             early: Vec::new(),
         }
     }
@@ -148,27 +152,39 @@ impl Conn {
 
     /// After a read: once the TLS handshake has completed, the handshake's commands go out
     /// (and, with none, what was held).
-    fn tls_progress(&mut self) -> io::Result<()> {
+    fn tls_progress(&mut self) {
         if self.phase != Phase::Tls || self.tls.as_ref().is_none_or(|t| t.is_handshaking()) {
-            return Ok(());
+            return;
         }
         self.phase = Phase::Handshake;
         let early = std::mem::take(&mut self.early);
-        self.push_out(&early)?;
+        self.push_out(&early);
         if !self.handshake_pending {
             self.handshake_done();
         }
-        Ok(())
     }
 
-    /// Appends bytes to the output: encrypted into records on a TLS connection.
-    fn push_out(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Appends bytes to the output (on a TLS connection, to what the next writer encrypts);
+    /// returns how much waits to be written.
+    fn push_out(&mut self, bytes: &[u8]) -> usize {
+        let buf = if self.tls.is_some() {
+            &mut self.plain
+        } else {
+            &mut self.out
+        };
+        buf.extend_from_slice(bytes);
+        self.out.len() + self.plain.len()
+    }
+
+    /// Encrypts what waits in `plain` into records at the end of `out`.
+    fn seal(&mut self) -> io::Result<()> {
         match &mut self.tls {
-            Some(t) => t.write(bytes, &mut self.out),
-            None => {
-                self.out.extend_from_slice(bytes);
-                Ok(())
+            Some(t) if !self.plain.is_empty() => {
+                let r = t.write(&self.plain, &mut self.out);
+                self.plain.clear();
+                r
             }
+            _ => Ok(()),
         }
     }
 
@@ -180,7 +196,7 @@ impl Conn {
     /// True while bytes wait to be written (held behind the handshake, queued, or taken by a
     /// writer that has not given the rest back).
     pub(crate) fn has_output(&self) -> bool {
-        !self.out.is_empty() || !self.held.is_empty() || self.writing
+        !self.out.is_empty() || !self.plain.is_empty() || !self.held.is_empty() || self.writing
     }
 
     /// The handshake's replies have all arrived and none failed: what was held may go out.
@@ -190,8 +206,7 @@ impl Conn {
             self.phase = Phase::Ready;
             if !self.held.is_empty() {
                 let held = std::mem::take(&mut self.held);
-                // A failure here (the TLS session refused data) shows at the next read.
-                let _ = self.push_out(&held);
+                self.push_out(&held);
             }
         }
     }
@@ -211,7 +226,7 @@ impl Conn {
         }
         Interest {
             read: true,
-            write: !self.out.is_empty() && !self.writing,
+            write: (!self.out.is_empty() || !self.plain.is_empty()) && !self.writing,
         }
     }
 
@@ -219,8 +234,7 @@ impl Conn {
     /// handshake completes otherwise.
     pub(crate) fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         let queued = if self.phase == Phase::Ready {
-            self.push_out(bytes)?;
-            self.out.len()
+            self.push_out(bytes)
         } else {
             self.held.extend_from_slice(bytes);
             self.held.len()
@@ -241,18 +255,24 @@ impl Conn {
         Ok(())
     }
 
-    /// Takes the bytes waiting to be written, with the socket to write them to, unless the
-    /// connection is still connecting, nothing waits, or another writer is at it.
-    pub(crate) fn take_output(&mut self) -> Option<(Arc<Socket>, Vec<u8>)> {
-        if self.phase == Phase::Connecting || self.writing || self.out.is_empty() {
-            return None;
+    /// Takes the bytes waiting to be written (on a TLS connection, the commands queued since
+    /// the last write sealed into records first), with the socket to write them to, unless the
+    /// connection is still connecting, nothing waits, or another writer is at it. `Err`: the
+    /// TLS session refused the data.
+    pub(crate) fn take_output(&mut self) -> io::Result<Option<(Arc<Socket>, Vec<u8>)>> {
+        if self.phase == Phase::Connecting || self.writing {
+            return Ok(None);
+        }
+        self.seal()?;
+        if self.out.is_empty() {
+            return Ok(None);
         }
         self.writing = true;
         let spare = std::mem::take(&mut self.spare);
-        Some((
+        Ok(Some((
             Arc::clone(&self.sock),
             std::mem::replace(&mut self.out, spare),
-        ))
+        )))
     }
 
     /// The writer is done with `buf`, of which the socket took the first `sent` bytes: the
@@ -317,7 +337,7 @@ impl Conn {
             self.bytes_since_reply = 0;
         }
         if r.is_ok() {
-            self.tls_progress().map_err(ReadError::Io)?;
+            self.tls_progress();
         }
         r
     }
@@ -400,7 +420,7 @@ mod tests {
         };
         c.on_writable(ready).unwrap();
         let write = |c: &mut Conn| {
-            let (sock, buf) = c.take_output().expect("bytes to write");
+            let (sock, buf) = c.take_output().unwrap().expect("bytes to write");
             let n = write_some(&sock, &buf).unwrap();
             c.put_back(buf, n).unwrap();
         };
@@ -409,7 +429,7 @@ mod tests {
         peer.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"HS\r\n");
         // Nothing more until the handshake is done.
-        assert!(c.take_output().is_none());
+        assert!(c.take_output().unwrap().is_none());
         c.handshake_done();
         assert!(!c.is_starting());
         write(&mut c);
@@ -423,14 +443,14 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         let mut c = Conn::from_socket(Socket::from(a));
         c.send(b"one ").unwrap();
-        let (sock, buf) = c.take_output().unwrap();
+        let (sock, buf) = c.take_output().unwrap().unwrap();
         // Queued while the first writer holds its batch: it waits for the next one.
         c.send(b"two ").unwrap();
-        assert!(c.take_output().is_none() && !c.interest().write);
+        assert!(c.take_output().unwrap().is_none() && !c.interest().write);
         // The socket took only two bytes: the rest goes back ahead of "two ".
         let n = write_some(&sock, &buf[..2]).unwrap();
         c.put_back(buf, n).unwrap();
-        let (sock, buf) = c.take_output().unwrap();
+        let (sock, buf) = c.take_output().unwrap().unwrap();
         assert_eq!(buf, b"e two ");
         let n = write_some(&sock, &buf).unwrap();
         c.put_back(buf, n).unwrap();

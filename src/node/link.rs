@@ -598,10 +598,15 @@ impl Link {
             let (sock, buf, generation) = {
                 let mut st = self.lock();
                 let generation = st.generation;
-                let Some((sock, buf)) = st.conn.as_mut().and_then(Conn::take_output) else {
-                    return;
+                let taken = match st.conn.as_mut().map(Conn::take_output) {
+                    Some(Ok(Some(t))) => t,
+                    Some(Err(e)) => {
+                        let outcome = unreachable_from(&e);
+                        return self.fail_all(&mut st, outcome, now, settings, wakes);
+                    }
+                    Some(Ok(None)) | None => return,
                 };
-                (sock, buf, generation)
+                (taken.0, taken.1, generation)
             };
             let written = conn::write_some(&sock, &buf);
             let mut st = self.lock();

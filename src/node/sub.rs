@@ -166,7 +166,7 @@ impl Sub {
         let Some(c) = self.conn.as_mut() else {
             return Ok(());
         };
-        if let Some((sock, buf)) = c.take_output() {
+        if let Some((sock, buf)) = c.take_output().map_err(|e| e.to_string())? {
             let n = conn::write_some(&sock, &buf).map_err(|e| e.to_string())?;
             c.put_back(buf, n).map_err(|e| e.to_string())?;
         }
