@@ -122,3 +122,26 @@ impl fmt::Debug for NodeAddr {
         write!(f, "NodeAddr({self})")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rediss_is_tls_or_says_tls_was_not_compiled_in() {
+        let r = NodeAddr::parse("rediss://:hunter2@127.0.0.1:6380/2");
+        if cfg!(feature = "tls") {
+            let a = r.unwrap();
+            assert!(a.is_tls() && a.has_password() && a.db() == 2);
+            assert_eq!(a.to_string(), "rediss://:***@127.0.0.1:6380/2");
+            assert!(!NodeAddr::parse("redis://127.0.0.1:6380").unwrap().is_tls());
+        } else {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidInput(m) if m.contains("not compiled in")),
+                "{e}"
+            );
+            assert!(!e.to_string().contains("hunter2"));
+        }
+    }
+}
