@@ -152,6 +152,10 @@ typedef enum redlock_node_outcome {
   // Not counted: the node is the same server as a lower-indexed node (the same `run_id`,
   // reached through another address).
   REDLOCK_NODE_DUPLICATE = 9,
+  // The TLS session with a `rediss://` node failed: its certificate is not trusted (unknown
+  // CA, expired, another name), it refused ours or wanted one this client lacks, or it does
+  // not speak TLS. Also while the node waits out the reconnect backoff that follows.
+  REDLOCK_NODE_TLS = 10,
 } redlock_node_outcome;
 
 // Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
@@ -206,7 +210,9 @@ typedef struct redlock_cancel redlock_cancel;
 // Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
 // `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
 // `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`,
-// `redlock_config_set_key_prefix`, `redlock_config_set_label`.
+// `redlock_config_set_key_prefix`, `redlock_config_set_label`, `redlock_config_set_tls_ca_file`,
+// `redlock_config_set_tls_client_cert`, `redlock_config_set_tls_server_name`,
+// `redlock_config_set_tls_insecure_skip_verify`.
 typedef struct redlock_config redlock_config;
 
 // A snapshot of who holds one resource on each node, from `redlock_holders_get`.
@@ -765,6 +771,70 @@ enum redlock_status redlock_config_set_label(struct redlock_config *cfg,
                                              char *err,
                                              size_t err_len);
 
+// Trusts the CA certificates of the PEM file `pem_path` (one or more `CERTIFICATE`
+// sections) for the `rediss://` nodes, instead of the system's trust store (the default).
+// The file is read now, and again by `redlock_manager_new`: one that is missing, unreadable
+// or holds no usable certificate is INVALID_ARGUMENT, with the path in the message (never the
+// file's content). Plain `redis://` nodes ignore TLS options.
+//
+// Statuses: OK, NULL_ARGUMENT (`cfg`, `pem_path`), INVALID_HANDLE, INVALID_ARGUMENT (the
+// config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; `pem_path` a NUL-terminated path; `err` NULL or `err_len`
+// writable bytes.
+enum redlock_status redlock_config_set_tls_ca_file(struct redlock_config *cfg,
+                                                   const char *pem_path,
+                                                   char *err,
+                                                   size_t err_len);
+
+// Presents a client certificate to the `rediss://` nodes that ask for one (mutual TLS, a
+// node with `tls-auth-clients yes`): `cert_pem_path` holds the certificate (then any
+// intermediates), `key_pem_path` its private key (PKCS#8, PKCS#1 or SEC1), both PEM. Both are
+// read now, and again by `redlock_manager_new`: a missing or unreadable file, one without
+// the expected PEM section, or a key that does not belong to the certificate is
+// INVALID_ARGUMENT naming the path (never the key or the certificate). Default: none.
+//
+// Statuses: OK, NULL_ARGUMENT (`cfg`, either path), INVALID_HANDLE, INVALID_ARGUMENT (the
+// config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; both paths NUL-terminated; `err` NULL or `err_len` writable
+// bytes.
+enum redlock_status redlock_config_set_tls_client_cert(struct redlock_config *cfg,
+                                                       const char *cert_pem_path,
+                                                       const char *key_pem_path,
+                                                       char *err,
+                                                       size_t err_len);
+
+// Sets the name every `rediss://` node's certificate must carry, and that is sent in the
+// handshake (SNI), instead of the host of each node's URL: for nodes addressed by IP whose
+// certificates name a host. `name` is a DNS name or an IP address. Default: each node's host.
+//
+// Statuses: OK, NULL_ARGUMENT (`cfg`, `name`), INVALID_HANDLE, INVALID_ARGUMENT (not UTF-8,
+// not a DNS name or an IP address; the config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; `name` NUL-terminated; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_tls_server_name(struct redlock_config *cfg,
+                                                       const char *name,
+                                                       char *err,
+                                                       size_t err_len);
+
+// **Insecure: for tests only.** `skip` = true accepts any certificate from any `rediss://`
+// node: who signed it, when it expires and what it names are not checked, so anyone on the
+// path can read and change every command, and grant locks (the traffic is still encrypted).
+// `redlock_manager_new` logs a warning when it is on. Default: false.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+//
+// # Safety
+// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_tls_insecure_skip_verify(struct redlock_config *cfg,
+                                                                bool skip,
+                                                                char *err,
+                                                                size_t err_len);
+
 // Asks every node who holds `resource` (`resource_len` bytes) and stores the answers in a new
 // snapshot at `*out`, to be freed with `redlock_holders_free`. Waits for every node, each for
 // at most its node timeout. Nodes that fail are reported as `REDLOCK_HOLD_FAILED`, not as an
@@ -1062,8 +1132,10 @@ bool redlock_lease_wait_lost(const struct redlock_lease *lease, uint32_t timeout
 //
 // Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_HANDLE
 // (`cfg`), INVALID_ARGUMENT
-// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
-// on success.
+// (no nodes, a node listed twice, a host that does not resolve, a TLS file that cannot be
+// read or is not the PEM it should be, …). `*out` is written only on success. With TLS
+// verification off (`redlock_config_set_tls_insecure_skip_verify`) and a `rediss://` node, a
+// warning is written to stderr.
 //
 // # Safety
 // `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable

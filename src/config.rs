@@ -1,12 +1,14 @@
 //! Options with their defaults, validation, and node addresses.
 
-use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::resp;
 use crate::timing::{Budget, drift};
+use crate::tls::TlsOptions;
+
+mod addr;
+
+pub use addr::NodeAddr;
 
 /// The largest TTL any lock may have: `u32::MAX` milliseconds (about 49.7 days). This is also
 /// the range of the C API's `uint32_t ttl_ms`.
@@ -78,104 +80,6 @@ pub const MAX_RESOURCES: usize = 1000;
 /// (`redlock:`) and the fencing counters (`redlock-fence:`), so no resource name can alias it.
 pub const MARKER_KEY: &[u8] = b"redlock-marker";
 
-/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]` or `host:port`.
-///
-/// Its `Display` form never shows the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct NodeAddr {
-    host: String,
-    port: u16,
-    username: Option<String>,
-    password: Option<String>,
-    db: i64,
-}
-
-impl NodeAddr {
-    /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
-    /// when omitted) and `host:port`. Rejects other schemes (`rediss://`, `unix://`), query
-    /// strings, port 0 and database numbers that are not integers from 0 to 2^31 − 1 (what
-    /// Redis `SELECT` accepts at most; the server's `databases` setting is checked at connect).
-    pub fn parse(url: &str) -> Result<NodeAddr, Error> {
-        let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
-        Ok(NodeAddr {
-            host: p.host,
-            port: p.port,
-            username: p.username,
-            password: p.password,
-            db: p.db,
-        })
-    }
-
-    /// The host name or IP address.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The TCP port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The ACL user name, if any.
-    pub fn username(&self) -> Option<&str> {
-        self.username.as_deref()
-    }
-
-    /// True when a password is configured (the password itself is never exposed).
-    pub fn has_password(&self) -> bool {
-        self.password.is_some()
-    }
-
-    /// The logical database (`SELECT`), 0 by default.
-    pub fn db(&self) -> i64 {
-        self.db
-    }
-
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.password.as_deref()
-    }
-
-    /// Resolves the host to socket addresses (a blocking DNS look-up for names).
-    pub(crate) fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
-        let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = (host, self.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {self}: {e}"))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(format!("{self} resolves to no address"));
-        }
-        Ok(addrs)
-    }
-}
-
-impl fmt::Display for NodeAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        match (&self.username, &self.password) {
-            (Some(u), Some(_)) => write!(f, "{u}:***@")?,
-            (None, Some(_)) => f.write_str(":***@")?,
-            (Some(u), None) => write!(f, "{u}@")?,
-            (None, None) => {}
-        }
-        write!(f, "{host}:{}", self.port)?;
-        if self.db != 0 {
-            write!(f, "/{}", self.db)?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for NodeAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NodeAddr({self})")
-    }
-}
-
 /// Configuration for a [`Redlock`](crate::Redlock) manager.
 ///
 /// Every option has a documented default; [`Redlock::new`](crate::Redlock::new) validates the
@@ -207,6 +111,7 @@ pub struct Config {
     pub(crate) restart_quarantine: bool,
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) label: Option<String>,
+    pub(crate) tls: TlsOptions,
 }
 
 impl Default for Config {
@@ -229,6 +134,7 @@ impl Default for Config {
             restart_quarantine: true,
             key_prefix: KEY_PREFIX.to_vec(),
             label: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -281,8 +187,9 @@ impl Config {
         self
     }
 
-    /// How long to wait for a TCP connection to a node to be established, in addition to the
-    /// per-node timeout of the step that needed it. Must be > 0. Defaults to 250 ms.
+    /// How long to wait for a TCP connection to a node to be established (and its TLS
+    /// handshake, for `rediss://`), in addition to the per-node timeout of the step that
+    /// needed it. Must be > 0. Defaults to 250 ms.
     pub fn connect_timeout(mut self, t: Duration) -> Config {
         self.connect_timeout = t;
         self
@@ -425,6 +332,19 @@ impl Config {
         self
     }
 
+    /// TLS for the `rediss://` nodes: the CA file (else the system's trust store), a client
+    /// certificate, a server name, or no verification at all (tests only). Its files are read
+    /// by [`Redlock::new`](crate::Redlock::new). Defaults to [`TlsOptions::new`].
+    pub fn tls(mut self, options: TlsOptions) -> Config {
+        self.tls = options;
+        self
+    }
+
+    /// The TLS options (see [`tls`](Self::tls)).
+    pub fn tls_options(&self) -> &TlsOptions {
+        &self.tls
+    }
+
     /// The configured holder label, if any (see [`label`](Self::label)).
     pub fn label_str(&self) -> Option<&str> {
         self.label.as_deref()
@@ -510,6 +430,14 @@ impl Config {
         Ok(())
     }
 
+    /// Checks TLS options now, as [`Redlock::new`](crate::Redlock::new) does: the server
+    /// name's syntax, and that each file set can be read and holds the PEM it should (without
+    /// the `tls` feature: only that the files can be read). The error names the file, never
+    /// its content.
+    pub fn check_tls(options: &TlsOptions) -> Result<(), Error> {
+        options.check().map_err(Error::InvalidInput)
+    }
+
     /// Validates every option and parses every node, without resolving host names.
     pub fn validate(&self) -> Result<Vec<NodeAddr>, Error> {
         if self.nodes.is_empty() {
@@ -559,6 +487,7 @@ impl Config {
         if let Some(label) = &self.label {
             Self::check_label(label)?;
         }
+        self.tls.check_server_name().map_err(Error::InvalidInput)?;
         if self.max_idle_connection_sets == 0 {
             return Err(Error::invalid(
                 "max idle connection sets must be at least 1",
@@ -572,7 +501,7 @@ impl Config {
             })?;
             if let Some(j) = parsed
                 .iter()
-                .position(|p| p.host.eq_ignore_ascii_case(&addr.host) && p.port == addr.port)
+                .position(|p| p.host().eq_ignore_ascii_case(addr.host()) && p.port() == addr.port())
             {
                 return Err(Error::invalid(format!(
                     "node {i} ({addr}) is listed twice (also node {j}); the nodes must be \

@@ -60,6 +60,12 @@ pub enum NodeOutcome {
     AuthFailed(String),
     /// The node sent something that is not the expected RESP reply.
     Protocol(String),
+    /// The TLS session with a `rediss://` node failed: its certificate is not trusted (signed
+    /// by an unknown CA, expired, issued for another name), it refused ours or asked for one
+    /// this client lacks (mutual TLS), or it does not speak TLS. The text says which (never
+    /// with key or certificate material). Reported for the step whose connection failed this
+    /// way, and for the steps during the reconnect backoff that follows.
+    Tls(String),
     /// The node is the same redis-server as node `of` (the same `run_id`, reached through
     /// another address): it counts in no round, or that server would vote twice.
     Duplicate {
@@ -152,6 +158,7 @@ impl NodeOutcome {
             NodeOutcome::ServerError(s) => write!(f, "server error: {s}"),
             NodeOutcome::AuthFailed(s) => write!(f, "authentication failed: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
+            NodeOutcome::Tls(s) => write!(f, "TLS failed: {s}"),
             NodeOutcome::Duplicate { of } => write!(
                 f,
                 "the same server as node {of} (same run_id): it does not count; list each \

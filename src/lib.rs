@@ -77,6 +77,7 @@ mod resp;
 mod scan;
 pub mod scripts;
 mod timing;
+mod tls;
 mod token;
 
 pub use acquire::{LockOptions, Wait};
@@ -97,4 +98,5 @@ pub use notify::Cancel;
 pub use quorum::quorum;
 pub use scan::{KeyInfo, KeyKind, Scan};
 pub use timing::DRIFT_CONSTANT;
+pub use tls::TlsOptions;
 pub use token::TOKEN_BYTES;

@@ -74,13 +74,22 @@ impl Redlock {
     ///
     /// Fails with [`Error::InvalidInput`] for no nodes, a malformed URL, a node listed twice
     /// (also when two names resolve to the same address and port), a drift factor outside
-    /// `[0, 1)` or a zero timeout.
+    /// `[0, 1)`, a zero timeout, or a TLS file that cannot be read or is not the PEM it should
+    /// be (the message names its path; see [`TlsOptions`](crate::TlsOptions)).
     pub fn new(config: Config) -> Result<Redlock, Error> {
         Self::with_clock(config, Arc::new(SystemClock))
     }
 
     pub(crate) fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Redlock, Error> {
         let addrs = config.validate()?;
+        // TLS: the files are read (and the system's trust store, if no CA file is set) once,
+        // now, for every rediss:// node; files set for a cluster without one are still checked.
+        let tls = if addrs.iter().any(|a| a.is_tls()) {
+            Some(config.tls.connector().map_err(Error::InvalidInput)?)
+        } else {
+            Config::check_tls(&config.tls)?;
+            None
+        };
         let policy = QuarantinePolicy {
             enabled: config.restart_quarantine,
             max_ttl: config.max_ttl,
@@ -103,7 +112,15 @@ impl Redlock {
             seen.extend(resolved.iter().map(|sa| (i, *sa)));
             let first = resolved.first().copied();
             let peers = Arc::clone(&peers);
-            nodes.push(Node::new(i, addr, first, &scripts::ALL, policy, peers));
+            let client = match (&tls, addr.is_tls()) {
+                (Some(t), true) => Some(
+                    t.client(addr.host())
+                        .map_err(|m| Error::InvalidInput(format!("node {i} ({addr}): {m}")))?,
+                ),
+                _ => None,
+            };
+            let scripts = &scripts::ALL;
+            nodes.push(Node::new(i, addr, first, client, scripts, policy, peers));
         }
         let settings = ConnSettings {
             connect_timeout: config.connect_timeout,

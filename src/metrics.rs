@@ -58,7 +58,7 @@ pub struct HistogramSnapshot {
 }
 
 /// The kinds of per-node failure counted, in the order of [`NodeMetrics::errors`].
-pub const NODE_ERROR_KINDS: [&str; 7] = [
+pub const NODE_ERROR_KINDS: [&str; 8] = [
     "timeout",
     "unreachable",
     "backoff",
@@ -66,6 +66,7 @@ pub const NODE_ERROR_KINDS: [&str; 7] = [
     "protocol",
     "quarantined",
     "duplicate",
+    "tls",
 ];
 
 fn error_kind(o: &NodeOutcome) -> Option<usize> {
@@ -78,6 +79,7 @@ fn error_kind(o: &NodeOutcome) -> Option<usize> {
         NodeOutcome::Protocol(_) => 4,
         NodeOutcome::Quarantined { .. } => 5,
         NodeOutcome::Duplicate { .. } => 6,
+        NodeOutcome::Tls(_) => 7,
         NodeOutcome::Success | NodeOutcome::Rejected | NodeOutcome::Pending => return None,
     })
 }

@@ -117,6 +117,9 @@ pub(crate) enum ReadError {
     Io(io::Error),
     /// Bytes that are not RESP.
     Protocol(String),
+    /// The TLS session under the connection failed (a certificate not trusted, an alert from
+    /// the node, records that are not TLS); the text says why and holds no key material.
+    Tls(String),
 }
 
 /// An incremental reply reader: one per connection, for the connection's whole life.
@@ -342,12 +345,15 @@ pub(crate) struct UrlParts {
     pub username: Option<String>,
     pub password: Option<String>,
     pub db: i64,
+    /// `rediss://`: the connection is TLS.
+    pub tls: bool,
 }
 
 /// The largest database index any Redis server accepts: `SELECT` parses it as a C `int`.
 pub(crate) const MAX_DB: i64 = i32::MAX as i64;
 
-/// Parses `redis://[user:password@]host[:port][/db]` or `host:port`.
+/// Parses `redis://[user:password@]host[:port][/db]`, the same with `rediss://` (TLS), or
+/// `host:port`.
 pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
     use redis::IntoConnectionInfo;
     let trimmed = input.trim();
@@ -368,7 +374,8 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
         }
     };
     let scheme = with_scheme.split("://").next().unwrap_or_default();
-    if scheme != "redis" {
+    let tls = scheme == "rediss";
+    if scheme != "redis" && !tls {
         // Name it only if it is a scheme's syntax (RFC 3986): what precedes a later "://"
         // may be "user:password@host".
         let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -376,9 +383,12 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
         return Err(if is_scheme {
-            format!("unsupported scheme {scheme:?}: only redis:// (plain TCP) is supported")
+            format!(
+                "unsupported scheme {scheme:?}: only redis:// (plain TCP) and rediss:// (TLS) \
+                 are supported"
+            )
         } else {
-            "unsupported scheme: only redis:// (plain TCP) is supported".into()
+            "unsupported scheme: only redis:// (plain TCP) and rediss:// (TLS) are supported".into()
         });
     }
     if with_scheme.contains('?') {
@@ -387,7 +397,14 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
     if with_scheme.contains('#') {
         return Err("fragments are not supported in node URLs".into());
     }
-    let info = with_scheme
+    // The URL's syntax is the same with either scheme: parse it as redis:// (the redis crate
+    // reads rediss:// only with its own TLS features, which this library does not use).
+    let plain = if tls {
+        format!("redis{}", &with_scheme["rediss".len()..])
+    } else {
+        with_scheme
+    };
+    let info = plain
         .as_str()
         .into_connection_info()
         .map_err(|e| redact_redis_error(&e.to_string()))?;
@@ -423,6 +440,7 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
         username: settings.username().map(str::to_string),
         password: settings.password().map(str::to_string),
         db,
+        tls,
     })
 }
 
@@ -686,6 +704,11 @@ mod tests {
         let p = parse_url("redis://:pw@127.0.0.1:7004").unwrap();
         assert_eq!(p.username, None);
         assert_eq!(p.password.as_deref(), Some("pw"));
+        assert!(!p.tls);
+        let p = parse_url("rediss://bob:pw@redis.example:6380/3").unwrap();
+        assert!(p.tls);
+        assert_eq!((p.host.as_str(), p.port, p.db), ("redis.example", 6380, 3));
+        assert_eq!(p.username.as_deref(), Some("bob"));
     }
 
     #[test]
@@ -697,7 +720,9 @@ mod tests {
             "redis://127.0.0.1:99999",
             "redis://127.0.0.1:0",
             "redis://127.0.0.1:abc",
-            "rediss://127.0.0.1:7001",
+            "rediss://127.0.0.1:0",
+            "rediss://:hunter2@127.0.0.1:99999",
+            "redisss://127.0.0.1:7001",
             "unix:///tmp/redis.sock",
             "http://127.0.0.1:7001",
             "redis://127.0.0.1:7001/notadb",

@@ -215,7 +215,7 @@ static void test_bad_input(void) {
   CHECK(strstr(err, "at least one node") != NULL);
   CHECK(mgr == (redlock_manager *)0x1);
   /* Malformed URLs, and the password never appears in the message. */
-  const char *bad[] = {"", "not a url", "127.0.0.1", "redis://127.0.0.1:99999", "rediss://127.0.0.1:1",
+  const char *bad[] = {"", "not a url", "127.0.0.1", "redis://127.0.0.1:99999", "rediss://127.0.0.1:0",
                        "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x",
                        /* beyond what SELECT accepts (a C int): refused now, not at connect */
                        "redis://:hunter2@127.0.0.1:1/99999999999"};

@@ -44,11 +44,15 @@ const (
 	// NodeDuplicate: not counted, because the node is the same server (the same run_id) as a
 	// lower-indexed node of the list, reached through another address.
 	NodeDuplicate NodeOutcome = C.REDLOCK_NODE_DUPLICATE
+	// NodeTLS: the TLS session with a rediss:// node failed: its certificate is not trusted
+	// (another CA, expired, another name), it refused this client's or wanted one this client
+	// lacks (mutual TLS), or it does not speak TLS. The error's message says which.
+	NodeTLS NodeOutcome = C.REDLOCK_NODE_TLS
 )
 
 // String returns a short name: "success", "rejected", "pending", "timeout", "unreachable",
-// "backoff", "server error", "protocol error", "quarantined", "duplicate", or "NodeOutcome(n)"
-// for other numbers.
+// "backoff", "server error", "protocol error", "quarantined", "duplicate", "tls", or
+// "NodeOutcome(n)" for other numbers.
 func (o NodeOutcome) String() string {
 	switch o {
 	case NodeSuccess:
@@ -71,6 +75,8 @@ func (o NodeOutcome) String() string {
 		return "quarantined"
 	case NodeDuplicate:
 		return "duplicate"
+	case NodeTLS:
+		return "tls"
 	}
 	return "NodeOutcome(" + strconv.Itoa(int(o)) + ")"
 }

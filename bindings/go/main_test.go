@@ -124,10 +124,24 @@ type redisServer struct {
 	cmd   *exec.Cmd
 	dir   string
 	done  chan struct{} // closed when the process has exited and been reaped
+	tls   *tlsServe     // serves TLS only (--port 0 --tls-port port): see tls_test.go
 }
 
 func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-func (s *redisServer) url() string  { return "redis://" + s.addr() }
+func (s *redisServer) url() string {
+	if s.tls != nil {
+		return "rediss://" + s.addr()
+	}
+	return "redis://" + s.addr()
+}
+
+// do sends one command to the server (over TLS for a TLS node; see respDo).
+func (s *redisServer) do(args ...string) (any, error) {
+	if s.tls != nil {
+		return respDoTLS(s.addr(), s.tls.clientConfig(), args...)
+	}
+	return respDo(s.addr(), args...)
+}
 
 // kill kills the server by PID (SIGKILL) and waits until it has been reaped. Idempotent.
 func (s *redisServer) kill() {
@@ -158,6 +172,11 @@ func freePort() (int, error) {
 // extra says otherwise (its arguments come after the defaults, so they override them), and
 // waits (at most 10 s per attempt, 5 attempts) until it answers PING.
 func startServer(extra ...string) (*redisServer, error) {
+	return startServerTLS(nil, extra...)
+}
+
+// startServerTLS is startServer for a node that serves TLS only, as tls says (nil: plain).
+func startServerTLS(tls *tlsServe, extra ...string) (*redisServer, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -168,7 +187,7 @@ func startServer(extra ...string) (*redisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &redisServer{port: port, extra: extra, dir: dir}
+		s := &redisServer{port: port, extra: extra, dir: dir, tls: tls}
 		if err := s.launch(); err != nil {
 			lastErr = fmt.Errorf("attempt %d on port %d: %v", attempt+1, port, err)
 			continue
@@ -191,6 +210,9 @@ func (s *redisServer) launch() error {
 		"--dir", s.dir,
 		"--logfile", logFile,
 		"--daemonize", "no",
+	}
+	if s.tls != nil {
+		args = append(s.tls.args(s.port), args[2:]...) // in place of --port
 	}
 	cmd := exec.Command("redis-server", append(args, s.extra...)...)
 	cmd.Dir = s.dir
@@ -243,7 +265,7 @@ func waitReady(s *redisServer, limit time.Duration) error {
 			return errors.New("redis-server exited")
 		default:
 		}
-		reply, err := respDo(s.addr(), "PING")
+		reply, err := s.do("PING")
 		if err == nil && reply == "PONG" {
 			return nil
 		}

@@ -226,6 +226,8 @@ type options struct {
 
 	prefixSet bool
 	prefix    string
+
+	tls tlsOptions // tls.go
 }
 
 // WithRetry sets the manager's retry policy, how Acquire and Lock retry when given neither
@@ -434,11 +436,13 @@ type Manager struct {
 }
 
 // New creates a manager for the given nodes, each "redis://[user:password@]host[:port][/db]"
-// (port 6379 by default) or "host:port". It checks every option and URL and resolves every
-// host name, but makes no connection until the first lock.
+// (port 6379 by default), the same with "rediss://" for TLS (see WithTLSCAFile), or
+// "host:port". It checks every option and URL and resolves every host name, but makes no
+// connection until the first lock.
 //
 // Errors: ErrInvalidArgument for no nodes, a malformed URL (the message never contains the
-// password), a node listed twice, a host that does not resolve or a bad option.
+// password), a node listed twice, a host that does not resolve, a TLS file that cannot be
+// read or is not the PEM it should be (the message names its path), or a bad option.
 func New(nodes []string, opts ...Option) (*Manager, error) {
 	var o options
 	for _, opt := range opts {
@@ -519,6 +523,9 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 		if st != C.REDLOCK_STATUS_OK {
 			return nil, statusError(st, s.err)
 		}
+	}
+	if err := o.tls.apply(cfg, s); err != nil {
+		return nil, err
 	}
 	var ptr *C.redlock_manager
 	st := C.redlock_manager_new(cfg, &ptr, s.err, errBufLen)

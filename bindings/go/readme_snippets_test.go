@@ -33,6 +33,32 @@ var readmeSnippets = []any{
 	readmeErrors,
 	readmeLabelAndPrefix,
 	readmeHolders,
+	readmeTLS,
+}
+
+// tlsNodes are the URLs of nodes that serve TLS only and require a client certificate, and
+// tlsPEM the files a client of theirs needs: the parameters of readmeTLS (see readmeArgs).
+type tlsNodes []string
+
+type tlsPEM struct{ CA, Cert, Key string }
+
+func readmeTLS(nodes tlsNodes, pem tlsPEM) error {
+	// nodes: []string{"rediss://10.0.0.1:6380", ...}; pem.CA, pem.Cert, pem.Key: PEM files
+	m, err := redlock.New(nodes,
+		redlock.WithTLSCAFile(pem.CA),                // default: the system's trust store
+		redlock.WithTLSClientCert(pem.Cert, pem.Key), // mutual TLS, when the nodes ask for it
+	)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	l, err := m.Lock("orders:42", 10*time.Second) // a node refused: NodeTLS, and why in err
+	if err != nil {
+		return err
+	}
+	defer l.Free()
+	return l.Unlock()
 }
 
 func readmeQuickstart(nodes []string) error {

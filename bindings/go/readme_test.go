@@ -254,6 +254,11 @@ func readmeArgs(t *testing.T, typ reflect.Type) (reflect.Value, func()) {
 		return reflect.ValueOf(sharedNodes), nil
 	case reflect.TypeOf((*redlock.Manager)(nil)):
 		return reflect.ValueOf(newManager(t, sharedNodes)), nil
+	case reflect.TypeOf(tlsNodes(nil)):
+		return reflect.ValueOf(tlsNodes(urls(startTLSCluster(t, 3, testTLS(t, true))))), nil
+	case reflect.TypeOf(tlsPEM{}):
+		s := testTLS(t, true)
+		return reflect.ValueOf(tlsPEM{CA: s.ca, Cert: s.clientCert, Key: s.clientKey}), nil
 	case reflect.TypeOf((<-chan struct{})(nil)):
 		done := make(chan struct{})
 		close(done) // the work is done at once

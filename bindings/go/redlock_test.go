@@ -446,7 +446,7 @@ func TestBadInputs(t *testing.T) {
 		wantIs(t, fmt.Sprintf("New(%#v)", nodes), err, redlock.ErrInvalidArgument)
 	}
 	for _, u := range []string{"", "not a url", "127.0.0.1", "redis://127.0.0.1:99999",
-		"rediss://127.0.0.1:1", "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x",
+		"rediss://127.0.0.1:0", "redis://:hunter2@127.0.0.1:0", "redis://127.0.0.1:1/x",
 		"redis://127.0.0.1:1\x00", "unix:///tmp/redis.sock", "redis://127.0.0.1:1?db=2",
 		// Beyond what SELECT accepts (a C int): refused now, not at the first connect.
 		"redis://:hunter2@127.0.0.1:1/99999999999"} {

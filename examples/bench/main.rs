@@ -7,6 +7,8 @@
 //!     cargo run --release --example bench -- --handoff --secs 10   # hot resource (handoff.rs)
 //!     cargo run --release --example bench -- --many 1,10,100   # several resources (many.rs)
 //!     cargo run --release --example bench -- --semaphore 1,4,64   # semaphores (semaphore.rs)
+//!     cargo run --release --example bench -- --tls --nodes 5 --delays none,1ms \
+//!         --scenarios uncontended,distinct --drivers floor,redlock   # the same over TLS (tls.rs)
 //!
 //! Rows: N = 1, 3, 5 nodes × delay (none; 1 ms one-way on every node; mixed 0.5/1/1/2/5 ms,
 //! the first N of them) × scenario (one client uncontended; 8 threads contending for one
@@ -16,7 +18,10 @@
 //!   then the raw release script the same way (see floor.rs) — the physical limit;
 //! * `redlock`: this library;
 //! * `peer`: the `redlock` crate 2.0.0 from crates.io (sequential, a new connection per
-//!   command).
+//!   command);
+//! * `redlock+tls` (with `--tls`): this library over `rediss://` to nodes that serve TLS only,
+//!   beside the plain nodes in the same interleaved rounds, through the same delay proxies; a
+//!   last table gives TLS against plain per row (medians of the same run).
 //!
 //! Every row reports p50 and p99 of one lock+unlock cycle, throughput, the ratio to the floor
 //! measured in the same run (p50 for one client, throughput for 8 threads), and client CPU
@@ -31,6 +36,7 @@ mod floor;
 mod handoff;
 mod many;
 mod semaphore;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -75,6 +81,7 @@ enum Driver {
     Floor,
     Ours,
     Peer,
+    OursTls,
 }
 
 impl Driver {
@@ -83,6 +90,7 @@ impl Driver {
             Driver::Floor => "floor",
             Driver::Ours => "redlock",
             Driver::Peer => "peer",
+            Driver::OursTls => "redlock+tls",
         }
     }
 }
@@ -144,6 +152,8 @@ struct Opts {
     many: Vec<usize>,
     /// `--semaphore`: permit counts for semaphore rows.
     semaphore: Vec<u32>,
+    /// `--tls`: the `redlock+tls` driver beside the others, and the TLS/plain table.
+    tls: bool,
 }
 
 fn parse() -> Opts {
@@ -166,6 +176,7 @@ fn parse() -> Opts {
         delays_given: false,
         many: Vec::new(),
         semaphore: Vec::new(),
+        tls: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -183,6 +194,7 @@ fn parse() -> Opts {
                 o.delays_given = true;
             }
             "--handoff" => o.handoff = true,
+            "--tls" => o.tls = true,
             "--many" => o.many = v().split(',').map(|n| n.parse().expect("--many")).collect(),
             "--semaphore" => {
                 o.semaphore = v()
@@ -220,6 +232,7 @@ fn parse() -> Opts {
                         "floor" => Driver::Floor,
                         "redlock" | "ours" => Driver::Ours,
                         "peer" => Driver::Peer,
+                        "redlock+tls" => Driver::OursTls,
                         _ => panic!("unknown driver {s}"),
                     })
                     .collect()
@@ -232,7 +245,7 @@ fn parse() -> Opts {
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
                      --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
-                     --many 1,10,100 --semaphore 1,4,64"
+                     --many 1,10,100 --semaphore 1,4,64 --tls"
                 );
                 std::process::exit(0);
             }
@@ -283,13 +296,19 @@ fn endpoints(servers: &[u16], n: usize, delay: &str, proxies: &mut Vec<DelayProx
 /// Runs one driver for `secs`: `threads` client threads, each doing cycles until the time is
 /// up.
 fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &str) -> Raw {
+    let scheme = if driver == Driver::OursTls {
+        "rediss"
+    } else {
+        "redis"
+    };
     let urls: Vec<String> = ports
         .iter()
-        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .map(|p| format!("{scheme}://127.0.0.1:{p}"))
         .collect();
-    let ours = (driver == Driver::Ours).then(|| {
+    let ours = matches!(driver, Driver::Ours | Driver::OursTls).then(|| {
         Redlock::new(
             support::config(urls.clone())
+                .tls(tls::options())
                 .retry_delay(RETRY_DELAY)
                 // Long enough that a 5 ms node is never timed out by a slow machine.
                 .node_timeout(Duration::from_millis(200)),
@@ -338,7 +357,7 @@ fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &s
                         let ok = loop {
                             let got = match driver {
                                 Driver::Floor => floor.as_mut().unwrap().cycle(&resource, TTL_MS),
-                                Driver::Ours => {
+                                Driver::Ours | Driver::OursTls => {
                                     match ours
                                         .as_ref()
                                         .unwrap()
@@ -567,6 +586,19 @@ fn main() {
     let max_n = o.nodes.iter().copied().max().unwrap_or(5).max(5);
     let cluster = support::Cluster::start(max_n);
     let servers: Vec<u16> = cluster.servers.iter().map(|s| s.port).collect();
+    let mut drivers = o.drivers.clone();
+    // With --tls: as many nodes again, serving TLS only, for the redlock+tls driver.
+    let tls_cluster = o.tls.then(|| {
+        if !drivers.contains(&Driver::OursTls) {
+            drivers.push(Driver::OursTls);
+        }
+        tls::start(max_n)
+    });
+    let tls_servers: Vec<u16> = tls_cluster
+        .iter()
+        .flat_map(|c| c.servers.iter().map(|s| s.port))
+        .collect();
+    let mut tls_rows = Vec::new();
     if let Some(cycles) = o.long {
         long_run(&servers, cycles);
         return;
@@ -624,22 +656,37 @@ fn main() {
         for delay in &o.delays {
             let mut proxies = Vec::new();
             let ports = endpoints(&servers, n, delay, &mut proxies);
+            let tls_ports = if o.tls {
+                endpoints(&tls_servers, n, delay, &mut proxies)
+            } else {
+                Vec::new()
+            };
             for &scenario in &o.scenarios {
                 // Drivers take turns in short rounds, so that drift on a busy machine (other
                 // processes, thermal state) hits them alike.
                 let mut raws: BTreeMap<Driver, Raw> = BTreeMap::new();
                 for round in 0..o.rounds {
-                    for &driver in &o.drivers {
+                    for &driver in &drivers {
                         row_id += 1;
                         let tag = format!("r{row_id}");
                         let chunk = o.secs / o.rounds as f64;
-                        let r = run_row(driver, scenario, &ports, chunk, &tag);
+                        let p = if driver == Driver::OursTls {
+                            &tls_ports
+                        } else {
+                            &ports
+                        };
+                        let r = run_row(driver, scenario, p, chunk, &tag);
                         raws.entry(driver).or_default().add(r);
                         let _ = round;
                     }
                 }
                 let results: BTreeMap<Driver, Row> =
                     raws.into_iter().map(|(d, r)| (d, r.row())).collect();
+                if let (Some(plain), Some(over)) =
+                    (results.get(&Driver::Ours), results.get(&Driver::OursTls))
+                {
+                    tls_rows.push(tls::Compared::new(n, delay, scenario.name(), plain, over));
+                }
                 let floor_ref = results.get(&Driver::Floor).map(|r| (r.p50, r.per_sec));
                 for (driver, r) in results {
                     let ratio = match (floor_ref, scenario) {
@@ -669,5 +716,8 @@ fn main() {
                 }
             }
         }
+    }
+    if o.tls {
+        tls::summary(&tls_rows);
     }
 }

@@ -1,12 +1,14 @@
 //! `redlock_config`: an opaque builder with one setter per option.
 
-use std::ffi::c_char;
+use std::ffi::{CStr, OsStr, c_char};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{
     FfiError, bytes, c_str, guard, guard_or, handle, live_mut, redlock_status, release, take,
 };
-use crate::{Config, NodeAddr};
+use crate::{Config, NodeAddr, TlsOptions};
 
 /// Options for a manager: an opaque builder with one setter per option.
 ///
@@ -17,7 +19,9 @@ use crate::{Config, NodeAddr};
 /// Methods: `redlock_config_new`, `redlock_config_free`, `redlock_config_add_node`,
 /// `redlock_config_set_retry`, `redlock_config_set_drift_factor`, `redlock_config_set_timeouts`,
 /// `redlock_config_set_max_ttl`, `redlock_config_set_restart_quarantine`,
-/// `redlock_config_set_key_prefix`, `redlock_config_set_label`.
+/// `redlock_config_set_key_prefix`, `redlock_config_set_label`, `redlock_config_set_tls_ca_file`,
+/// `redlock_config_set_tls_client_cert`, `redlock_config_set_tls_server_name`,
+/// `redlock_config_set_tls_insecure_skip_verify`.
 pub struct redlock_config {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
@@ -305,4 +309,142 @@ pub unsafe extern "C" fn redlock_config_set_label(
             Ok(c.label(l))
         })
     }
+}
+
+/// A file path from a NUL-terminated string: any bytes but NUL (the OS's own encoding), not
+/// empty.
+///
+/// # Safety
+/// `ptr` must be NULL or NUL-terminated.
+unsafe fn c_path(ptr: *const c_char, what: &str) -> Result<PathBuf, FfiError> {
+    if ptr.is_null() {
+        return Err(FfiError::null(what));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(ptr) }.to_bytes();
+    if bytes.is_empty() {
+        return Err(FfiError::invalid(format!("{what} is empty")));
+    }
+    Ok(PathBuf::from(OsStr::from_bytes(bytes)))
+}
+
+/// The config with its TLS options changed by `f`, if the new setting passed its `check`
+/// (made with the setting alone, so that each setter reads only its own files).
+fn with_tls(
+    c: Config,
+    check: Result<(), crate::Error>,
+    f: impl FnOnce(TlsOptions) -> TlsOptions,
+) -> Result<Config, FfiError> {
+    check?;
+    let tls = f(c.tls_options().clone());
+    Ok(c.tls(tls))
+}
+
+/// Trusts the CA certificates of the PEM file `pem_path` (one or more `CERTIFICATE`
+/// sections) for the `rediss://` nodes, instead of the system's trust store (the default).
+/// The file is read now, and again by `redlock_manager_new`: one that is missing, unreadable
+/// or holds no usable certificate is INVALID_ARGUMENT, with the path in the message (never the
+/// file's content). Plain `redis://` nodes ignore TLS options.
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg`, `pem_path`), INVALID_HANDLE, INVALID_ARGUMENT (the
+/// config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `pem_path` a NUL-terminated path; `err` NULL or `err_len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_tls_ca_file(
+    cfg: *mut redlock_config,
+    pem_path: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = |c: Config| {
+        // SAFETY: NUL-terminated per the caller's contract.
+        let path = unsafe { c_path(pem_path, "pem_path") }?;
+        let check = Config::check_tls(&TlsOptions::new().ca_file(&path));
+        with_tls(c, check, |t| t.ca_file(path))
+    };
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, f) }
+}
+
+/// Presents a client certificate to the `rediss://` nodes that ask for one (mutual TLS, a
+/// node with `tls-auth-clients yes`): `cert_pem_path` holds the certificate (then any
+/// intermediates), `key_pem_path` its private key (PKCS#8, PKCS#1 or SEC1), both PEM. Both are
+/// read now, and again by `redlock_manager_new`: a missing or unreadable file, one without
+/// the expected PEM section, or a key that does not belong to the certificate is
+/// INVALID_ARGUMENT naming the path (never the key or the certificate). Default: none.
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg`, either path), INVALID_HANDLE, INVALID_ARGUMENT (the
+/// config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; both paths NUL-terminated; `err` NULL or `err_len` writable
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_tls_client_cert(
+    cfg: *mut redlock_config,
+    cert_pem_path: *const c_char,
+    key_pem_path: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = |c: Config| {
+        // SAFETY: NUL-terminated per the caller's contract.
+        let cert = unsafe { c_path(cert_pem_path, "cert_pem_path") }?;
+        // SAFETY: as above.
+        let key = unsafe { c_path(key_pem_path, "key_pem_path") }?;
+        let check = Config::check_tls(&TlsOptions::new().client_cert(&cert, &key));
+        with_tls(c, check, |t| t.client_cert(cert, key))
+    };
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, f) }
+}
+
+/// Sets the name every `rediss://` node's certificate must carry, and that is sent in the
+/// handshake (SNI), instead of the host of each node's URL: for nodes addressed by IP whose
+/// certificates name a host. `name` is a DNS name or an IP address. Default: each node's host.
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg`, `name`), INVALID_HANDLE, INVALID_ARGUMENT (not UTF-8,
+/// not a DNS name or an IP address; the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `name` NUL-terminated; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_tls_server_name(
+    cfg: *mut redlock_config,
+    name: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = |c: Config| {
+        // SAFETY: NUL-terminated per the caller's contract.
+        let name = unsafe { c_str(name, "name") }?;
+        let check = Config::check_tls(&TlsOptions::new().server_name(name));
+        with_tls(c, check, |t| t.server_name(name))
+    };
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, f) }
+}
+
+/// **Insecure: for tests only.** `skip` = true accepts any certificate from any `rediss://`
+/// node: who signed it, when it expires and what it names are not checked, so anyone on the
+/// path can read and change every command, and grant locks (the traffic is still encrypted).
+/// `redlock_manager_new` logs a warning when it is on. Default: false.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE.
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_tls_insecure_skip_verify(
+    cfg: *mut redlock_config,
+    skip: bool,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = |c: Config| with_tls(c, Ok(()), |t| t.insecure_skip_verify(skip));
+    // SAFETY: per this function's contract.
+    unsafe { with_cfg(cfg, err, err_len, f) }
 }

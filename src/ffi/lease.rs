@@ -155,6 +155,10 @@ pub enum redlock_node_outcome {
     /// Not counted: the node is the same server as a lower-indexed node (the same `run_id`,
     /// reached through another address).
     REDLOCK_NODE_DUPLICATE = 9,
+    /// The TLS session with a `rediss://` node failed: its certificate is not trusted (unknown
+    /// CA, expired, another name), it refused ours or wanted one this client lacks, or it does
+    /// not speak TLS. Also while the node waits out the reconnect backoff that follows.
+    REDLOCK_NODE_TLS = 10,
 }
 
 impl From<&NodeOutcome> for redlock_node_outcome {
@@ -171,6 +175,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::Protocol(_) => REDLOCK_NODE_PROTOCOL,
             NodeOutcome::Quarantined { .. } => REDLOCK_NODE_QUARANTINED,
             NodeOutcome::Duplicate { .. } => REDLOCK_NODE_DUPLICATE,
+            NodeOutcome::Tls(_) => REDLOCK_NODE_TLS,
         }
     }
 }

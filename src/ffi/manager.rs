@@ -52,8 +52,10 @@ unsafe fn manager_or_none<'a>(mgr: *const redlock_manager) -> Option<&'a Redlock
 ///
 /// Statuses: OK (`*out` receives the manager), NULL_ARGUMENT (`cfg`, `out`), INVALID_HANDLE
 /// (`cfg`), INVALID_ARGUMENT
-/// (no nodes, a node listed twice, a host that does not resolve, …). `*out` is written only
-/// on success.
+/// (no nodes, a node listed twice, a host that does not resolve, a TLS file that cannot be
+/// read or is not the PEM it should be, …). `*out` is written only on success. With TLS
+/// verification off (`redlock_config_set_tls_insecure_skip_verify`) and a `rediss://` node, a
+/// warning is written to stderr.
 ///
 /// # Safety
 /// `cfg` must be a live config; `out` a writable pointer; `err` NULL or `err_len` writable
@@ -72,7 +74,22 @@ pub unsafe extern "C" fn redlock_manager_new(
             return Err(FfiError::null("out"));
         }
         let config = cfg.inner.clone();
+        let insecure = config.tls_options().skips_verification()
+            && config
+                .node_urls()
+                .iter()
+                .any(|u| u.starts_with("rediss://"));
         let mgr = Redlock::new(config)?;
+        if insecure {
+            // A C, Python or Go host has no `log` logger: the warning goes to stderr itself.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "redlock: WARNING: TLS certificate verification is OFF \
+                 (redlock_config_set_tls_insecure_skip_verify): any node, or anyone on the path \
+                 to it, is trusted; for tests only"
+            );
+        }
         let raw = Box::into_raw(Box::new(redlock_manager {
             magic: <redlock_manager as super::Handle>::MAGIC,
             inner: mgr,

@@ -8,6 +8,14 @@
 //! must never run on a connection whose `AUTH` or `SELECT` failed, where it would act in the
 //! wrong database or as the wrong user. That costs one round trip per new connection, never
 //! per step.
+//!
+//! A `rediss://` connection puts the node's TLS session ([`crate::tls::Session`]) between the
+//! buffers and the socket: the output buffer holds TLS records (so writers outside the lock
+//! write bytes as before), and the reply reader reads what the session decrypts. Its TLS
+//! handshake is one more phase of connecting: the handshake's records go out and come in
+//! through the same buffers and the same `poll(2)` as commands, and the Redis handshake is
+//! queued behind it. So a node whose TLS handshake hangs costs its callers nothing more than
+//! a node whose TCP connect hangs: its deadline.
 
 use std::io::{self, Read};
 use std::net::SocketAddr;
@@ -18,6 +26,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::mux::{Interest, Readiness};
 use crate::resp::{ReadError, Reply, ReplyReader};
+use crate::tls;
 
 /// More unanswered bytes than this from one node between two replies is a protocol error: our
 /// replies are tiny, so only a broken or hostile node sends this much.
@@ -30,6 +39,8 @@ const MAX_QUEUED_BYTES: usize = 4 << 20;
 enum Phase {
     /// The TCP connect is in progress.
     Connecting,
+    /// Connected; the TLS handshake is in progress (`rediss://` only).
+    Tls,
     /// Connected; the handshake's replies have not all arrived.
     Handshake,
     /// Commands may be written.
@@ -59,12 +70,24 @@ pub(crate) struct Conn {
     bytes_since_reply: usize,
     /// The handshake's replies have not all arrived yet.
     handshake_pending: bool,
+    /// The TLS session, for a `rediss://` node: `out` then holds its records.
+    tls: Option<tls::Session>,
+    /// On a TLS connection, commands queued since the last write, encrypted when a writer
+    /// takes the output: what was queued together goes out as one record, not one each.
+    plain: Vec<u8>,
+    /// The handshake's commands, while the TLS handshake they go behind is in progress.
+    early: Vec<u8>,
 }
 
 impl Conn {
     /// Starts a non-blocking connect to `addr` and queues `handshake`, to be written as soon
-    /// as the connection is established.
-    pub(crate) fn connect(addr: SocketAddr, handshake: &[u8]) -> io::Result<Conn> {
+    /// as the connection is established: over TLS with `tls` (after the TLS handshake, whose
+    /// first records are queued now), else in plain.
+    pub(crate) fn connect(
+        addr: SocketAddr,
+        handshake: &[u8],
+        tls: Option<&tls::Client>,
+    ) -> io::Result<Conn> {
         let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         sock.set_nonblocking(true)?;
         sock.set_tcp_nodelay(true)?;
@@ -74,7 +97,15 @@ impl Conn {
             Err(e) => return Err(e),
         };
         let mut c = Conn::new(sock, Phase::Connecting);
-        c.out.extend_from_slice(handshake);
+        match tls {
+            Some(client) => {
+                let mut session = client.session()?;
+                session.flush(&mut c.out); // the ClientHello
+                c.tls = Some(session);
+                c.early.extend_from_slice(handshake);
+            }
+            None => c.out.extend_from_slice(handshake),
+        }
         c.handshake_pending = !handshake.is_empty();
         if connected {
             c.established();
@@ -93,6 +124,9 @@ impl Conn {
             reader: ReplyReader::new(),
             bytes_since_reply: 0,
             handshake_pending: false,
+            tls: None,
+            plain: Vec::new(),
+            early: Vec::new(),
         }
     }
 
@@ -105,10 +139,52 @@ impl Conn {
 
     fn established(&mut self) {
         if self.phase == Phase::Connecting {
-            self.phase = Phase::Handshake;
+            self.phase = if self.tls.is_some() {
+                Phase::Tls
+            } else {
+                Phase::Handshake
+            };
         }
         if !self.handshake_pending {
             self.handshake_done();
+        }
+    }
+
+    /// After a read: once the TLS handshake has completed, the handshake's commands go out
+    /// (and, with none, what was held).
+    fn tls_progress(&mut self) {
+        if self.phase != Phase::Tls || self.tls.as_ref().is_none_or(|t| t.is_handshaking()) {
+            return;
+        }
+        self.phase = Phase::Handshake;
+        let early = std::mem::take(&mut self.early);
+        self.push_out(&early);
+        if !self.handshake_pending {
+            self.handshake_done();
+        }
+    }
+
+    /// Appends bytes to the output (on a TLS connection, to what the next writer encrypts);
+    /// returns how much waits to be written.
+    fn push_out(&mut self, bytes: &[u8]) -> usize {
+        let buf = if self.tls.is_some() {
+            &mut self.plain
+        } else {
+            &mut self.out
+        };
+        buf.extend_from_slice(bytes);
+        self.out.len() + self.plain.len()
+    }
+
+    /// Encrypts what waits in `plain` into records at the end of `out`.
+    fn seal(&mut self) -> io::Result<()> {
+        match &mut self.tls {
+            Some(t) if !self.plain.is_empty() => {
+                let r = t.write(&self.plain, &mut self.out);
+                self.plain.clear();
+                r
+            }
+            _ => Ok(()),
         }
     }
 
@@ -120,7 +196,7 @@ impl Conn {
     /// True while bytes wait to be written (held behind the handshake, queued, or taken by a
     /// writer that has not given the rest back).
     pub(crate) fn has_output(&self) -> bool {
-        !self.out.is_empty() || !self.held.is_empty() || self.writing
+        !self.out.is_empty() || !self.plain.is_empty() || !self.held.is_empty() || self.writing
     }
 
     /// The handshake's replies have all arrived and none failed: what was held may go out.
@@ -130,7 +206,7 @@ impl Conn {
             self.phase = Phase::Ready;
             if !self.held.is_empty() {
                 let held = std::mem::take(&mut self.held);
-                self.out.extend_from_slice(&held);
+                self.push_out(&held);
             }
         }
     }
@@ -150,20 +226,20 @@ impl Conn {
         }
         Interest {
             read: true,
-            write: !self.out.is_empty() && !self.writing,
+            write: (!self.out.is_empty() || !self.plain.is_empty()) && !self.writing,
         }
     }
 
     /// Queues a command: for the next write when the connection is ready, held until the
     /// handshake completes otherwise.
     pub(crate) fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let buf = if self.phase == Phase::Ready {
-            &mut self.out
+        let queued = if self.phase == Phase::Ready {
+            self.push_out(bytes)
         } else {
-            &mut self.held
+            self.held.extend_from_slice(bytes);
+            self.held.len()
         };
-        buf.extend_from_slice(bytes);
-        if buf.len() > MAX_QUEUED_BYTES {
+        if queued > MAX_QUEUED_BYTES {
             return Err(io::Error::other("the node stopped reading its socket"));
         }
         Ok(())
@@ -179,18 +255,24 @@ impl Conn {
         Ok(())
     }
 
-    /// Takes the bytes waiting to be written, with the socket to write them to, unless the
-    /// connection is still connecting, nothing waits, or another writer is at it.
-    pub(crate) fn take_output(&mut self) -> Option<(Arc<Socket>, Vec<u8>)> {
-        if self.phase == Phase::Connecting || self.writing || self.out.is_empty() {
-            return None;
+    /// Takes the bytes waiting to be written (on a TLS connection, the commands queued since
+    /// the last write sealed into records first), with the socket to write them to, unless the
+    /// connection is still connecting, nothing waits, or another writer is at it. `Err`: the
+    /// TLS session refused the data.
+    pub(crate) fn take_output(&mut self) -> io::Result<Option<(Arc<Socket>, Vec<u8>)>> {
+        if self.phase == Phase::Connecting || self.writing {
+            return Ok(None);
+        }
+        self.seal()?;
+        if self.out.is_empty() {
+            return Ok(None);
         }
         self.writing = true;
         let spare = std::mem::take(&mut self.spare);
-        Some((
+        Ok(Some((
             Arc::clone(&self.sock),
             std::mem::replace(&mut self.out, spare),
-        ))
+        )))
     }
 
     /// The writer is done with `buf`, of which the socket took the first `sent` bytes: the
@@ -220,7 +302,9 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads the next complete reply, if one has arrived (never waits).
+    /// Reads the next complete reply, if one has arrived (never waits). On a TLS connection
+    /// this also moves the TLS handshake on: what the node sent is processed, and what the
+    /// session must answer is queued for the next write.
     pub(crate) fn next_reply(&mut self) -> Result<Option<Reply>, ReadError> {
         if self.phase == Phase::Connecting {
             return Ok(None);
@@ -229,11 +313,46 @@ impl Conn {
             sock: &self.sock,
             used: &mut self.bytes_since_reply,
         };
-        let r = self.reader.next(&mut limited);
+        let r = match &mut self.tls {
+            None => self.reader.next(&mut limited),
+            Some(session) => self.reader.next(Decrypted {
+                session,
+                sock: limited,
+                out: &mut self.out,
+            }),
+        };
+        let r = match r {
+            Err(ReadError::Io(e)) => Err(match tls::failure(&e) {
+                Some(why) => ReadError::Tls(why),
+                None => ReadError::Io(e),
+            }),
+            Err(ReadError::Closed) if self.phase == Phase::Tls => Err(ReadError::Tls(
+                "the node closed the connection during the TLS handshake (is this its TLS \
+                 port? does it want a client certificate this client lacks?)"
+                    .into(),
+            )),
+            other => other,
+        };
         if let Ok(Some(_)) = r {
             self.bytes_since_reply = 0;
         }
+        if r.is_ok() {
+            self.tls_progress();
+        }
         r
+    }
+}
+
+/// The plaintext of a TLS connection, as a reader for the reply reader.
+struct Decrypted<'a> {
+    session: &'a mut tls::Session,
+    sock: Limited<'a>,
+    out: &'a mut Vec<u8>,
+}
+
+impl Read for Decrypted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.session.read(&mut self.sock, buf, self.out)
     }
 }
 
@@ -290,7 +409,7 @@ mod tests {
     #[test]
     fn commands_wait_for_the_handshake() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = Conn::connect(l.local_addr().unwrap(), b"HS\r\n").unwrap();
+        let mut c = Conn::connect(l.local_addr().unwrap(), b"HS\r\n", None).unwrap();
         let (mut peer, _) = l.accept().unwrap();
         c.send(b"CMD\r\n").unwrap();
         assert!(c.is_starting());
@@ -301,7 +420,7 @@ mod tests {
         };
         c.on_writable(ready).unwrap();
         let write = |c: &mut Conn| {
-            let (sock, buf) = c.take_output().expect("bytes to write");
+            let (sock, buf) = c.take_output().unwrap().expect("bytes to write");
             let n = write_some(&sock, &buf).unwrap();
             c.put_back(buf, n).unwrap();
         };
@@ -310,7 +429,7 @@ mod tests {
         peer.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"HS\r\n");
         // Nothing more until the handshake is done.
-        assert!(c.take_output().is_none());
+        assert!(c.take_output().unwrap().is_none());
         c.handshake_done();
         assert!(!c.is_starting());
         write(&mut c);
@@ -324,14 +443,14 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         let mut c = Conn::from_socket(Socket::from(a));
         c.send(b"one ").unwrap();
-        let (sock, buf) = c.take_output().unwrap();
+        let (sock, buf) = c.take_output().unwrap().unwrap();
         // Queued while the first writer holds its batch: it waits for the next one.
         c.send(b"two ").unwrap();
-        assert!(c.take_output().is_none() && !c.interest().write);
+        assert!(c.take_output().unwrap().is_none() && !c.interest().write);
         // The socket took only two bytes: the rest goes back ahead of "two ".
         let n = write_some(&sock, &buf[..2]).unwrap();
         c.put_back(buf, n).unwrap();
-        let (sock, buf) = c.take_output().unwrap();
+        let (sock, buf) = c.take_output().unwrap().unwrap();
         assert_eq!(buf, b"e two ");
         let n = write_some(&sock, &buf).unwrap();
         c.put_back(buf, n).unwrap();

@@ -11,6 +11,7 @@ use crate::config::{MARKER_KEY, NodeAddr};
 use crate::error::{NodeOutcome, QuarantineReason};
 use crate::resp::{self, Reply};
 use crate::timing::RttEstimate;
+use crate::tls;
 
 /// What a node in Redis Cluster mode is told: its keys live on other nodes (it answers
 /// `MOVED`, `ASK`, `CLUSTERDOWN`, …), and Redlock needs independent masters, each holding
@@ -43,6 +44,7 @@ pub(crate) fn describe(o: &NodeOutcome) -> String {
     match o {
         NodeOutcome::Unreachable(s)
         | NodeOutcome::Protocol(s)
+        | NodeOutcome::Tls(s)
         | NodeOutcome::ServerError(s)
         | NodeOutcome::AuthFailed(s) => s.clone(),
         NodeOutcome::Timeout => "timeout".into(),
@@ -230,6 +232,8 @@ pub(crate) struct Node {
     /// `addr` as text, passwords redacted (reports copy it rather than format it each time).
     pub addr_text: String,
     pub sockaddr: Option<SocketAddr>,
+    /// For a `rediss://` node: what its connections' TLS sessions start from.
+    pub tls: Option<tls::Client>,
     /// The bytes every new connection starts with, and what each reply to them means.
     pub handshake: Vec<u8>,
     pub handshake_kinds: Vec<Hs>,
@@ -287,11 +291,14 @@ impl Node {
     /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by
     /// `SCRIPT LOAD` of every script and `INFO server` (identity and uptime, for restart
     /// detection). With quarantine off, it also reads `appendonly` and
-    /// `appendfsync`, to warn about a node that does not persist every write.
+    /// `appendfsync`, to warn about a node that does not persist every write. With `tls`, its
+    /// connections are TLS.
+    #[allow(clippy::too_many_arguments)] // each is one fact about the node, named at the call
     pub(crate) fn new(
         index: usize,
         addr: NodeAddr,
         sockaddr: Option<SocketAddr>,
+        tls: Option<tls::Client>,
         scripts: &[&str],
         policy: QuarantinePolicy,
         peers: Arc<Peers>,
@@ -337,6 +344,7 @@ impl Node {
             addr_text: addr.to_string(),
             addr,
             sockaddr,
+            tls,
             handshake,
             handshake_kinds: kinds,
             policy,
@@ -370,6 +378,7 @@ impl Node {
         let mut n = Node::new(
             index,
             NodeAddr::parse(&format!("127.0.0.1:{}", 1 + index)).unwrap(),
+            None,
             None,
             &[],
             QuarantinePolicy {
@@ -790,15 +799,18 @@ impl Node {
     }
 
     /// What to report for the node while it waits out its reconnect backoff at `now`:
-    /// `Backoff` with the last failure, or the refusal of our credentials itself (so that a
-    /// step during the backoff still tells an authentication failure from a dead node).
+    /// `Backoff` with the last failure, or the refusal of our credentials or the TLS failure
+    /// itself (so that a step during the backoff still tells a configuration problem from a
+    /// dead node).
     pub(crate) fn backoff(&self, now: Instant) -> Option<NodeOutcome> {
         if self.failures.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let h = self.health.lock().unwrap_or_else(|p| p.into_inner());
         match (h.retry_at, &h.last_error) {
-            (Some(t), Some(o @ NodeOutcome::AuthFailed(_))) if now < t => Some(o.clone()),
+            (Some(t), Some(o @ (NodeOutcome::AuthFailed(_) | NodeOutcome::Tls(_)))) if now < t => {
+                Some(o.clone())
+            }
             (Some(t), last) if now < t => Some(NodeOutcome::Backoff(
                 last.as_ref().map(describe).unwrap_or_default(),
             )),
@@ -819,6 +831,7 @@ impl Node {
         let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
         h.last_error = Some(what.clone());
         let auth = matches!(what, NodeOutcome::AuthFailed(_));
+        let tls = matches!(what, NodeOutcome::Tls(_));
         let what = describe(what);
         if connection {
             let shift = (n - 1).min(20);
@@ -831,6 +844,8 @@ impl Node {
                 h.warned = true;
                 let how = if auth {
                     "refused our credentials"
+                } else if tls {
+                    "failed TLS"
                 } else {
                     "unreachable"
                 };
@@ -910,6 +925,7 @@ mod tests {
         Node::new(
             0,
             NodeAddr::parse("127.0.0.1:1").unwrap(),
+            None,
             None,
             &[],
             QuarantinePolicy {

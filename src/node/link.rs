@@ -419,7 +419,7 @@ impl Link {
             return Err(skipped);
         }
         let conn = match self.node.sockaddr {
-            Some(addr) => Conn::connect(addr, &self.node.handshake),
+            Some(addr) => Conn::connect(addr, &self.node.handshake, self.node.tls.as_ref()),
             None => Err(io::Error::new(
                 io::ErrorKind::AddrNotAvailable,
                 "no address",
@@ -438,7 +438,9 @@ impl Link {
                             .map(|(i, k)| Entry {
                                 purpose: Purpose::Handshake(*k),
                                 sent_at: now,
-                                timed: i == 0,
+                                // Over TLS the first reply also waits for the TLS handshake
+                                // (round trips and signatures): no fair sample.
+                                timed: i == 0 && self.node.tls.is_none(),
                             }),
                     );
                 Ok(())
@@ -596,10 +598,15 @@ impl Link {
             let (sock, buf, generation) = {
                 let mut st = self.lock();
                 let generation = st.generation;
-                let Some((sock, buf)) = st.conn.as_mut().and_then(Conn::take_output) else {
-                    return;
+                let taken = match st.conn.as_mut().map(Conn::take_output) {
+                    Some(Ok(Some(t))) => t,
+                    Some(Err(e)) => {
+                        let outcome = unreachable_from(&e);
+                        return self.fail_all(&mut st, outcome, now, settings, wakes);
+                    }
+                    Some(Ok(None)) | None => return,
                 };
-                (sock, buf, generation)
+                (taken.0, taken.1, generation)
             };
             let written = conn::write_some(&sock, &buf);
             let mut st = self.lock();
@@ -655,6 +662,7 @@ impl Link {
                 }
                 Err(ReadError::Io(e)) => unreachable_from(&e),
                 Err(ReadError::Protocol(s)) => NodeOutcome::Protocol(s),
+                Err(ReadError::Tls(s)) => NodeOutcome::Tls(s),
             });
         }
     }

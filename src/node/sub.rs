@@ -18,6 +18,7 @@ use crate::mux::{Interest, Readiness};
 use crate::node::conn::{self, Conn};
 use crate::node::health::{ConnSettings, Node, auth_and_select};
 use crate::resp::{self, ReadError, Reply};
+use crate::tls;
 
 /// What a subscriber connection reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,7 @@ pub(crate) enum SubEvent {
 pub(crate) struct Sub {
     addr_text: String,
     sockaddr: Option<SocketAddr>,
+    tls: Option<tls::Client>,
     handshake: Vec<u8>,
     handshake_len: usize,
     conn: Option<Conn>,
@@ -55,6 +57,7 @@ impl Sub {
         Sub {
             addr_text: node.addr_text.clone(),
             sockaddr: node.sockaddr,
+            tls: node.tls.clone(),
             handshake,
             handshake_len,
             conn: None,
@@ -75,7 +78,7 @@ impl Sub {
         let Some(addr) = self.sockaddr else {
             return self.fail(now, "no address".into(), s, ev);
         };
-        match Conn::connect(addr, &self.handshake) {
+        match Conn::connect(addr, &self.handshake, self.tls.as_ref()) {
             Ok(c) => {
                 self.conn = Some(c);
                 self.handshake_left = self.handshake_len;
@@ -163,7 +166,7 @@ impl Sub {
         let Some(c) = self.conn.as_mut() else {
             return Ok(());
         };
-        if let Some((sock, buf)) = c.take_output() {
+        if let Some((sock, buf)) = c.take_output().map_err(|e| e.to_string())? {
             let n = conn::write_some(&sock, &buf).map_err(|e| e.to_string())?;
             c.put_back(buf, n).map_err(|e| e.to_string())?;
         }
@@ -183,10 +186,16 @@ impl Sub {
             };
             let reply = match c.next_reply() {
                 Ok(Some(r)) => r,
-                Ok(None) => return Ok(()),
+                Ok(None) => {
+                    // A TLS handshake may have completed: with no handshake commands of its
+                    // own, the connection is up now; what the read queued goes out.
+                    self.check_up(ev);
+                    return self.write();
+                }
                 Err(ReadError::Closed) => return Err("connection closed by the node".into()),
                 Err(ReadError::Io(e)) => return Err(e.to_string()),
                 Err(ReadError::Protocol(p)) => return Err(format!("protocol error: {p}")),
+                Err(ReadError::Tls(t)) => return Err(format!("TLS failed: {t}")),
             };
             if self.handshake_left > 0 {
                 if let Reply::Error { text, .. } = &reply {

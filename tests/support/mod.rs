@@ -15,6 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub mod proxy;
+pub mod tls;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -53,6 +54,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: PathBuf,
     args: Vec<String>,
+    /// TLS only, on `port` (`--port 0 --tls-port port`).
+    tls: Option<tls::TlsServe>,
 }
 
 impl RedisServer {
@@ -63,6 +66,20 @@ impl RedisServer {
 
     /// A server with extra `redis-server` arguments (e.g. `["--requirepass", "pw"]`).
     pub fn start_with(args: &[&str]) -> RedisServer {
+        RedisServer::start_full(args, None)
+    }
+
+    /// A server that serves TLS only (`--port 0 --tls-port P`), as `tls` says.
+    pub fn start_tls(tls: &tls::TlsServe) -> RedisServer {
+        RedisServer::start_full(&[], Some(tls.clone()))
+    }
+
+    /// The same with extra `redis-server` arguments.
+    pub fn start_tls_with(tls: &tls::TlsServe, args: &[&str]) -> RedisServer {
+        RedisServer::start_full(args, Some(tls.clone()))
+    }
+
+    fn start_full(args: &[&str], tls: Option<tls::TlsServe>) -> RedisServer {
         let bin = redis_server_binary();
         for _ in 0..20 {
             let port = free_port();
@@ -77,6 +94,7 @@ impl RedisServer {
                 child: None,
                 dir,
                 args: args.iter().map(|a| a.to_string()).collect(),
+                tls: tls.clone(),
             };
             if s.spawn(&bin) {
                 return s;
@@ -87,9 +105,11 @@ impl RedisServer {
 
     fn spawn(&mut self, bin: &str) -> bool {
         let mut cmd = Command::new(bin);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .arg("--bind")
+        match &self.tls {
+            Some(t) => cmd.args(t.args(self.port)),
+            None => cmd.arg("--port").arg(self.port.to_string()),
+        };
+        cmd.arg("--bind")
             .arg("127.0.0.1")
             .arg("--dir")
             .arg(&self.dir)
@@ -115,7 +135,11 @@ impl RedisServer {
                 return false; // exited: most likely the port was taken meanwhile
             }
             // Our server must answer, not another one that took the port first.
-            if serves(self.port, child.id()) {
+            let up = match &self.tls {
+                Some(t) => serves_tls(t, self.port, child.id()),
+                None => serves(self.port, child.id()),
+            };
+            if up {
                 self.child = Some(child);
                 return true;
             }
@@ -126,8 +150,19 @@ impl RedisServer {
         false
     }
 
+    /// `redis://127.0.0.1:P`, or `rediss://…` for a TLS node.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// How the node serves TLS, if it does.
+    pub fn tls(&self) -> Option<&tls::TlsServe> {
+        self.tls.as_ref()
     }
 
     pub fn pid(&self) -> Option<i32> {
@@ -177,7 +212,11 @@ impl RedisServer {
     }
 
     pub fn client_url(&self, url: &str) -> redis::Connection {
-        redis::Client::open(url)
+        let client = match &self.tls {
+            Some(t) => t.client(url),
+            None => redis::Client::open(url),
+        };
+        client
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
             .expect("connect inspection client")
     }
@@ -306,6 +345,25 @@ fn serves(port: u16, pid: u32) -> bool {
     false
 }
 
+/// [`serves`] over TLS: the server answering on `port` over TLS is process `pid` and has
+/// loaded its data, or requires a password.
+fn serves_tls(t: &tls::TlsServe, port: u16, pid: u32) -> bool {
+    let Ok(client) = t.client(&format!("rediss://127.0.0.1:{port}")) else {
+        return false;
+    };
+    let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+    match redis::cmd("INFO").query::<String>(&mut c) {
+        Ok(text) => {
+            let has = |line: &str| text.lines().any(|l| l.trim() == line);
+            has(&format!("process_id:{pid}")) && has("loading:0")
+        }
+        Err(e) => e.code() == Some("NOAUTH"),
+    }
+}
+
 /// N servers.
 pub struct Cluster {
     pub servers: Vec<RedisServer>,
@@ -314,6 +372,19 @@ pub struct Cluster {
 impl Cluster {
     pub fn start(n: usize) -> Cluster {
         let handles: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
+        Cluster {
+            servers: handles.into_iter().map(|h| h.join().unwrap()).collect(),
+        }
+    }
+
+    /// N servers that serve TLS only, as `tls` says.
+    pub fn start_tls(n: usize, tls: &tls::TlsServe) -> Cluster {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let t = tls.clone();
+                thread::spawn(move || RedisServer::start_tls(&t))
+            })
+            .collect();
         Cluster {
             servers: handles.into_iter().map(|h| h.join().unwrap()).collect(),
         }

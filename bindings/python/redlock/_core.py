@@ -45,6 +45,8 @@ __all__ = ["Redlock", "Lease", "Semaphore", "Cancel", "NodeState", "Resource", "
 
 #: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
 Resource = Union[str, bytes]
+#: A file path, as ``open`` takes one.
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 #: How long one ``redlock_lease_wait_lost`` call of an ``on_lost`` watcher may last. Every way
 #: a watcher has to end (unlock, stop_renewal, close, the lease being dropped, loss) wakes it at
@@ -463,6 +465,47 @@ def _key_prefix(prefix: object) -> Optional[bytes]:
     if isinstance(prefix, (bytes, bytearray)):
         return bytes(prefix)
     raise TypeError(f"key_prefix must be str or bytes, not {type(prefix).__name__}")
+
+
+def _path(name: str, value: object) -> Optional[bytes]:
+    """A file path (``str``, ``bytes`` or ``os.PathLike``) as the bytes of its name, for C
+    (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a path (str, bytes or os.PathLike), not {type(value).__name__}"
+        )
+    b = os.fsencode(value)
+    if b"\0" in b:
+        raise InvalidArgument(f"{name} must not contain a NUL character")
+    if not b:
+        raise InvalidArgument(f"{name} must not be empty")
+    return b
+
+
+def _tls_options(
+    ca_file: object, client_cert: object, client_key: object, server_name: object, skip: object
+) -> Tuple[Optional[bytes], Optional[Tuple[bytes, bytes]], Optional[bytes], bool]:
+    """The TLS keywords of :class:`Redlock`, checked for type and turned into C arguments."""
+    ca = _path("tls_ca_file", ca_file)
+    cert = _path("tls_client_cert", client_cert)
+    key = _path("tls_client_key", client_key)
+    if (cert is None) != (key is None):
+        raise InvalidArgument(
+            "tls_client_cert and tls_client_key go together: give both or neither"
+        )
+    name: Optional[bytes] = None
+    if server_name is not None:
+        if not isinstance(server_name, str):
+            raise TypeError(f"tls_server_name must be a str, not {type(server_name).__name__}")
+        if "\0" in server_name:
+            raise InvalidArgument("tls_server_name must not contain a NUL character")
+        name = server_name.encode("utf-8", "surrogatepass")
+    if type(skip) is not bool:
+        raise TypeError(f"tls_insecure_skip_verify must be a bool, not {type(skip).__name__}")
+    pair = None if cert is None or key is None else (cert, key)
+    return ca, pair, name, skip
 
 
 def _url(url: object) -> bytes:
@@ -1673,6 +1716,25 @@ class Redlock:
             other; a resource whose key would then fall in the library's own namespaces
             (``redlock-fence:…``, ``redlock-marker``) is refused with
             :class:`InvalidArgument`. Managers that share locks must use the same prefix.
+        tls_ca_file: for ``rediss://`` nodes (TLS; plain ``redis://`` nodes ignore every
+            ``tls_`` option, so a cluster may mix both): a PEM file of the CA certificates to
+            trust (a path: ``str``, ``bytes`` or ``os.PathLike``). ``None`` (the default): the
+            system's trust store.
+        tls_client_cert, tls_client_key: a client certificate (PEM: the certificate, then
+            any intermediates) and its private key (PEM), presented to nodes that ask for one
+            (mutual TLS, ``tls-auth-clients yes``). Both or neither; default neither.
+        tls_server_name: the name every TLS node's certificate must carry (and the SNI),
+            instead of the host of its URL: for nodes addressed by IP whose certificates name
+            a host. Default: each node's host.
+        tls_insecure_skip_verify: **insecure, for tests only.** ``True`` accepts any
+            certificate from any node (no check of who signed it, when it expires or what it
+            names): anyone on the path can then read and change every command. A warning is
+            written to stderr when the manager is made. Default ``False``.
+
+        Every TLS file is read here: a missing or unreadable one, or one that is not the PEM
+        it should be, raises :class:`InvalidArgument` naming its path (never its content). A
+        node whose certificate is refused, or that refuses ours, is reported per node as
+        :attr:`NodeOutcome.TLS`, its reason in the error message.
 
     ``None`` leaves an option at the library's default. Validation happens here: no nodes,
     a malformed URL, a node listed twice, a host that does not resolve or an option out of
@@ -1711,6 +1773,11 @@ class Redlock:
         restart_quarantine: bool = True,
         label: Optional[str] = None,
         key_prefix: Optional[Resource] = None,
+        tls_ca_file: Optional[PathArg] = None,
+        tls_client_cert: Optional[PathArg] = None,
+        tls_client_key: Optional[PathArg] = None,
+        tls_server_name: Optional[str] = None,
+        tls_insecure_skip_verify: bool = False,
     ) -> None:
         if isinstance(nodes, (str, bytes)):
             raise TypeError("nodes must be a list of URLs, not a single string")
@@ -1756,6 +1823,9 @@ class Redlock:
             )
         label_b = _label(label)
         prefix = _key_prefix(key_prefix)
+        tls_ca, tls_pair, tls_name, tls_skip = _tls_options(
+            tls_ca_file, tls_client_cert, tls_client_key, tls_server_name, tls_insecure_skip_verify
+        )
 
         global _c
         c = _c = _ffi.lib()
@@ -1790,6 +1860,22 @@ class Redlock:
             if prefix is not None:
                 _check(
                     c.redlock_config_set_key_prefix(cfg, prefix, len(prefix), err, _ffi.ERR_LEN),
+                    err,
+                )
+            if tls_ca is not None:
+                _check(c.redlock_config_set_tls_ca_file(cfg, tls_ca, err, _ffi.ERR_LEN), err)
+            if tls_pair is not None:
+                _check(
+                    c.redlock_config_set_tls_client_cert(
+                        cfg, tls_pair[0], tls_pair[1], err, _ffi.ERR_LEN
+                    ),
+                    err,
+                )
+            if tls_name is not None:
+                _check(c.redlock_config_set_tls_server_name(cfg, tls_name, err, _ffi.ERR_LEN), err)
+            if tls_skip:
+                _check(
+                    c.redlock_config_set_tls_insecure_skip_verify(cfg, True, err, _ffi.ERR_LEN),
                     err,
                 )
             out = _ffi.ManagerPtr()

@@ -68,6 +68,10 @@ class NodeOutcome(enum.IntEnum):
     #: Not counted: the node is the same server (the same ``run_id``) as a lower-indexed node
     #: of the list, reached through another address.
     DUPLICATE = 9
+    #: The TLS session with a ``rediss://`` node failed: its certificate is not trusted
+    #: (another CA, expired, another name), it refused ours or wanted one this client lacks
+    #: (mutual TLS), or it does not speak TLS.
+    TLS = 10
 
 
 class QuarantineReason(enum.IntEnum):

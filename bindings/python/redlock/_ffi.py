@@ -278,6 +278,16 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         (ConfigPtr, resource_t, c_size_t, err_buf_t, c_size_t),
     ),
     "redlock_config_set_label": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_config_set_tls_ca_file": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_config_set_tls_client_cert": (
+        status_t,
+        (ConfigPtr, c_char_p, c_char_p, err_buf_t, c_size_t),
+    ),
+    "redlock_config_set_tls_server_name": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_config_set_tls_insecure_skip_verify": (
+        status_t,
+        (ConfigPtr, c_bool, err_buf_t, c_size_t),
+    ),
     "redlock_holders_get": (
         status_t,
         (ManagerPtr, resource_t, c_size_t, POINTER(HoldersPtr), err_buf_t, c_size_t),

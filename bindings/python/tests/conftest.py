@@ -4,9 +4,10 @@ test (never shared with another test run, so runs may proceed in parallel)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator, List, Optional
 
 import pytest
 
@@ -21,19 +22,51 @@ for path in (TESTS_DIR, PACKAGE_ROOT):
         sys.path.insert(0, path)
 
 import redlock  # noqa: E402
-from redis_nodes import Cluster, redis_server_binary  # noqa: E402
+from redis_nodes import Cluster, TlsFiles, redis_server_binary  # noqa: E402
 
 # Generous timeouts: CI machines have 2 busy cores.
 NODE_TIMEOUT_MS = 500
 CONNECT_TIMEOUT_MS = 1000
 
 
-def _start_cluster(n: int) -> Cluster:
+def _start_cluster(n: int, tls: Optional[TlsFiles] = None) -> Cluster:
     try:
         redis_server_binary()
     except AssertionError as e:
         pytest.fail(str(e), pytrace=False)
-    return Cluster(n)
+    return Cluster(n, tls)
+
+
+def _tls_certs_program() -> str:
+    """The Rust example that writes the TLS test certificates (``examples/tls_certs.rs``),
+    built by ``cargo test`` (which .ci/run runs first) or, when missing, here."""
+    path = os.environ.get("REDLOCK_TLS_CERTS") or os.path.join(
+        REPO_ROOT, "target", "release", "examples", "tls_certs"
+    )
+    if not os.path.exists(path):
+        subprocess.run(
+            ["cargo", "build", "--release", "--example", "tls_certs"],
+            cwd=REPO_ROOT,
+            check=True,
+            timeout=600,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory) -> TlsFiles:
+    """A test CA, a node certificate (127.0.0.1) and a client certificate, PEM, made for this
+    run (no committed keys); ``other_ca`` beside them is a CA that signed none of them."""
+    d = str(tmp_path_factory.mktemp("tls"))
+    subprocess.run([_tls_certs_program(), d], check=True, timeout=120, stdout=subprocess.DEVNULL)
+    j = lambda name: os.path.join(d, name)  # noqa: E731
+    return TlsFiles(
+        ca=j("ca.pem"),
+        server_cert=j("server.pem"),
+        server_key=j("server.key"),
+        client_cert=j("client.pem"),
+        client_key=j("client.key"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +84,8 @@ def make_cluster() -> Iterator[Callable[[int], Cluster]]:
     """A factory of clusters owned by one test (for tests that kill or pause nodes)."""
     made: List[Cluster] = []
 
-    def make(n: int) -> Cluster:
-        c = _start_cluster(n)
+    def make(n: int, tls: Optional[TlsFiles] = None) -> Cluster:
+        c = _start_cluster(n, tls)
         made.append(c)
         return c
 

@@ -14,10 +14,12 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Union
 
 HOST = "127.0.0.1"
@@ -90,23 +92,63 @@ def _read_reply(f):
     raise ConnectionError(f"unexpected RESP reply: {line!r}")
 
 
-def resp(port: int, *args: Union[str, bytes, int], timeout: float = 5.0):
-    """Sends one command to ``127.0.0.1:port`` and returns its decoded reply (an error reply is
-    returned as a :class:`RespError` instance, not raised)."""
+@dataclass(frozen=True)
+class TlsFiles:
+    """How a node serves TLS (``--port 0 --tls-port P``), and what the inspection client uses:
+    PEM files made by the Rust side (``examples/tls_certs.rs``; see ``conftest.tls_certs``)."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+    #: ``--tls-auth-clients yes``: the node requires a client certificate signed by ``ca``.
+    auth_clients: bool = False
+
+    def args(self, port: int) -> List[str]:
+        return [
+            "--port", "0",
+            "--tls-port", str(port),
+            "--tls-cert-file", self.server_cert,
+            "--tls-key-file", self.server_key,
+            "--tls-ca-cert-file", self.ca,
+            "--tls-auth-clients", "yes" if self.auth_clients else "no",
+        ]  # fmt: skip
+
+    def context(self) -> ssl.SSLContext:
+        """The inspection client's TLS: trusts ``ca``, presents the client certificate."""
+        ctx = ssl.create_default_context(cafile=self.ca)
+        ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+
+def resp(
+    port: int,
+    *args: Union[str, bytes, int],
+    timeout: float = 5.0,
+    tls: Optional[ssl.SSLContext] = None,
+):
+    """Sends one command to ``127.0.0.1:port`` (over TLS with ``tls``) and returns its decoded
+    reply (an error reply is returned as a :class:`RespError` instance, not raised)."""
     parts = [_encode(a) for a in args]
     payload = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
-        s.sendall(payload)
-        with s.makefile("rb") as f:
-            return _read_reply(f)
+    with socket.create_connection((HOST, port), timeout=timeout) as raw:
+        s = raw if tls is None else tls.wrap_socket(raw, server_hostname=HOST)
+        try:
+            s.sendall(payload)
+            with s.makefile("rb") as f:
+                return _read_reply(f)
+        finally:
+            if s is not raw:
+                s.close()
 
 
-def _serves(port: int, pid: int) -> bool:
+def _serves(port: int, pid: int, tls: Optional[ssl.SSLContext] = None) -> bool:
     """Whether the redis-server with process id ``pid`` answers on ``port``. Checked by pid, not
     by a PING: if the port was taken meanwhile (by another test run, which may be running in
     parallel), the answer comes from that other server while ours is exiting."""
     try:
-        info = resp(port, "INFO", "server", timeout=0.5)
+        info = resp(port, "INFO", "server", timeout=0.5, tls=tls)
     except (OSError, ValueError):
         return False
     if not isinstance(info, bytes):
@@ -117,8 +159,10 @@ def _serves(port: int, pid: int) -> bool:
 class RedisServer:
     """One ``redis-server`` process: ``--save "" --appendonly no``, bound to 127.0.0.1."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Optional[TlsFiles] = None) -> None:
         self.binary = redis_server_binary()
+        self.tls = tls
+        self._ctx = tls.context() if tls is not None else None
         self.dir = tempfile.mkdtemp(prefix="redlock-py-test-")
         self.proc: Optional[subprocess.Popen] = None
         self.paused = False
@@ -133,9 +177,10 @@ class RedisServer:
         )
 
     def _spawn(self) -> bool:
+        listen = self.tls.args(self.port) if self.tls else ["--port", str(self.port)]
         args = [
             self.binary,
-            "--port", str(self.port),
+            *listen,
             "--bind", HOST,
             "--dir", self.dir,
             "--save", "",
@@ -154,7 +199,7 @@ class RedisServer:
             if proc.poll() is not None:
                 self._reap(proc)
                 return False  # exited: most likely the port was taken meanwhile
-            if _serves(self.port, proc.pid):
+            if _serves(self.port, proc.pid, self._ctx):
                 self.proc = proc
                 return True
             if time.monotonic() > deadline:
@@ -184,7 +229,8 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://{HOST}:{self.port}"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{HOST}:{self.port}"
 
     @property
     def pid(self) -> Optional[int]:
@@ -236,7 +282,7 @@ class RedisServer:
             return "(no log)"
 
     def command(self, *args: Union[str, bytes, int]):
-        return resp(self.port, *args)
+        return resp(self.port, *args, tls=self._ctx)
 
     def get(self, key: bytes) -> Optional[bytes]:
         return self.command("GET", key)
@@ -274,14 +320,14 @@ class RedisServer:
 class Cluster:
     """N servers, started in parallel."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, tls: Optional[TlsFiles] = None) -> None:
         self.servers: List[RedisServer] = []
         errors: List[BaseException] = []
         lock = threading.Lock()
 
         def start() -> None:
             try:
-                s = RedisServer()
+                s = RedisServer(tls)
             except BaseException as e:  # noqa: BLE001 - reported below
                 with lock:
                     errors.append(e)

@@ -97,7 +97,7 @@ def test_empty_node_list():
         "not a url",
         "127.0.0.1",
         "redis://127.0.0.1:99999",
-        "rediss://127.0.0.1:1",
+        "rediss://127.0.0.1:0",
         "http://127.0.0.1:6379",
         "redis://127.0.0.1:1/x",
         # Beyond what SELECT accepts (a C int): refused now, not at the first connect.

@@ -21,7 +21,8 @@ import io
 import os
 import re
 import signal
-from typing import Any, Callable, Dict, List, NamedTuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 import pytest
 
@@ -73,10 +74,12 @@ def readme_blocks() -> List[Block]:
     return blocks
 
 
-def run_block(block: Block, nodes: List[str]) -> "tuple[str, Dict[str, Any]]":
-    """Runs ``block`` in a fresh namespace with only ``nodes``; returns what it printed and its
-    namespace."""
-    env: Dict[str, Any] = {"__name__": "__readme__", "nodes": list(nodes)}
+def run_block(
+    block: Block, nodes: List[str], extra: Optional[Dict[str, Any]] = None
+) -> "tuple[str, Dict[str, Any]]":
+    """Runs ``block`` in a fresh namespace with only ``nodes`` (and ``extra``); returns what it
+    printed and its namespace."""
+    env: Dict[str, Any] = {"__name__": "__readme__", "nodes": list(nodes), **(extra or {})}
     # Blank lines in front, so that the line numbers of a traceback are the README's.
     code = compile("\n" * (block.line - 1) + block.code, README, "exec")
     out = io.StringIO()
@@ -145,6 +148,11 @@ def check_quarantine(out: str, env: Dict[str, Any], c: Cluster) -> None:
     for line in lines[1:]:
         m = re.fullmatch(r"([01]) NO_MARKER (\d+)", line)
         assert m and 0 < int(m.group(2)) <= 10_000, out
+    assert env["mgr"].closed
+
+
+def check_tls(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    assert out in ("locked over TLS on 2 nodes\n", "locked over TLS on 3 nodes\n"), out
     assert env["mgr"].closed
 
 
@@ -218,6 +226,7 @@ CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Several resources at once": check_many,
     "Semaphores": check_semaphores,
     "Restart quarantine": check_quarantine,
+    "TLS": check_tls,
     "Metrics": check_metrics,
     "Who holds a lock": check_holders,
 }
@@ -225,6 +234,10 @@ CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
 SETUPS: Dict[str, Callable[[Cluster], None]] = {
     "Restart quarantine": setup_quarantine,
 }
+
+#: Blocks run against nodes that serve TLS only and require a client certificate; their
+#: namespace also holds the PEM files' paths: ``ca_file``, ``client_cert``, ``client_key``.
+TLS_BLOCKS = {"TLS"}
 
 
 # ---- the tests ----
@@ -247,15 +260,25 @@ def test_every_python_block_is_run():
         f"checks without a block: {sorted(set(CHECKS) - set(ids))}"
     )
     assert set(SETUPS) <= set(ids), sorted(set(SETUPS) - set(ids))
+    assert TLS_BLOCKS <= set(ids), sorted(TLS_BLOCKS - set(ids))
 
 
 @pytest.mark.parametrize("block", readme_blocks(), ids=lambda b: b.id)
-def test_readme_block_runs(block: Block, make_cluster):
-    c = make_cluster(3)
+def test_readme_block_runs(block: Block, make_cluster, tls_certs):
+    extra: Dict[str, Any] = {}
+    if block.id in TLS_BLOCKS:
+        c = make_cluster(3, replace(tls_certs, auth_clients=True))
+        extra = {
+            "ca_file": tls_certs.ca,
+            "client_cert": tls_certs.client_cert,
+            "client_key": tls_certs.client_key,
+        }
+    else:
+        c = make_cluster(3)
     setup = SETUPS.get(block.id)
     if setup is not None:
         setup(c)
-    out, env = run_block(block, c.urls)
+    out, env = run_block(block, c.urls, extra)
     CHECKS[block.id](out, env, c)
     # Everything the block locked it released: every key gone from every node (an unlock
     # returns once a quorum confirmed, so the last node's delete may land just after).
