@@ -7,6 +7,7 @@
 //!     cargo run --release --example bench -- --handoff --secs 10   # hot resource (handoff.rs)
 //!     cargo run --release --example bench -- --many 1,10,100   # several resources (many.rs)
 //!     cargo run --release --example bench -- --semaphore 1,4,64   # semaphores (semaphore.rs)
+//!     cargo run --release --example bench -- --scale 1,8,32,64   # scaling, N = 5 (scale.rs)
 //!     cargo run --release --example bench -- --tls --nodes 5 --delays none,1ms \
 //!         --scenarios uncontended,distinct --drivers floor,redlock   # the same over TLS (tls.rs)
 //!
@@ -35,6 +36,7 @@ mod support;
 mod floor;
 mod handoff;
 mod many;
+mod scale;
 mod semaphore;
 mod tls;
 
@@ -154,6 +156,8 @@ struct Opts {
     semaphore: Vec<u32>,
     /// `--tls`: the `redlock+tls` driver beside the others, and the TLS/plain table.
     tls: bool,
+    /// `--scale`: thread counts for the scaling rows (scale.rs).
+    scale: Vec<usize>,
 }
 
 fn parse() -> Opts {
@@ -177,6 +181,7 @@ fn parse() -> Opts {
         many: Vec::new(),
         semaphore: Vec::new(),
         tls: false,
+        scale: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -195,6 +200,12 @@ fn parse() -> Opts {
             }
             "--handoff" => o.handoff = true,
             "--tls" => o.tls = true,
+            "--scale" => {
+                o.scale = v()
+                    .split(',')
+                    .map(|n| n.parse().expect("--scale"))
+                    .collect()
+            }
             "--many" => o.many = v().split(',').map(|n| n.parse().expect("--many")).collect(),
             "--semaphore" => {
                 o.semaphore = v()
@@ -245,7 +256,7 @@ fn parse() -> Opts {
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
                      --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
-                     --many 1,10,100 --semaphore 1,4,64 --tls"
+                     --many 1,10,100 --semaphore 1,4,64 --tls --scale 1,8,32,64"
                 );
                 std::process::exit(0);
             }
@@ -623,6 +634,10 @@ fn main() {
             vec!["none".into(), "1ms".into()]
         };
         semaphore::run(&servers, o.secs, o.rounds, &delays, &o.semaphore);
+        return;
+    }
+    if !o.scale.is_empty() {
+        scale::run(&servers, o.secs, o.rounds, &o.scale);
         return;
     }
     if o.handoff {
