@@ -2,11 +2,14 @@
 //! token, so that a client can never release or extend a lock another client holds.
 //!
 //! They take the lock key as `KEYS[1]` and the token as `ARGV[1]`, and return 1 when they
-//! acted, 0 when the key is absent or holds another token. Extend, renew and the fencing
-//! scripts are sent with `EVALSHA` (loaded once per connection during the handshake), with a
-//! fallback to `EVAL` when a node answers `NOSCRIPT` (after `SCRIPT FLUSH`, for instance).
-//! Release is always sent with `EVAL`: a release whose node answers after the quorum decided
-//! could not fall back any more, and a release that never runs leaves the key until its TTL.
+//! acted, 0 when the key is absent or holds another token. Every script is sent with
+//! `EVALSHA` (loaded once per connection during the handshake), so a node never hashes the
+//! script's text per call. A node that answers `NOSCRIPT` (after `SCRIPT FLUSH`, for
+//! instance) gets the `EVAL` form once, from whoever reads that reply on the node's
+//! connection, even after the caller decided at quorum and returned (see `node::link`). The
+//! one case this cannot cover: a process that exits between a release's return and the late
+//! `NOSCRIPT` of a node whose script cache was flushed leaves that one key until its TTL, as a
+//! release lost on the network would.
 
 /// Deletes the key if it holds `ARGV[1]`, and then announces on the channel named after the key
 /// (`PUBLISH KEYS[1] ARGV[1]`, the released token) that the resource is free, which wakes the
