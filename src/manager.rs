@@ -194,7 +194,7 @@ impl Redlock {
 
     /// A snapshot of this manager's metrics: acquisitions by result, retries, wait and hold
     /// times, unlock and extend outcomes, renewal counters, and per-node requests, errors,
-    /// latency and quarantine. [`Metrics::to_prometheus`] renders them for scraping.
+    /// latency, quarantine and connections opened. [`Metrics::to_prometheus`] renders them for scraping.
     pub fn metrics(&self) -> Metrics {
         let sh = &self.shared;
         let mut m = sh.cluster.metrics.snapshot();
@@ -202,6 +202,7 @@ impl Redlock {
         for (n, node) in m.nodes.iter_mut().zip(sh.cluster.nodes()) {
             n.addr = node.addr_text.clone();
             n.quarantined = node.quarantine(now).is_some();
+            n.connections = node.connections();
         }
         m
     }

@@ -283,6 +283,7 @@ impl Registry {
                     errors: n.errors.iter().map(l).collect(),
                     latency: n.latency.snapshot(),
                     quarantined: false,
+                    connections: 0,
                 })
                 .collect(),
         }
@@ -304,6 +305,11 @@ pub struct NodeMetrics {
     pub latency: HistogramSnapshot,
     /// Whether it is in restart quarantine now.
     pub quarantined: bool,
+    /// Connections opened to it: the manager's shared connection, the first and every
+    /// reconnect (after the node closed it, a restart, a failure, or a reply owed for longer
+    /// than the stale limit). Flat once warm; growth means connections are being lost. The
+    /// subscriber connection used for waiting is not counted.
+    pub connections: u64,
 }
 
 /// A snapshot of a manager's metrics (see [`crate::Redlock::metrics`]).
@@ -537,6 +543,15 @@ impl Metrics {
         for n in &self.nodes {
             let labels = format!("{{{}}}", node_labels(n));
             p.sample("node_requests_total", &labels, n.requests);
+        }
+        p.head(
+            "node_connections_total",
+            "counter",
+            "Connections opened to the node (the first and every reconnect).",
+        );
+        for n in &self.nodes {
+            let labels = format!("{{{}}}", node_labels(n));
+            p.sample("node_connections_total", &labels, n.connections);
         }
         p.head("node_errors_total", "counter", "Node failures by kind.");
         for n in &self.nodes {

@@ -188,6 +188,16 @@ fn the_prometheus_text_parses_and_counts_what_happened() {
     );
     let node0 = format!("node=\"0\",addr=\"127.0.0.1:{}\"", cluster.servers[0].port);
     assert!(get(&format!("redlock_node_requests_total{{{node0}}}")) >= 20.0);
+    // One shared connection per node, never lost; node 2's, gone with its server, was not
+    // replaced (every reconnect was refused).
+    assert_eq!(
+        get(&format!("redlock_node_connections_total{{{node0}}}")),
+        1.0
+    );
+    assert_eq!(
+        get(&format!("redlock_node_connections_total{{{node2}}}")),
+        1.0
+    );
     // Buckets are cumulative and end at the count.
     let mut last = 0.0;
     for b in redlock::BUCKETS {

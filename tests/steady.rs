@@ -134,6 +134,13 @@ fn a_hot_lock_in_steady_state_opens_no_connection_and_sends_no_script_text() {
     assert_eq!(hammer(&mgr, cycles), THREADS * cycles);
     let after: Vec<Served> = info.iter_mut().map(served).collect();
 
+    // The manager counts the same: one connection per node, opened during warm-up.
+    let m = mgr.metrics();
+    assert!(
+        m.nodes.iter().all(|n| n.connections == 1),
+        "connections per node: {:?}",
+        m.nodes.iter().map(|n| n.connections).collect::<Vec<_>>()
+    );
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert_eq!(
             a.connections, b.connections,
@@ -152,4 +159,28 @@ fn a_hot_lock_in_steady_state_opens_no_connection_and_sends_no_script_text() {
             THREADS * cycles
         );
     }
+}
+
+#[test]
+fn a_restarted_node_counts_one_more_connection() {
+    let mut cluster = Cluster::start(3);
+    let mgr = Redlock::new(support::config(cluster.urls())).unwrap();
+    let cycle = |mgr: &Redlock| {
+        mgr.try_lock("restarted", Duration::from_secs(10))
+            .unwrap()
+            .unlock()
+            .unwrap()
+    };
+    cycle(&mgr);
+    cluster.servers[0].restart();
+    // The other two still make a quorum; node 0's connection is found closed and replaced.
+    assert!(eventually(Duration::from_secs(20), || {
+        cycle(&mgr);
+        mgr.metrics().nodes[0].connections == 2
+    }));
+    let m = mgr.metrics();
+    assert_eq!(
+        m.nodes.iter().map(|n| n.connections).collect::<Vec<_>>(),
+        [2, 1, 1]
+    );
 }

@@ -245,6 +245,8 @@ pub(crate) struct Node {
     trust: Mutex<Trust>,
     /// Restarts seen (a changed run_id on reconnect).
     restarts: AtomicU64,
+    /// Connections opened to it (the shared one: the first and every reconnect).
+    connections: AtomicU64,
     /// Its round trips, for its per-step timeout (see [`RttEstimate`]).
     pub rtt: RttEstimate,
     info_warned: AtomicBool,
@@ -366,6 +368,7 @@ impl Node {
                 probe_wait: PROBE_MIN,
             }),
             restarts: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             rtt: RttEstimate::default(),
             info_warned: AtomicBool::new(false),
             persistence: Mutex::new(Persistence::default()),
@@ -403,6 +406,16 @@ impl Node {
     /// Restarts seen so far (a new run_id on reconnect).
     pub(crate) fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection opened to this node.
+    pub(crate) fn connected(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections opened to this node so far (the shared one's first and every reconnect).
+    pub(crate) fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
     }
 
     fn lock_trust(&self) -> std::sync::MutexGuard<'_, Trust> {

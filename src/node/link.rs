@@ -427,6 +427,7 @@ impl Link {
         };
         match conn {
             Ok(c) => {
+                self.node.connected();
                 st.conn = Some(c);
                 st.generation += 1;
                 st.pending
