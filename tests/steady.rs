@@ -23,31 +23,15 @@ struct Served {
 }
 
 fn served(conn: &mut redis::Connection) -> Served {
-    let info: String = redis::cmd("INFO")
-        .arg("everything")
-        .query(conn)
-        .expect("INFO");
-    let calls = |v: &str| {
-        v.split(',')
-            .find_map(|f| f.strip_prefix("calls="))
-            .and_then(|c| c.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let mut s = Served::default();
-    for line in info.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        match k {
-            "total_connections_received" => s.connections = v.trim().parse().unwrap_or(0),
-            "connected_clients" => s.connected = v.trim().parse().unwrap_or(0),
-            "cmdstat_script|load" | "cmdstat_script" => s.script_loads += calls(v),
-            "cmdstat_eval" => s.eval = calls(v),
-            "cmdstat_evalsha" => s.evalsha = calls(v),
-            _ => {}
-        }
+    let c = support::info_counters(conn);
+    let n = |k: &str| c.get(k) as u64;
+    Served {
+        connections: n("total_connections_received"),
+        connected: n("connected_clients"),
+        script_loads: n("cmdstat_script|load") + n("cmdstat_script"),
+        eval: n("cmdstat_eval"),
+        evalsha: n("cmdstat_evalsha"),
     }
-    s
 }
 
 const THREADS: usize = 16;

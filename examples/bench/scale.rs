@@ -61,35 +61,19 @@ struct NodeStats {
 }
 
 fn node_stats(conn: &mut redis::Connection) -> NodeStats {
-    let info: String = redis::cmd("INFO")
-        .arg("everything")
-        .query(conn)
-        .expect("INFO");
-    let mut s = NodeStats::default();
-    let num = |v: &str| v.parse::<f64>().unwrap_or(0.0);
-    let calls = |v: &str| {
-        v.split(',')
-            .find_map(|f| f.strip_prefix("calls="))
-            .map_or(0, |c| num(c) as u64)
-    };
-    for line in info.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        match k {
-            "used_cpu_user" | "used_cpu_sys" => s.cpu += num(v),
-            "total_reads_processed" => s.reads = num(v) as u64,
-            "total_connections_received" => s.connections = num(v) as u64,
-            // cmdstat_script|load:calls=3,usec=…: SCRIPT LOAD (Redis 7 counts each subcommand
-            // on a line of its own; older servers count every SCRIPT command on one).
-            "cmdstat_script|load" | "cmdstat_script" => s.script_calls += calls(v),
-            // The commands a client sends in these rows (a script's own redis.call()s count
-            // in total_commands_processed and in their own cmdstat lines: not here).
-            "cmdstat_set" | "cmdstat_eval" | "cmdstat_evalsha" => s.commands += calls(v),
-            _ => {}
-        }
+    let c = support::info_counters(conn);
+    let n = |k: &str| c.get(k) as u64;
+    NodeStats {
+        cpu: c.get("used_cpu_user") + c.get("used_cpu_sys"),
+        // The commands a client sends in these rows (a script's own redis.call()s count in
+        // total_commands_processed and in their own cmdstat lines: not here).
+        commands: n("cmdstat_set") + n("cmdstat_eval") + n("cmdstat_evalsha"),
+        reads: n("total_reads_processed"),
+        connections: n("total_connections_received"),
+        // Redis 7 counts each SCRIPT subcommand on a line of its own; older servers count
+        // every SCRIPT command on one.
+        script_calls: n("cmdstat_script|load") + n("cmdstat_script"),
     }
-    s
 }
 
 /// The nodes' counters summed.

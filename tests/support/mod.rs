@@ -519,3 +519,38 @@ pub fn most_overlapping(intervals: &[(Instant, Instant)]) -> usize {
     }
     most as usize
 }
+
+/// A node's own counters, from `INFO everything`: every `field:value` line whose value is a
+/// number, and for each `cmdstat_<command>` line (Redis 7 writes `cmdstat_script|load` for a
+/// subcommand) its `calls`, under the line's name. Missing counters read as 0.
+pub fn info_counters(conn: &mut redis::Connection) -> InfoCounters {
+    let info: String = redis::cmd("INFO")
+        .arg("everything")
+        .query(conn)
+        .expect("INFO");
+    let mut m = std::collections::HashMap::new();
+    for line in info.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = if k.starts_with("cmdstat_") {
+            v.split(',').find_map(|f| f.strip_prefix("calls="))
+        } else {
+            Some(v.trim())
+        };
+        if let Some(n) = v.and_then(|v| v.parse::<f64>().ok()) {
+            m.insert(k.to_string(), n);
+        }
+    }
+    InfoCounters(m)
+}
+
+/// See [`info_counters`].
+pub struct InfoCounters(std::collections::HashMap<String, f64>);
+
+impl InfoCounters {
+    /// The counter `name`, 0 when the node does not report it.
+    pub fn get(&self, name: &str) -> f64 {
+        self.0.get(name).copied().unwrap_or(0.0)
+    }
+}
