@@ -151,6 +151,7 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
     let req = Request {
         cmd: Cmd::Same(&eval),
         fallback: None,
+        combine: None,
         grants: false,
     };
     let limits = Limits {

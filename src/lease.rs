@@ -636,6 +636,7 @@ impl Lease {
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
+            combine: None,
             grants: false,
         };
         let limits = Limits::quorum(sh.budget.node_timeout(st.ttl));
@@ -712,6 +713,7 @@ impl Lease {
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
+            combine: None,
             grants: false,
         };
         let limits = Limits {

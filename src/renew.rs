@@ -305,6 +305,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
     let req = Request {
         cmd: Cmd::Same(&sha),
         fallback: Some(&eval),
+        combine: None,
         grants: false,
     };
     // The shortest TTL's: the tightest bound of the batch.

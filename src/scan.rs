@@ -99,6 +99,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
         let req = Request {
             cmd: Cmd::PerNode(&cmds),
             fallback: None,
+            combine: None,
             grants: false,
         };
         let limits = Limits {

@@ -61,6 +61,12 @@ return out";
 /// the same script as the grant means a node never grants after losing the keys it held: not
 /// for a manager that trusted it before the loss, and not in the instant between a check and
 /// a grant.
+///
+/// The library no longer sends this script (nor loads it in the handshake): a plain
+/// acquisition pipelines `SET NX PX`, `PTTL` and `EXISTS` of the marker in one write and reads
+/// their replies back as this script's one reply, with a marker check at least as strong
+/// (`EXISTS` after the `SET`; see `lock::acquire_reply`). It stays the reference for those
+/// replies, and public API.
 pub const ACQUIRE: &str = "if #KEYS > 1 and redis.call('exists', KEYS[2]) == 0 then \
 return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end \
@@ -587,8 +593,7 @@ elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget
 return {ty, v, s, redis.call('pttl', k), now}";
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 21] = [
-    ACQUIRE,
+pub(crate) const ALL: [&str; 20] = [
     RELEASE,
     DISCARD,
     EXTEND,
@@ -647,8 +652,6 @@ impl Script {
     }
 }
 
-/// [`ACQUIRE`], for calls.
-pub(crate) static ACQUIRE_SCRIPT: Script = Script::new(ACQUIRE);
 /// [`RELEASE`], for calls.
 pub(crate) static RELEASE_SCRIPT: Script = Script::new(RELEASE);
 /// [`DISCARD`], for calls.

@@ -292,6 +292,60 @@ fn flushall_takes_a_node_out_for_managers_that_knew_it_and_new_ones() {
 }
 
 #[test]
+fn a_marker_deleted_under_a_trusted_node_takes_back_what_it_set_there() {
+    // The plain acquisition sets the key and then checks the marker (SET NX PX, PTTL, EXISTS
+    // in one write): a node whose marker is gone may have set the key. Its grant must not
+    // count, and the key must not stay there, whether the acquisition succeeds or fails.
+    let max_ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(2);
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls(), max_ttl);
+    for i in 0..3 {
+        assert_eq!(seen_outcome(&mgr, i, ttl), NodeOutcome::Success);
+    }
+    let key = b"redlock:unmarked";
+    let del_marker = |i: usize| {
+        let n: i64 = redis::cmd("DEL")
+            .arg(redlock::MARKER_KEY)
+            .query(&mut cluster.servers[i].client())
+            .unwrap();
+        assert_eq!(n, 1);
+    };
+    // Node 1 loses its marker; nodes 0 and 2 still grant.
+    del_marker(1);
+    let lease = mgr.try_lock("unmarked", ttl).unwrap();
+    let acq = lease.acquisition();
+    assert_eq!(acq.successes, 2, "{acq:?}");
+    let o = &acq.nodes[1].outcome;
+    assert_eq!(reason(o), Some(QuarantineReason::NoMarker), "{o:?}");
+    let left = mgr.node_states()[1].quarantined_for.unwrap();
+    assert!(left > max_ttl / 2 && left <= max_ttl, "{left:?}");
+    // The key is taken back on node 1 while the lease holds it on the others.
+    let token = cluster.servers[0].get(key).unwrap();
+    assert!(eventually(Duration::from_secs(5), || cluster.servers[1]
+        .get(key)
+        .is_none()));
+    assert_eq!(cluster.servers[2].get(key), Some(token.clone()));
+    assert_eq!(cluster.holding(key, &token), 2);
+    lease.unlock().unwrap();
+    assert_eq!(cluster.present(key), 0);
+    // Node 2 loses its marker too (node 1 is quarantined, not asked): only node 0 grants, the
+    // attempt fails, and neither node 0 nor node 2 keeps the key.
+    del_marker(2);
+    let err = mgr.try_lock("unmarked", ttl).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    let report = err.report().unwrap();
+    let o = &report.nodes[2].outcome;
+    assert_eq!(reason(o), Some(QuarantineReason::NoMarker), "{o:?}");
+    assert_eq!(
+        reason(&report.nodes[1].outcome),
+        Some(QuarantineReason::NoMarker)
+    );
+    assert_eq!(report.nodes[0].outcome, NodeOutcome::Success);
+    assert!(eventually(Duration::from_secs(5), || cluster.present(key) == 0));
+}
+
+#[test]
 fn an_aof_restart_is_quarantined_whatever_the_fsync_policy() {
     let max_ttl = Duration::from_secs(3);
     let ttl = Duration::from_secs(1);

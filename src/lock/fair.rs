@@ -205,6 +205,7 @@ impl Fair {
         let req = Request {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
+            combine: None,
             grants: true,
         };
         let limits = Limits::quorum(sh.budget.node_timeout(ttl));

@@ -1,6 +1,7 @@
 //! The mutex: one attempt to acquire an exclusive lock on a resource, plain or fenced.
 //!
-//! A plain attempt is one round: `SET key token NX PX ttl` on every node, granted when a quorum
+//! A plain attempt is one round: `SET key token NX PX ttl` on every node (pipelined with the
+//! holder's `PTTL` and the restart-quarantine marker's `EXISTS`), granted when a quorum
 //! granted it and validity is left (`TTL − elapsed − drift`). A fenced attempt adds a second
 //! round that writes the fencing token back to the granting quorum's counters. A failed
 //! attempt releases the key everywhere without waiting for the replies.
@@ -28,9 +29,9 @@ use std::time::Duration;
 use crate::config::{FENCE_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, Op};
 use crate::lease::{Granted, Lease, Shared, confirmed};
-use crate::quorum::{Cmd, Limits, Request, Round};
+use crate::quorum::{Cmd, Combine, Limits, Request, Round};
 use crate::resp::{self, Reply};
-use crate::scripts::{ACQUIRE_SCRIPT, DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT};
+use crate::scripts::{DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT};
 use crate::token;
 
 /// The fencing counter of a resource: `redlock-fence:` followed by its bytes.
@@ -38,7 +39,8 @@ fn fence_key_for(resource: &[u8]) -> Vec<u8> {
     [FENCE_PREFIX, resource].concat()
 }
 
-/// What a reply to the acquisition script means (1: set; 0 or below: held).
+/// What a reply to the acquisition script means, or the plain acquisition's commands'
+/// combined reply ([`acquire_reply`]): 1: set; 0 or below: held.
 fn granted_checked(reply: &Reply) -> NodeOutcome {
     match reply {
         Reply::Int(1) => NodeOutcome::Success,
@@ -46,6 +48,51 @@ fn granted_checked(reply: &Reply) -> NodeOutcome {
         Reply::Error { text, .. } => NodeOutcome::ServerError(text.clone()),
         other => NodeOutcome::Protocol(format!("unexpected reply: {}", other.describe())),
     }
+}
+
+/// The reply the [`ACQUIRE`](crate::scripts::ACQUIRE) script would give, from the replies to
+/// the plain acquisition's commands, pipelined in one write to a node: `SET key token NX PX
+/// ttl`, `PTTL key` and, with restart quarantine, `EXISTS <marker>`. The marker's loss is the
+/// error `NOMARKER` (whatever the `SET` did: a failed attempt takes back its grants on every
+/// node that did not refuse, and a granted one on every node that answered an error); then
+/// any error; then 1 when set, else `-2 - PTTL`, or 0 when the key has no TTL (or is gone
+/// already). Anything else is a reply the judge reports as a protocol error.
+///
+/// Atomicity, against the script's marker-then-`SET` in one step: the node runs the three
+/// commands in order, nothing of ours between them. `EXISTS` after the `SET` sees the marker's
+/// loss if it happened before the grant, so a grant counts only from a node whose marker was
+/// still there after the key was set: a check at least as strong as the script's. `PTTL`
+/// after a refused `SET` may see a later state than the refusal (the key released or expired
+/// meanwhile: 0, "held, no TTL known"; or someone else's key): it only bounds how long a
+/// waiter sleeps, which stays safe.
+fn acquire_reply(parts: &[Reply]) -> Reply {
+    let (set, pttl, marker) = match parts {
+        [set, pttl] => (set, pttl, None),
+        [set, pttl, marker] => (set, pttl, Some(marker)),
+        _ => return unexpected("acquisition", &Reply::Array(parts.to_vec())),
+    };
+    if marker == Some(&Reply::Int(0)) {
+        return Reply::Error {
+            code: "NOMARKER".into(),
+            text: "NOMARKER no restart-quarantine marker on this node".into(),
+        };
+    }
+    if let Some(e) = parts.iter().find(|r| matches!(r, Reply::Error { .. })) {
+        return e.clone();
+    }
+    match (marker, set, pttl) {
+        (Some(m), _, _) if *m != Reply::Int(1) => unexpected("EXISTS", m),
+        (_, Reply::Ok, _) => Reply::Int(1),
+        (_, Reply::Nil, Reply::Int(t)) if *t < 0 => Reply::Int(0),
+        (_, Reply::Nil, Reply::Int(t)) => Reply::Int(-2 - t),
+        (_, Reply::Nil, other) => unexpected("PTTL", other),
+        (_, other, _) => unexpected("SET", other),
+    }
+}
+
+/// A reply no acquisition judge accepts, naming what `command` answered.
+fn unexpected(command: &str, reply: &Reply) -> Reply {
+    Reply::Status(format!("{command} answered {}", reply.describe()))
 }
 
 /// A fencing counter as the fenced acquisition script returns it: a canonical decimal string.
@@ -192,9 +239,11 @@ fn decide(
 }
 
 impl Attempt<'_> {
-    /// `SET NX PX` on every node at once, inside the acquisition script (which first checks
-    /// the node's restart-quarantine marker unless quarantine is off, and on a refusal says how
-    /// long the holder has left), or the fenced one, which also reads the counter.
+    /// `SET NX PX` on every node at once: for a plain lock, with `PTTL` (a refusal says how
+    /// long the holder has left, which bounds a waiter's sleep) and, unless quarantine is off,
+    /// `EXISTS` of the node's restart-quarantine marker, pipelined in one write and read back
+    /// as the acquisition script's one reply (see [`acquire_reply`]); for a fenced one, the
+    /// fenced acquisition script, which also reads the counter.
     fn first_round(&self, fenced: bool) -> Result<Round, Error> {
         if let Some(owner) = self.owner {
             return reentrant::first_round(self, owner, fenced);
@@ -203,31 +252,40 @@ impl Attempt<'_> {
         let ttl_ms = resp::decimal(self.ttl.as_millis() as u64, &mut digits);
         let checked = self.sh.cfg.restart_quarantine;
         let args: [&[u8]; 2] = [self.token.as_bytes(), ttl_ms];
-        let (cmd, fallback) = match (fenced, checked) {
-            (true, true) => {
+        let (cmd, fallback, combine) = if fenced {
+            let (sha, eval) = if checked {
                 let keys: [&[u8]; 3] = [&self.key, &self.fence_key, MARKER_KEY];
-                let (sha, eval) = FENCED_ACQUIRE_SCRIPT.calls(&keys, &args);
-                (sha, Some(eval))
+                FENCED_ACQUIRE_SCRIPT.calls(&keys, &args)
+            } else {
+                FENCED_ACQUIRE_SCRIPT.calls(&[&self.key, &self.fence_key], &args)
+            };
+            (sha, Some(eval), None)
+        } else {
+            let mut cmd = Vec::with_capacity(128 + self.key.len() * 2 + self.token.len());
+            let set: [&[u8]; 6] = [
+                b"SET",
+                &self.key,
+                self.token.as_bytes(),
+                b"NX",
+                b"PX",
+                ttl_ms,
+            ];
+            resp::pack(&set, &mut cmd);
+            resp::pack(&[b"PTTL", &self.key], &mut cmd);
+            if checked {
+                resp::pack(&[b"EXISTS", MARKER_KEY], &mut cmd);
             }
-            (true, false) => {
-                let keys: [&[u8]; 2] = [&self.key, &self.fence_key];
-                let (sha, eval) = FENCED_ACQUIRE_SCRIPT.calls(&keys, &args);
-                (sha, Some(eval))
-            }
-            (false, true) => {
-                let (sha, eval) = ACQUIRE_SCRIPT.calls(&[&self.key, MARKER_KEY], &args);
-                (sha, Some(eval))
-            }
-            (false, false) => {
-                // The script rather than a plain SET NX PX: a refusal also says how long the
-                // holder has left, which bounds a waiter's sleep.
-                let (sha, eval) = ACQUIRE_SCRIPT.calls(&[&self.key], &args);
-                (sha, Some(eval))
-            }
+            let parts = if checked { 3 } else { 2 };
+            let combine = Combine {
+                parts,
+                f: acquire_reply,
+            };
+            (cmd, None, Some(combine))
         };
         let req = Request {
             cmd: Cmd::Same(&cmd),
             fallback: fallback.as_deref(),
+            combine,
             grants: true,
         };
         let judge = |_: usize, r: &Reply| {
@@ -285,6 +343,7 @@ impl Attempt<'_> {
         let req = Request {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
+            combine: None,
             grants: false,
         };
         let limits = Limits {
@@ -335,8 +394,13 @@ impl Attempt<'_> {
         } else {
             None
         };
-        if round.untrusted.iter().any(|u| *u) {
-            self.release_on(&|i| round.untrusted[i]);
+        // Grants that did not count: from a node not trusted yet, or answered with an error
+        // (a plain acquisition's SET may have been applied on a node whose marker was then
+        // found gone).
+        let undo =
+            |i: usize| round.untrusted[i] || matches!(round.replies[i], Some(Reply::Error { .. }));
+        if (0..round.replies.len()).any(undo) {
+            self.release_on(&undo);
         }
         let acquisition = sh.cluster.report(Op::Acquire, round.outcomes, None);
         Ok(Lease::new(
@@ -432,6 +496,88 @@ mod tests {
             confirmed(Op::Release, &Reply::Ok),
             NodeOutcome::Protocol(_)
         ));
+    }
+
+    #[test]
+    fn the_plain_acquisitions_replies_read_as_the_scripts() {
+        let int = Reply::Int;
+        let err = |code: &str| Reply::Error {
+            code: code.into(),
+            text: format!("{code} x"),
+        };
+        let nomarker = Reply::Error {
+            code: "NOMARKER".into(),
+            text: "NOMARKER no restart-quarantine marker on this node".into(),
+        };
+        // Without the marker check (2 parts) and with it, present (3 parts, EXISTS 1).
+        for marker in [None, Some(int(1))] {
+            let r = |set: Reply, pttl: Reply| {
+                let mut parts = vec![set, pttl];
+                parts.extend(marker.clone());
+                acquire_reply(&parts)
+            };
+            assert_eq!(r(Reply::Ok, int(5000)), int(1));
+            assert!(granted_checked(&r(Reply::Ok, int(5000))).is_success());
+            // Held: -2 - PTTL, which the judge reads as a refusal with the holder's TTL.
+            assert_eq!(r(Reply::Nil, int(1000)), int(-1002));
+            assert_eq!(r(Reply::Nil, int(0)), int(-2));
+            let held = r(Reply::Nil, int(1000));
+            assert_eq!(granted_checked(&held), NodeOutcome::Rejected);
+            assert_eq!(refusal_pttl(&held), Some(Duration::from_millis(1000)));
+            // Held with no TTL (-1), or gone by the time PTTL ran (-2): held, no TTL known.
+            for t in [-1, -2] {
+                assert_eq!(r(Reply::Nil, int(t)), int(0));
+                assert_eq!(refusal_pttl(&r(Reply::Nil, int(t))), None);
+            }
+            // An error in any part is that error.
+            assert_eq!(r(err("OOM"), int(-2)), err("OOM"));
+            assert_eq!(r(Reply::Ok, err("NOPERM")), err("NOPERM"));
+            assert!(matches!(
+                granted_checked(&r(Reply::Nil, err("NOPERM"))),
+                NodeOutcome::ServerError(_)
+            ));
+            // Anything else is a protocol error, never a grant or a refusal.
+            for (set, pttl) in [
+                (int(1), int(5000)),
+                (int(0), int(5000)),
+                (Reply::Bulk(b"OK".to_vec()), int(5000)),
+                (Reply::Nil, Reply::Nil),
+                (Reply::Nil, Reply::Bulk(b"5".to_vec())),
+                (Reply::Status("QUEUED".into()), int(1)),
+            ] {
+                let o = granted_checked(&r(set.clone(), pttl.clone()));
+                assert!(
+                    matches!(o, NodeOutcome::Protocol(_)),
+                    "{set:?} {pttl:?}: {o:?}"
+                );
+            }
+        }
+        // The marker gone: NOMARKER (the script's very reply), whatever SET and PTTL said.
+        for (set, pttl) in [
+            (Reply::Ok, int(5000)),
+            (Reply::Nil, int(1000)),
+            (err("OOM"), int(-2)),
+        ] {
+            assert_eq!(acquire_reply(&[set, pttl, int(0)]), nomarker);
+        }
+        // The marker check's own error, or an answer that is not 0 or 1.
+        assert_eq!(
+            acquire_reply(&[Reply::Ok, int(5000), err("NOPERM")]),
+            err("NOPERM")
+        );
+        for bad in [int(2), Reply::Nil, Reply::Ok] {
+            let o = granted_checked(&acquire_reply(&[Reply::Ok, int(5000), bad.clone()]));
+            assert!(matches!(o, NodeOutcome::Protocol(_)), "{bad:?}: {o:?}");
+        }
+        // Not two or three parts.
+        for parts in [
+            vec![],
+            vec![Reply::Ok],
+            vec![Reply::Ok, int(1), int(1), int(1)],
+        ] {
+            let o = granted_checked(&acquire_reply(&parts));
+            assert!(matches!(o, NodeOutcome::Protocol(_)), "{parts:?}: {o:?}");
+        }
     }
 
     #[test]

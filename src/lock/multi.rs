@@ -48,6 +48,7 @@ pub(crate) fn attempt(
     let req = Request {
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
+        combine: None,
         grants: true,
     };
     let limits = Limits::quorum(sh.budget.node_timeout(ttl));

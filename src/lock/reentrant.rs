@@ -65,6 +65,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
     let req = Request {
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
+        combine: None,
         grants: true,
     };
     let judge = |_: usize, r: &Reply| {

@@ -105,6 +105,7 @@ impl Sem<'_> {
         let req = Request {
             cmd: Cmd::Same(&cmd),
             fallback: Some(&eval),
+            combine: None,
             grants: true,
         };
         let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));

@@ -197,18 +197,36 @@ impl Call {
     }
 }
 
+/// Several commands written together as one entry (in one write, so nothing of another caller
+/// comes between them), whose replies are combined into the one reply that stands for them:
+/// the one the caller gets, and the one the link's own checks (`NOMARKER`) see.
+#[derive(Clone, Copy)]
+pub(crate) struct Combine {
+    /// How many replies the commands get: the entry consumes exactly this many, whether or not
+    /// its caller still waits, so that no later reply is ever taken for a part of it.
+    pub parts: usize,
+    /// The one reply the parts stand for.
+    pub f: fn(&[Reply]) -> Reply,
+}
+
+/// What a command's entry expects back.
+#[derive(Clone)]
+pub(crate) enum Expect {
+    /// One reply; with the `EVAL` form to send if the node answers `NOSCRIPT` to an `EVALSHA`.
+    One(Option<Arc<[u8]>>),
+    /// One reply per command of several written together, combined into one (no `NOSCRIPT`
+    /// fallback: these are plain commands).
+    Parts(Combine),
+}
+
 /// Whom a reply is for.
 enum Purpose {
     /// A handshake command of a new connection.
     Handshake(Hs),
     /// A health command after the handshake (a marker read or write): for the node itself.
     Health(Hs),
-    /// A command: the call waiting for it (none if nobody waits), and the `EVAL` form to send
-    /// if the node answers `NOSCRIPT` to an `EVALSHA`.
-    Command {
-        call: Option<Call>,
-        fallback: Option<Arc<[u8]>>,
-    },
+    /// A command: the call waiting for it (none if nobody waits), and what it expects back.
+    Command { call: Option<Call>, expect: Expect },
 }
 
 struct Entry {
@@ -230,6 +248,9 @@ struct State {
     generation: u64,
     /// One entry per command written or queued on `conn`, in order.
     pending: VecDeque<Entry>,
+    /// The replies read so far for the first entry, when it is one of several parts
+    /// ([`Expect::Parts`]); empty otherwise. Reused, so a round allocates nothing here.
+    parts: Vec<Reply>,
     driver: Option<Driver>,
     /// When the connection last carried a command or a reply.
     last_used: Instant,
@@ -278,6 +299,7 @@ impl Link {
                 conn: None,
                 generation: 0,
                 pending: VecDeque::new(),
+                parts: Vec::new(),
                 driver: None,
                 last_used: now,
             }),
@@ -323,19 +345,20 @@ impl Link {
     }
 
     /// Writes `cmd` for `call` (or for nobody: `call` is `None`), connecting first if needed
-    /// and `connect` allows it. `Ok(None)`: not sent, since there is no connection and
-    /// `connect` is false. `Err`: the node cannot be asked now (backoff, refused, …).
+    /// and `connect` allows it; `expect`: what it is answered with. `Ok(None)`: not sent,
+    /// since there is no connection and `connect` is false. `Err`: the node cannot be asked
+    /// now (backoff, refused, …).
     pub(crate) fn submit(
         &self,
         call: Option<&Call>,
         cmd: &[u8],
-        fallback: Option<&Arc<[u8]>>,
+        expect: &Expect,
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
-        let r = self.submit_locked(call, cmd, fallback, now, settings, connect, &mut wakes);
+        let r = self.submit_locked(call, cmd, expect, now, settings, connect, &mut wakes);
         self.flush(now, settings, &mut wakes);
         wake_all(&mut wakes, call.map_or(0, |c| c.round));
         r
@@ -346,7 +369,7 @@ impl Link {
         &self,
         call: Option<&Call>,
         cmd: &[u8],
-        fallback: Option<&Arc<[u8]>>,
+        expect: &Expect,
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
@@ -390,7 +413,7 @@ impl Link {
         st.pending.push_back(Entry {
             purpose: Purpose::Command {
                 call: call.cloned(),
-                fallback: fallback.cloned(),
+                expect: expect.clone(),
             },
             sent_at: now,
             timed: !starting,
@@ -430,6 +453,7 @@ impl Link {
                 self.node.connected();
                 st.conn = Some(c);
                 st.generation += 1;
+                st.parts.clear(); // nothing is owed on a new connection
                 st.pending
                     .extend(
                         self.node
@@ -522,6 +546,7 @@ impl Link {
             st.conn = None;
             st.generation += 1;
             st.pending.clear();
+            st.parts.clear();
         }
     }
 
@@ -668,7 +693,9 @@ impl Link {
         }
     }
 
-    /// Hands one reply to the entry it answers.
+    /// Hands one reply to the entry it answers. A part of a multi-part entry is kept until
+    /// the entry's last part arrives; the entry then answers with the combined reply, exactly
+    /// where a single reply would have been dispatched.
     fn dispatch(
         &self,
         st: &mut State,
@@ -677,10 +704,27 @@ impl Link {
         s: &ConnSettings,
         w: &mut Wakes,
     ) {
-        let Some(entry) = st.pending.pop_front() else {
-            let what = NodeOutcome::Protocol("unsolicited reply".into());
-            return self.fail_all(st, what, now, s, w);
+        let reply = match st.pending.front().map(|e| &e.purpose) {
+            None => {
+                let what = NodeOutcome::Protocol("unsolicited reply".into());
+                return self.fail_all(st, what, now, s, w);
+            }
+            Some(Purpose::Command {
+                expect: Expect::Parts(c),
+                ..
+            }) => {
+                let c = *c;
+                st.parts.push(reply);
+                if st.parts.len() < c.parts {
+                    return; // the entry stays first: its next parts are the next replies
+                }
+                let combined = (c.f)(&st.parts);
+                st.parts.clear();
+                combined
+            }
+            Some(_) => reply,
         };
+        let entry = st.pending.pop_front().expect("looked at above");
         match entry.purpose {
             Purpose::Health(kind) => {
                 let _ = self.node.on_handshake_reply(kind, &reply, now);
@@ -722,44 +766,61 @@ impl Link {
                     }
                 }
             }
-            Purpose::Command { call, fallback } => {
-                if reply.is_error_code("NOSCRIPT")
-                    && let Some(fb) = fallback
-                {
-                    // The script cache was flushed: send the EVAL form once, for the same
-                    // call (or for nobody), behind whatever is queued already (written by
-                    // the caller's flush once the lock is released).
-                    let sent = st.conn.as_mut().map(|c| c.send(&fb));
-                    if let Some(Err(e)) = sent {
-                        return self.fail_all(st, unreachable_from(&e), now, s, w);
-                    }
-                    st.pending.push_back(Entry {
-                        purpose: Purpose::Command {
-                            call,
-                            fallback: None,
-                        },
-                        sent_at: entry.sent_at,
-                        timed: false,
-                    });
-                    return;
+            Purpose::Command { .. } => self.answer(st, entry, reply, now, s, w),
+        }
+    }
+
+    /// The reply to a command's entry (a multi-part entry's combined one): a `NOSCRIPT`
+    /// answered with the `EVAL` form, a lost marker told to the node, the reply handed to its
+    /// caller if it still waits.
+    fn answer(
+        &self,
+        st: &mut State,
+        entry: Entry,
+        reply: Reply,
+        now: Instant,
+        s: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        let (sent_at, timed) = (entry.sent_at, entry.timed);
+        let Purpose::Command { call, expect } = entry.purpose else {
+            return; // dispatch hands over command entries only
+        };
+        if reply.is_error_code("NOSCRIPT")
+            && let Expect::One(Some(fb)) = expect
+        {
+            // The script cache was flushed: send the EVAL form once, for the same call (or for
+            // nobody), behind whatever is queued already (written by the caller's flush once
+            // the lock is released).
+            let sent = st.conn.as_mut().map(|c| c.send(&fb));
+            if let Some(Err(e)) = sent {
+                return self.fail_all(st, unreachable_from(&e), now, s, w);
+            }
+            st.pending.push_back(Entry {
+                purpose: Purpose::Command {
+                    call,
+                    expect: Expect::One(None),
+                },
+                sent_at,
+                timed: false,
+            });
+            return;
+        }
+        self.node.record_success();
+        if reply.is_error_code("NOMARKER") {
+            // A grant found the quarantine marker gone: seen here, whether or not its caller
+            // still waits, so that the loss counts from now.
+            self.node.marker_lost(now);
+        }
+        if let Some(c) = call {
+            let latency = now.saturating_duration_since(sent_at);
+            if c.fill(self.node.index, Slot::Reply { reply, latency }) {
+                // Read while its caller still waited, so promptly: a fair sample (a reply
+                // nobody waited for may have been read long after it came).
+                if timed {
+                    self.node.rtt.sample(latency);
                 }
-                self.node.record_success();
-                if reply.is_error_code("NOMARKER") {
-                    // A grant script found the quarantine marker gone: seen here, whether or
-                    // not its caller still waits, so that the loss counts from now.
-                    self.node.marker_lost(now);
-                }
-                if let Some(c) = call {
-                    let latency = now.saturating_duration_since(entry.sent_at);
-                    if c.fill(self.node.index, Slot::Reply { reply, latency }) {
-                        // Read while its caller still waited, so promptly: a fair sample (a
-                        // reply nobody waited for may have been read long after it came).
-                        if entry.timed {
-                            self.node.rtt.sample(latency);
-                        }
-                        wake_later(w, &c);
-                    }
-                }
+                wake_later(w, &c);
             }
         }
     }
@@ -776,6 +837,8 @@ impl Link {
     ) {
         st.conn = None;
         st.generation += 1;
+        // A multi-part entry with some of its replies read fails like the others.
+        st.parts.clear();
         for e in st.pending.drain(..) {
             if let Purpose::Command { call: Some(c), .. } = e.purpose
                 && c.fill(self.node.index, Slot::Failed(outcome.clone()))

@@ -8,4 +8,4 @@ pub(crate) mod link;
 pub(crate) mod sub;
 
 pub(crate) use health::{ConnSettings, Node, Peers, QuarantinePolicy, Standing};
-pub(crate) use link::{Call, Link, Slot};
+pub(crate) use link::{Call, Combine, Expect, Link, Slot};

@@ -17,7 +17,7 @@ use crate::metrics::Registry;
 use crate::mux;
 use crate::node::health::refusal;
 use crate::node::link::{self, Wakes};
-use crate::node::{Call, ConnSettings, Link, Node, Slot, Standing};
+use crate::node::{Call, ConnSettings, Expect, Link, Node, Slot, Standing};
 use crate::resp::Reply;
 use crate::timing::{Clock, NodeTimeout};
 
@@ -28,6 +28,8 @@ mod trust;
 mod wait;
 
 use wait::Wait;
+
+pub(crate) use crate::node::Combine;
 
 /// The number of nodes that must agree: `n / 2 + 1`.
 pub fn quorum(n: usize) -> usize {
@@ -49,6 +51,10 @@ pub(crate) struct Request<'a> {
     pub cmd: Cmd<'a>,
     /// The `EVAL` form of an `EVALSHA` command, sent to a node that answers `NOSCRIPT`.
     pub fallback: Option<&'a [u8]>,
+    /// The command is several commands written together, whose replies (exactly
+    /// `parts` of them on each node) stand for one reply, the combiner's; the judge sees that
+    /// one. No `fallback` then.
+    pub combine: Option<Combine>,
     /// The request grants something (a lock): a node in restart quarantine is not asked, a
     /// success counts only from a trusted node (see [`Round::untrusted`]), a `NOMARKER` reply
     /// means the node lost its keyspace, and while the cluster-wide trust rule is still open
@@ -280,7 +286,11 @@ impl Cluster {
         start: Instant,
         wakes: &'a RefCell<Wakes>,
     ) -> Vec<Wait<'a>> {
-        let fallback: Option<Arc<[u8]>> = req.fallback.map(Arc::from);
+        debug_assert!(req.combine.is_none() || req.fallback.is_none());
+        let expect = match req.combine {
+            Some(c) => Expect::Parts(c),
+            None => Expect::One(req.fallback.map(Arc::from)),
+        };
         let mut waits = Vec::with_capacity(self.links.len() + 1);
         for (i, link) in self.links.iter().enumerate() {
             let mut w = Wait::node(self, call, link, wakes);
@@ -302,14 +312,7 @@ impl Cluster {
                 }
                 (None, None, None) => Err(NodeOutcome::Rejected),
                 (None, None, Some(cmd)) => link
-                    .submit(
-                        Some(call),
-                        cmd,
-                        fallback.as_ref(),
-                        start,
-                        &self.settings,
-                        true,
-                    )
+                    .submit(Some(call), cmd, &expect, start, &self.settings, true)
                     .map(|s| s.expect("submit connects when asked to")),
             };
             match sent {
@@ -419,12 +422,12 @@ impl Cluster {
     /// failed acquisition, so that the caller does not wait a round trip for the clean-up.
     pub(crate) fn detach(&self, cmd: &[u8], fallback: Option<&[u8]>, to: &dyn Fn(usize) -> bool) {
         let now = self.now();
-        let fallback: Option<Arc<[u8]>> = fallback.map(Arc::from);
+        let expect = Expect::One(fallback.map(Arc::from));
         for (i, link) in self.links.iter().enumerate() {
             if to(i) {
                 // Queued behind whatever the connection already carries (the command being
                 // cleaned up among it), so the node runs it after that.
-                let _ = link.submit(None, cmd, fallback.as_ref(), now, &self.settings, false);
+                let _ = link.submit(None, cmd, &expect, now, &self.settings, false);
                 if link.orphaned() {
                     care::care(&self.links, i, &self.settings);
                 }

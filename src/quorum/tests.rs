@@ -5,6 +5,7 @@
 use super::*;
 use crate::error::NodeOutcome;
 use crate::node::conn::Conn;
+use crate::node::health::Hs;
 use crate::node::{ConnSettings, Link, Node};
 use crate::resp::Reply;
 use crate::timing::Clock;
@@ -67,6 +68,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
     Request {
         cmd: Cmd::Same(cmd),
         fallback: None,
+        combine: None,
         grants: false,
     }
 }
@@ -259,6 +261,7 @@ fn noscript_falls_back_once() {
     let req = Request {
         cmd: Cmd::Same(b"SHA\r\n"),
         fallback: Some(b"EVAL\r\n"),
+        combine: None,
         grants: false,
     };
     let r = cluster
@@ -281,6 +284,7 @@ fn noscript_falls_back_even_after_the_caller_left() {
     let sha = Request {
         cmd: Cmd::Same(b"SHA\r\n"),
         fallback: Some(b"EVAL\r\n"),
+        combine: None,
         grants: false,
     };
     let r = cluster
@@ -465,6 +469,7 @@ fn a_caller_that_leaves_hands_the_connection_to_one_still_waiting() {
         let req = Request {
             cmd: Cmd::PerNode(&b_cmds),
             fallback: None,
+            combine: None,
             grants: false,
         };
         c.round(&req, &any_reply, all(Duration::from_secs(10)))
@@ -496,7 +501,6 @@ fn quorum_edges() {
 
 #[test]
 fn a_command_held_behind_a_handshake_is_written_even_after_the_caller_left() {
-    use crate::node::health::Hs;
     use std::net::TcpListener;
     // Nodes 0 and 1 answer at once over socket pairs; node 2 is reached over TCP through a
     // new connection whose handshake ("HS") is answered only after the round has returned.
@@ -609,4 +613,145 @@ fn a_quorum_lost_to_refused_credentials_is_an_auth_error() {
     assert_eq!(kind(3, vec![Success, down(), down()]), "unavailable");
     // A quorum was possible: a refusal, whatever the refusing nodes said.
     assert_eq!(kind(3, vec![Rejected, Pending, auth()]), "not acquired");
+}
+
+/// Several commands written as one entry: their three replies, as one array.
+const P3: &[u8] = b"*1\r\n$2\r\nP3\r\n";
+
+fn parts3(parts: &[Reply]) -> Reply {
+    // The third part 0 stands for a lost marker, as the plain acquisition's EXISTS.
+    if parts.get(2) == Some(&Reply::Int(0)) {
+        return Reply::Error {
+            code: "NOMARKER".into(),
+            text: "NOMARKER no restart-quarantine marker on this node".into(),
+        };
+    }
+    Reply::Array(parts.to_vec())
+}
+
+fn req3(cmd: &[u8]) -> Request<'_> {
+    Request {
+        combine: Some(Combine {
+            parts: 3,
+            f: parts3,
+        }),
+        ..req(cmd)
+    }
+}
+
+fn ints(v: &[i64]) -> Option<Reply> {
+    Some(Reply::Array(v.iter().map(|n| Reply::Int(*n)).collect()))
+}
+
+#[test]
+fn a_multi_part_entry_consumes_all_its_replies_after_its_caller_left() {
+    let (cluster, mut peers) = pairs(3);
+    // Node 2 is trusted, its marker known to be there (as after a handshake).
+    let node2 = &cluster.links[2].node;
+    let t0 = cluster.now();
+    let info = Reply::Bulk(b"# Server\r\nrun_id:d\r\nuptime_in_seconds:500\r\n".to_vec());
+    node2.on_handshake_reply(Hs::Info, &info, t0).unwrap();
+    node2
+        .on_handshake_reply(Hs::Marker, &Reply::Bulk(b"d".to_vec()), t0)
+        .unwrap();
+    assert!(node2.trusted());
+    let mut slow = peers.pop().unwrap();
+    let fast: Vec<_> = peers
+        .into_iter()
+        .map(|p| answer(p, vec![(P3, b":1\r\n:2\r\n:3\r\n"), (A, b":5\r\n")]))
+        .collect();
+    let r = cluster
+        .round(
+            &req3(P3),
+            &any_reply,
+            Limits::quorum(Duration::from_secs(5)),
+        )
+        .unwrap();
+    assert_eq!(r.replies[0], ints(&[1, 2, 3]));
+    assert_eq!(r.replies[1], ints(&[1, 2, 3]));
+    assert_eq!(r.outcomes[2], NodeOutcome::Pending);
+    assert_eq!(cluster.owed(2), Some(1));
+    // Node 2 answers the three parts late (the marker found gone), then the next command.
+    read_cmd(&mut slow, P3);
+    let h = thread::spawn(move || {
+        slow.write_all(b":1\r\n:2\r\n").unwrap();
+        read_cmd(&mut slow, A);
+        slow.write_all(b":0\r\n:5\r\n").unwrap();
+        slow
+    });
+    thread::sleep(Duration::from_millis(20));
+    let r = cluster
+        .round(&req(A), &any_reply, all(Duration::from_secs(5)))
+        .unwrap();
+    let _slow = h.join().unwrap();
+    // All three parts went to the entry nobody waited for; the new caller got its own reply.
+    assert!(r.replies.iter().all(|r| *r == Some(Reply::Int(5))), "{r:?}");
+    assert_eq!(cluster.owed(2), Some(0));
+    // The combined reply was seen by the link although nobody waited for it.
+    assert!(
+        matches!(
+            node2.standing(),
+            Standing::Quarantined {
+                reason: crate::error::QuarantineReason::NoMarker,
+                ..
+            }
+        ),
+        "{:?}",
+        node2.standing()
+    );
+    for f in fast {
+        f.join().unwrap();
+    }
+}
+
+#[test]
+fn a_multi_part_entry_reads_replies_split_across_reads() {
+    let (cluster, mut peers) = pairs(1);
+    let mut p = peers.pop().unwrap();
+    let h = thread::spawn(move || {
+        read_cmd(&mut p, P3);
+        for chunk in [&b":1\r"[..], b"\n", b":2\r\n", b":3", b"\r\n"] {
+            p.write_all(chunk).unwrap();
+            thread::sleep(Duration::from_millis(10));
+        }
+        read_cmd(&mut p, A);
+        p.write_all(b":7\r\n").unwrap();
+        p
+    });
+    let r = cluster
+        .round(&req3(P3), &any_reply, all(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(r.replies[0], ints(&[1, 2, 3]));
+    assert_eq!(cluster.owed(0), Some(0));
+    let r = cluster
+        .round(&req(A), &any_reply, all(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(r.replies[0], Some(Reply::Int(7)));
+    h.join().unwrap();
+}
+
+#[test]
+fn a_connection_closed_between_parts_fails_the_call() {
+    let (cluster, mut peers) = pairs(2);
+    let mut p1 = peers.pop().unwrap();
+    let p0 = answer(peers.pop().unwrap(), vec![(P3, b":1\r\n:2\r\n:3\r\n")]);
+    let h1 = thread::spawn(move || {
+        read_cmd(&mut p1, P3);
+        p1.write_all(b":1\r\n").unwrap(); // one part of three, then closed
+    });
+    let start = SystemClock.now();
+    let r = cluster
+        .round(&req3(P3), &any_reply, all(Duration::from_secs(5)))
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    h1.join().unwrap();
+    p0.join().unwrap();
+    assert_eq!(r.replies[0], ints(&[1, 2, 3]));
+    assert_eq!(r.replies[1], None);
+    assert_eq!(
+        r.outcomes[1],
+        NodeOutcome::Unreachable("connection closed by the node".into()),
+        "{r:?}"
+    );
+    assert_eq!(cluster.owed(1), None);
 }
