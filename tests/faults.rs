@@ -12,7 +12,8 @@
 //! (`harness = false`); `faults worker …` is the worker process (the same binary).
 //!
 //! Workers take the lock in five ways (by id, see [`Role`]), which all have to exclude each
-//! other: the plain lock; a reentrant lock with an owner id of their own (one per process),
+//! other: the plain lock (fenced and unfenced in turn: the unfenced one is the pipelined
+//! `SET NX PX` with no script, the fenced one a script); a reentrant lock with an owner id of their own (one per process),
 //! re-entered 1 to 5 times inside every critical section and those leases released in a random
 //! order before the section's write (a re-entry that freed a node early would let another
 //! worker in while the outer lease still believes it holds the lock); a shared lock, whose
@@ -725,11 +726,16 @@ fn worker(args: &[String]) -> ExitCode {
         permit_worker(&mgr, &mut file, rng, end, (hold_min, hold_max));
         return ExitCode::SUCCESS;
     }
+    let mut sections = 0u64;
     while Instant::now() < end {
+        sections += 1;
+        // Every other plain section unfenced: the plain path without a script (its sections
+        // are checked for overlap like every other; they write nothing to the fenced store).
+        let unfenced = role == Role::Plain && sections % 2 == 0;
         // Waiting by notification (the default for a wait with a deadline), said explicitly:
         // the suite checks that waiters woken by releases keep mutual exclusion.
         let mut opts = LockOptions::new()
-            .fenced(true)
+            .fenced(!unfenced)
             .wait(Wait::Until(Instant::now() + Duration::from_millis(300)))
             .notify(true);
         if let Some(o) = &owner {
@@ -798,6 +804,7 @@ fn worker(args: &[String]) -> ExitCode {
                 // Readers do not write, and a multi-resource lease has no fencing token.
                 let accepted: Result<i64, _> = match role {
                     Role::Shared | Role::Many | Role::Permit => Ok(-1),
+                    Role::Plain if unfenced => Ok(-1),
                     Role::Plain | Role::Reentrant | Role::Fair => redis::cmd("EVAL")
                         .arg(store_write)
                         .arg(1)
@@ -1250,10 +1257,10 @@ fn main() -> ExitCode {
         TTL.as_millis(),
         MAX_TTL.as_millis(),
         match roles.as_str() {
-            "plain" => "every lock worker plain",
+            "plain" => "every lock worker plain, fenced and unfenced in turn",
             "fair" => "every lock worker fair",
             _ => {
-                "of every seven workers one plain, two reentrant re-entering 1–5 times in each \
+                "of every seven workers one plain (fenced and unfenced in turn), two reentrant re-entering 1–5 times in each \
                  section, two shared, one multi-resource and unfenced, one fair"
             }
         }
