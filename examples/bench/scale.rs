@@ -6,8 +6,9 @@
 //! shows next to what the clients saw:
 //!
 //! * server CPU per cycle: the nodes' `used_cpu_user + used_cpu_sys`, summed, per cycle;
-//! * commands per server read: the clients' commands (`SET`, `EVAL`, `EVALSHA` in
-//!   `INFO commandstats`; not the commands a script runs) over `total_reads_processed`, the
+//! * commands per server read: the clients' commands (`SET`, `PTTL`, `EXISTS`, `EVAL`,
+//!   `EVALSHA` in `INFO commandstats`; these rows run no script that calls them) over
+//!   `total_reads_processed`, the
 //!   batching the server sees: 1.0 when every command arrives in a read of its own;
 //! * connections the nodes accepted, and `SCRIPT LOAD`s they served, during the measured part
 //!   (after every client's warm-up cycles): both 0 for a client that keeps its connections;
@@ -67,7 +68,10 @@ fn node_stats(conn: &mut redis::Connection) -> NodeStats {
         cpu: c.get("used_cpu_user") + c.get("used_cpu_sys"),
         // The commands a client sends in these rows (a script's own redis.call()s count in
         // total_commands_processed and in their own cmdstat lines: not here).
-        commands: n("cmdstat_set") + n("cmdstat_eval") + n("cmdstat_evalsha"),
+        commands: ["set", "pttl", "exists", "eval", "evalsha"]
+            .iter()
+            .map(|c| n(&format!("cmdstat_{c}")))
+            .sum(),
         reads: n("total_reads_processed"),
         connections: n("total_connections_received"),
         // Redis 7 counts each SCRIPT subcommand on a line of its own; older servers count
