@@ -731,7 +731,7 @@ fn worker(args: &[String]) -> ExitCode {
         sections += 1;
         // Every other plain section unfenced: the plain path without a script (its sections
         // are checked for overlap like every other; they write nothing to the fenced store).
-        let unfenced = role == Role::Plain && sections % 2 == 0;
+        let unfenced = role == Role::Plain && sections.is_multiple_of(2);
         // Waiting by notification (the default for a wait with a deadline), said explicitly:
         // the suite checks that waiters woken by releases keep mutual exclusion.
         let mut opts = LockOptions::new()
