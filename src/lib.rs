@@ -27,9 +27,10 @@
 //!
 //! ## The algorithm
 //!
-//! * **Acquire**: a script that runs `SET redlock:<resource> <token> NX PX <ttl>` on every node
-//!   at once, with a random 20-byte token (and, where it refuses, answers the holder's
-//!   remaining TTL). The lock is granted when `N/2 + 1` nodes granted it and the
+//! * **Acquire**: `SET redlock:<resource> <token> NX PX <ttl>` on every node at once, with a
+//!   random 20-byte token, pipelined in the same write with `PTTL` of the key (where it
+//!   refuses: the holder's remaining TTL) and `EXISTS` of the restart-quarantine marker; no
+//!   script. The lock is granted when `N/2 + 1` nodes granted it and the
 //!   remaining validity, `TTL − elapsed − (TTL × drift_factor + 2 ms)`, measured on a monotonic
 //!   clock, is positive. Otherwise the key is released on every node at once.
 //! * **Release**: a Lua script deletes the key only where it still holds our token, and
