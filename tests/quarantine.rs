@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redlock::{Config, Error, Lease, NodeOutcome, QuarantineReason, Redlock};
+use redlock::{Config, Error, KeyKind, Lease, NodeOutcome, QuarantineReason, Redlock};
 use support::{Cluster, RedisServer, eventually};
 
 /// Captures the library's log lines, so tests can check its warnings.
@@ -311,24 +311,63 @@ fn a_marker_deleted_under_a_trusted_node_takes_back_what_it_set_there() {
             .unwrap();
         assert_eq!(n, 1);
     };
+    let marker = cluster.servers[1].get(redlock::MARKER_KEY).unwrap();
     // Node 1 loses its marker; nodes 0 and 2 still grant.
     del_marker(1);
-    let lease = mgr.try_lock("unmarked", ttl).unwrap();
-    let acq = lease.acquisition();
-    assert_eq!(acq.successes, 2, "{acq:?}");
-    let o = &acq.nodes[1].outcome;
-    assert_eq!(reason(o), Some(QuarantineReason::NoMarker), "{o:?}");
-    let left = mgr.node_states()[1].quarantined_for.unwrap();
-    assert!(left > max_ttl / 2 && left <= max_ttl, "{left:?}");
-    // The key is taken back on node 1 while the lease holds it on the others.
-    let token = cluster.servers[0].get(key).unwrap();
-    assert!(eventually(Duration::from_secs(5), || cluster.servers[1]
-        .get(key)
-        .is_none()));
-    assert_eq!(cluster.servers[2].get(key), Some(token.clone()));
-    assert_eq!(cluster.holding(key, &token), 2);
-    lease.unlock().unwrap();
-    assert_eq!(cluster.present(key), 0);
+    // Node 1 may not have answered yet when the quorum of nodes 0 and 2 decided (a busy
+    // machine): then its NOMARKER is read later, and its key goes with the unlock.
+    let mut taken_back_checked = 0;
+    for _ in 0..20 {
+        let lease = mgr.try_lock("unmarked", ttl).unwrap();
+        let acq = lease.acquisition();
+        assert_eq!(acq.successes, 2, "{acq:?}");
+        let o = &acq.nodes[1].outcome;
+        let answered = *o != NodeOutcome::Pending;
+        if answered {
+            assert_eq!(reason(o), Some(QuarantineReason::NoMarker), "{o:?}");
+        }
+        // Quarantined once its reply is read (a scan waits for every node).
+        assert!(eventually(Duration::from_secs(5), || {
+            let _ = mgr.scan(KeyKind::Lock, "unmarked");
+            mgr.node_states()[1].quarantined_for.is_some()
+        }));
+        let left = mgr.node_states()[1].quarantined_for.unwrap();
+        assert!(left > max_ttl / 2 && left <= max_ttl, "{left:?}");
+        let token = cluster.servers[0].get(key).unwrap();
+        assert_eq!(cluster.servers[2].get(key), Some(token.clone()));
+        if answered {
+            // The key is taken back on node 1 while the lease holds it on the others.
+            assert!(eventually(Duration::from_secs(5), || cluster.servers[1]
+                .get(key)
+                .is_none()));
+            assert_eq!(cluster.holding(key, &token), 2);
+            taken_back_checked += 1;
+        }
+        lease.unlock().unwrap();
+        assert!(eventually(Duration::from_secs(5), || cluster.present(key) == 0));
+        if taken_back_checked > 0 {
+            break;
+        }
+        // Node 1 is quarantined now and no longer asked: put its marker back as it was (as
+        // another process ending its quarantine would), then lose it again.
+        redis::cmd("SET")
+            .arg(redlock::MARKER_KEY)
+            .arg(&marker)
+            .exec(&mut cluster.servers[1].client())
+            .unwrap();
+        // (The manager re-reads a quarantined node's marker when it uses the node.)
+        assert!(eventually(Duration::from_secs(10), || {
+            if let Ok(l) = mgr.try_lock("unmarked:other", ttl) {
+                let _ = l.unlock();
+            }
+            mgr.node_states()[1].quarantined_for.is_none()
+        }));
+        del_marker(1);
+    }
+    assert_eq!(
+        taken_back_checked, 1,
+        "node 1 answered after the quorum every time"
+    );
     // Node 2 loses its marker too (node 1 is quarantined, not asked): only node 0 grants, the
     // attempt fails, and neither node 0 nor node 2 keeps the key.
     del_marker(2);
@@ -341,7 +380,12 @@ fn a_marker_deleted_under_a_trusted_node_takes_back_what_it_set_there() {
         reason(&report.nodes[1].outcome),
         Some(QuarantineReason::NoMarker)
     );
-    assert_eq!(report.nodes[0].outcome, NodeOutcome::Success);
+    // Node 0 granted, or had not answered when no quorum was left.
+    let o = &report.nodes[0].outcome;
+    assert!(
+        matches!(o, NodeOutcome::Success | NodeOutcome::Pending),
+        "{o:?}"
+    );
     assert!(eventually(Duration::from_secs(5), || cluster.present(key) == 0));
 }
 
