@@ -169,6 +169,9 @@ impl Schedule {
     }
 }
 
+/// The shortest worker-gc-pause schedule, in seconds (see `run_schedule`).
+const MIN_PAUSE_SCHEDULE_SECS: f64 = 8.0;
+
 /// How a worker takes the lock.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
@@ -911,6 +914,14 @@ fn run_schedule(
     permit_workers: usize,
     roles: &str,
 ) -> Verdict {
+    // A worker pause needs a holder to find and time after it for newer holders to write: at
+    // least two tries at it, however short the other schedules are (on a busy machine the lock
+    // is often between holders when the harness looks).
+    let secs = if s == WorkerPause {
+        secs.max(MIN_PAUSE_SCHEDULE_SECS)
+    } else {
+        secs
+    };
     let args: Vec<&str> = if s.aof() {
         vec!["--appendonly", "yes", "--appendfsync", "always"]
     } else {
@@ -1056,8 +1067,8 @@ fn run_schedule(
                 if Instant::now() + TTL * 2 + Duration::from_millis(800) > end {
                     continue;
                 }
-                // The lock may be between holders: look again, briefly.
-                let holder = (0..25).find_map(|_| {
+                // The lock may be between holders: look again, for up to a second.
+                let holder = (0..50).find_map(|_| {
                     let h =
                         lock_value(&run.servers[0]).and_then(|t| holder_of(&run.dir, workers, &t));
                     if h.is_none() {
@@ -1247,7 +1258,7 @@ fn main() -> ExitCode {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} nodes, {workers} worker processes, {secs} s per schedule, TTL {} ms, max TTL {} ms, \
+        "{} nodes, {workers} worker processes, {secs} s per schedule (worker-gc-pause at least {MIN_PAUSE_SCHEDULE_SECS} s), TTL {} ms, max TTL {} ms, \
          fenced locks ({}), \
          and {permit_workers} more worker processes taking fenced permits of one semaphore of \
          {PERMITS} permits (one of them paused with the lock's holder in worker-gc-pause), \
