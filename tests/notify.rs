@@ -1,6 +1,11 @@
 //! Waiting by notification: waiters woken by the release, against real `redis-server`
-//! processes. Every manager here has a retry delay of seconds, so a waiter that got the lock
-//! quickly was woken, not lucky in its polling.
+//! processes. Every manager here has a retry delay of 30 s, so a waiter that got the lock
+//! within a few seconds was woken, not lucky in its polling.
+//!
+//! The bounds on how soon something happens are fractions of what the alternative would
+//! take (a poller's pause of up to the retry delay, a wait of 20 s, a holder's TTL of 30 s),
+//! never a few milliseconds: a busy machine may take a second or two to schedule a wake-up,
+//! and these tests must not fail for that. The figures are printed.
 
 mod support;
 
@@ -12,8 +17,9 @@ use std::time::{Duration, Instant};
 use redlock::{Cancel, Error, LockOptions, Redlock, Wait};
 use support::{Cluster, eventually};
 
-/// Far above every wake-up these tests expect: a waiter that polled would take this long.
-const RETRY_DELAY: Duration = Duration::from_secs(10);
+/// Far above every wake-up these tests expect: a waiter that polled would pause up to this
+/// long (a uniformly random pause: a tenth of the time under a tenth of it).
+const RETRY_DELAY: Duration = Duration::from_secs(30);
 /// The holder's TTL, where the holder is meant to release: far above every expected wait.
 const LONG_TTL: Duration = Duration::from_secs(30);
 
@@ -168,7 +174,8 @@ fn a_holder_that_dies_is_outwaited_by_its_ttl_without_polling() {
     let attempts = mgr.metrics().acquire_attempts;
     eprintln!("granted {waited:?} after the dead holder's grant, {attempts} attempts");
     assert!(waited >= ttl - Duration::from_millis(100), "{waited:?}");
-    assert!(waited < ttl + Duration::from_secs(1), "{waited:?}");
+    // Woken at the holder's expiry, not after a poller's pause nor at the end of the wait.
+    assert!(waited < ttl + RETRY_DELAY / 10, "{waited:?}");
     // First attempt, again once subscribed, once at the holder's expiry, maybe once more.
     assert!(attempts <= 5, "{attempts} attempts: it polled");
 }
@@ -221,11 +228,28 @@ fn a_subscriber_connection_killed_mid_wait_does_not_strand_the_waiter() {
     assert!(gap < RETRY_DELAY / 10, "woken {gap:?} after the release");
 }
 
+/// 32 waiters of one manager queue behind a holder of another; its release starts a chain of
+/// hand-overs, each waiter releasing to the next.
+///
+/// What "no herd" means here is counted after every waiter is asleep, so that the count does
+/// not depend on how the machine schedules the 32 arrivals: a waiter's first attempt and the
+/// one after its subscription come before the release (they are the same with or without a
+/// herd), and with a busy machine the arrivals also collide with each other, which costs
+/// retries in any number. Once every waiter sleeps, only a wake-up makes an attempt. Waking
+/// the first waiter alone, each release causes one attempt, a few more at most (a wake-up it
+/// hands on, a late message from a node, a split vote with the release still under way), and
+/// none of these grow with the number of waiters. A herd wakes every waiter at each release:
+/// 31 + 30 + ... + 1, about WAITERS² / 2 attempts (496 here), whatever the load.
 #[test]
 fn thirty_two_waiters_in_one_process_each_get_it_once_without_overlap_or_herd() {
     const WAITERS: usize = 32;
     let c = Cluster::start(3);
+    let holder = manager(c.urls());
     let mgr = Arc::new(manager(c.urls()));
+    // The manager knows and trusts every node before anything is counted, so that no first
+    // attempt is repeated at once when the nodes become trusted during it.
+    mgr.try_lock("warm", LONG_TTL).unwrap().unlock().unwrap();
+    let lease = holder.try_lock("herd", LONG_TTL).unwrap();
     let inside = Arc::new(AtomicBool::new(false));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let start = Arc::new(Barrier::new(WAITERS));
@@ -239,7 +263,7 @@ fn thirty_two_waiters_in_one_process_each_get_it_once_without_overlap_or_herd() 
             );
             thread::spawn(move || {
                 start.wait();
-                let lease = mgr.acquire("herd", LONG_TTL, &waiting(Duration::from_secs(60)))?;
+                let lease = mgr.acquire("herd", LONG_TTL, &waiting(Duration::from_secs(120)))?;
                 if inside.swap(true, Ordering::SeqCst) {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
@@ -249,23 +273,43 @@ fn thirty_two_waiters_in_one_process_each_get_it_once_without_overlap_or_herd() 
             })
         })
         .collect();
+    // Every waiter refused twice (before and after subscribing), then no attempt for a while:
+    // all asleep. (The retry delay is 10 s: a waiter whose subscription took longer than that
+    // attempts once more, which the settling also waits for.)
+    let attempts = || mgr.metrics().acquire_attempts;
+    assert!(
+        eventually(Duration::from_secs(60), || attempts() >= 2 * WAITERS as u64),
+        "the waiters never all waited: {} attempts",
+        attempts()
+    );
+    let mut before = attempts();
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            thread::sleep(Duration::from_millis(300));
+            let now = attempts();
+            std::mem::replace(&mut before, now) == now
+        }),
+        "the waiters' attempts never settled"
+    );
+    assert_eq!(mgr.metrics().grants, 1, "granted while the holder held it");
+    lease.unlock().unwrap();
     for t in threads {
         t.join().unwrap().expect("every waiter gets the lock");
     }
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     let m = mgr.metrics();
+    let after = m.acquire_attempts - before;
     eprintln!(
-        "{} grants, {} attempts, {} retries",
+        "{} grants, {} attempts ({before} before the release, {after} after it), {} retries",
         m.grants, m.acquire_attempts, m.retries
     );
-    assert_eq!(m.grants, WAITERS as u64);
-    // A release that woke every waiter would cost about WAITERS / 2 attempts per grant (over
-    // 500 here). Waking one, and the next when it leaves, costs a few per grant (122 to 177
-    // in 55 runs under load).
+    // The warm-up's grant and one per waiter.
+    assert_eq!(m.grants, 1 + WAITERS as u64);
+    // One release, one attempt, a few more at most: 4 per grant is far above what waking the
+    // first waiter costs and far below a herd (see above).
     assert!(
-        m.acquire_attempts <= 8 * WAITERS as u64,
-        "{} attempts for {WAITERS} grants: a herd",
-        m.acquire_attempts
+        after <= 4 * WAITERS as u64,
+        "{after} attempts after the release for {WAITERS} grants: a herd"
     );
     assert!(eventually(Duration::from_secs(3), || c
         .present(&key("herd"))
@@ -291,7 +335,8 @@ fn cancel_from_another_thread_ends_the_wait_at_once_and_leaves_no_key() {
     let took = returned.duration_since(fired);
     eprintln!("cancelled wait returned {took:?} after fire");
     assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
-    assert!(took < Duration::from_millis(500), "{took:?}");
+    // Without the cancel the wait would last 20 s (the holder keeps the lock for 30 s).
+    assert!(took < RETRY_DELAY / 10, "{took:?}");
     assert_eq!(mgr.metrics().cancelled, 1);
     lease.unlock().unwrap();
     assert!(eventually(Duration::from_secs(3), || c
@@ -318,7 +363,9 @@ fn cancel_ends_the_retry_loop_pauses_too_and_a_fired_handle_sends_nothing() {
         let (r, returned) = w.join().unwrap();
         assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
         let took = returned.duration_since(fired);
-        assert!(took < Duration::from_millis(500), "{took:?}");
+        eprintln!("cancelled wait returned {took:?} after fire");
+        // Without the cancel the pause would last up to the retry delay (30 s), the wait 20 s.
+        assert!(took < RETRY_DELAY / 10, "{took:?}");
     }
     lease.unlock().unwrap();
     // A handle that has fired: not even one attempt.
