@@ -37,7 +37,9 @@ fn a_one_second_lock_held_for_ten_seconds_is_never_lost_nor_taken() {
     let start = Instant::now();
     let mut min_validity = Duration::MAX;
     let mut attempts = 0;
-    while start.elapsed() < Duration::from_secs(10) {
+    // Ten seconds and 50 checks at least: a busy machine stretches the loop, not the test's
+    // verdict.
+    while start.elapsed() < Duration::from_secs(10) || attempts < 50 {
         assert!(!lease.is_lost(), "lost: {:?}", lease.lost_reason());
         let v = lease.validity();
         assert!(
@@ -53,14 +55,28 @@ fn a_one_second_lock_held_for_ten_seconds_is_never_lost_nor_taken() {
         attempts += 1;
         thread::sleep(Duration::from_millis(100));
     }
-    assert!(attempts >= 50);
-    // Renewed every third of the TTL: the validity never dropped near zero.
+    let elapsed = start.elapsed();
+    let stats = mgr.renewal_stats();
+    eprintln!(
+        "{attempts} checks in {elapsed:?}: lowest validity {min_validity:?}, {} renewals",
+        stats.renewed
+    );
+    // Renewed every third of the TTL (1 s), so the validity stays near two thirds of it, less
+    // a renewal's round trip. A renewal late by a quarter of a second on a busy machine is
+    // no loss (the validity never reached zero, above); a renewal only near the end of the
+    // validity would be.
     assert!(
-        min_validity > Duration::from_millis(400),
+        min_validity > Duration::from_millis(150),
         "{min_validity:?}"
     );
-    let stats = mgr.renewal_stats();
-    assert!(stats.renewed >= 25, "{stats:?}");
+    // About one renewal per third of a TTL: more than one per half TTL, whatever the load
+    // added to each one's round trip (up to a sixth of a TTL on average).
+    let half_ttls = (elapsed.as_millis() / 500) as u64;
+    assert!(
+        stats.renewed >= half_ttls,
+        "{} renewals in {elapsed:?}: {stats:?}",
+        stats.renewed
+    );
     assert_eq!(stats.lost, 0);
     lease.unlock().unwrap();
     assert!(!lease.is_renewing());
@@ -80,7 +96,10 @@ fn killing_a_majority_reports_the_loss_before_the_validity_ends() {
             .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(20)),
     )
     .unwrap();
-    let lease = mgr.try_lock("doomed", Duration::from_secs(1)).unwrap();
+    // A 5 s TTL: the loss is reported a twentieth of the TTL (250 ms, the most) before the
+    // validity ends, a margin that a busy machine's scheduling does not eat up, as it could
+    // a 1 s TTL's 50 ms.
+    let lease = mgr.try_lock("doomed", Duration::from_secs(5)).unwrap();
     let lost_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let seen = Arc::clone(&lost_at);
     lease
@@ -90,16 +109,18 @@ fn killing_a_majority_reports_the_loss_before_the_validity_ends() {
             *seen.lock().unwrap() = Some(Instant::now());
         }))
         .unwrap();
-    // Let a renewal or two succeed, then kill three of five.
-    thread::sleep(Duration::from_millis(800));
-    assert!(mgr.renewal_stats().renewed >= 1);
+    // Let a renewal succeed, then kill three of five.
+    assert!(eventually(Duration::from_secs(10), || mgr
+        .renewal_stats()
+        .renewed
+        >= 1));
     let last_granted = lease.expires_at().expect("still valid");
     for i in [0, 1, 2] {
         cluster.servers[i].kill();
     }
     // A renewal may have been confirmed just before the kill: track the last expiry granted.
     let mut last_expiry = last_granted;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(15);
     while !lease.is_lost() {
         if let Some(e) = lease.expires_at() {
             last_expiry = last_expiry.max(e);
@@ -118,6 +139,10 @@ fn killing_a_majority_reports_the_loss_before_the_validity_ends() {
         .unwrap()
         .is_some()));
     let notified = lost_at.lock().unwrap().unwrap();
+    eprintln!(
+        "loss reported {:?} before the validity ended",
+        last_expiry.saturating_duration_since(notified)
+    );
     assert!(
         notified < last_expiry,
         "notified {:?} after the validity ended",
@@ -154,8 +179,9 @@ fn a_thousand_cycles_with_renewals_in_flight_at_unlock_leave_no_key() {
     }
     let stats = mgr.renewal_stats();
     assert!(stats.renewed > 100, "few renewals happened: {stats:?}");
-    // A renewal that ran after an unlock would have extended or restored a key (3 s TTL).
-    assert!(eventually(Duration::from_secs(1), || cluster
+    // A renewal that ran after an unlock would have extended or restored a key (3 s TTL):
+    // 2 s for the node that was not needed for the last unlock's quorum to apply it.
+    assert!(eventually(Duration::from_secs(2), || cluster
         .servers
         .iter()
         .all(|s| s.lock_keys() == 0)));
@@ -180,9 +206,10 @@ fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
     cluster.servers[0].restart(); // no persistence: it comes back empty
     assert_eq!(cluster.servers[0].get(&k), None);
     let restarted = Instant::now();
-    // One renewal period is a third of the TTL; allow for a failed attempt's retry.
+    // One renewal period is a third of the TTL (1 s); allow for a failed attempt's retry and
+    // a busy machine, and still well before the TTL ends: a key never restored fails here.
     assert!(
-        eventually(ttl / 3 + Duration::from_millis(500), || cluster.servers[0]
+        eventually(ttl / 3 + Duration::from_millis(1500), || cluster.servers[0]
             .get(&k)
             .as_deref()
             == Some(lease.value().as_bytes())),
@@ -191,7 +218,7 @@ fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
     eprintln!("restored after {:?}", restarted.elapsed());
     // The node may run the restoring script a moment before the renewal thread reads its
     // reply and counts it.
-    assert!(eventually(Duration::from_secs(1), || mgr
+    assert!(eventually(Duration::from_secs(5), || mgr
         .renewal_stats()
         .restored
         >= 1));
@@ -206,15 +233,20 @@ fn a_restarted_empty_node_gets_the_key_back_within_a_renewal_period() {
 fn the_hold_bound_stops_renewal_and_tells_the_holder() {
     let cluster = Cluster::start(3);
     let mgr = manager(cluster.urls());
-    let lease = mgr.try_lock("bounded", Duration::from_secs(1)).unwrap();
+    // Before the acquisition, from which the bound counts: the lease is lost no sooner than
+    // 3 s after this, however long the acquisition took.
     let start = Instant::now();
+    let lease = mgr.try_lock("bounded", Duration::from_secs(1)).unwrap();
     lease
         .auto_renew(RenewOptions::new().max_hold(Duration::from_secs(3)))
         .unwrap();
     assert!(lease.wait_lost(Duration::from_secs(10)));
     let at = start.elapsed();
+    eprintln!("lost at the bound {at:?} after the acquisition began");
+    // At the bound, not at some renewal after it (every third of a second) nor never (the
+    // wait above); the slack is for a busy machine's scheduling.
     assert!(
-        at >= Duration::from_millis(2900) && at < Duration::from_millis(3500),
+        at >= Duration::from_secs(3) && at < Duration::from_millis(4500),
         "{at:?}"
     );
     assert!(matches!(
@@ -223,10 +255,11 @@ fn the_hold_bound_stops_renewal_and_tells_the_holder() {
     ));
     assert_eq!(lease.validity(), Duration::ZERO);
     assert!(!lease.is_renewing());
-    // The key was not renewed past the bound: it expires within one TTL.
+    // The key was not renewed past the bound: it expires within one TTL (renewed, it would
+    // never expire while the lease lives).
     let other = manager(cluster.urls());
     other
-        .lock_timeout("bounded", Duration::from_secs(1), Duration::from_secs(2))
+        .lock_timeout("bounded", Duration::from_secs(1), Duration::from_secs(5))
         .unwrap()
         .unlock()
         .unwrap();
@@ -268,11 +301,14 @@ fn unlock_after_the_hold_bound_is_not_held_names_the_bound_and_frees_the_keys() 
 fn the_extension_bound_stops_renewal_after_n_extensions() {
     let cluster = Cluster::start(3);
     let mgr = manager(cluster.urls());
-    let lease = mgr.try_lock("counted", Duration::from_millis(600)).unwrap();
+    // A TTL of 1.5 s: a renewal late by most of a second on a busy machine is not a loss.
+    let lease = mgr
+        .try_lock("counted", Duration::from_millis(1500))
+        .unwrap();
     lease
         .auto_renew(RenewOptions::new().max_extensions(2))
         .unwrap();
-    assert!(lease.wait_lost(Duration::from_secs(5)));
+    assert!(lease.wait_lost(Duration::from_secs(15)));
     assert_eq!(
         lease.lost_reason(),
         Some(LostReason::MaxExtensionsReached { extensions: 2 })
@@ -308,13 +344,16 @@ fn dropping_a_lease_stops_its_renewal() {
     lease.auto_renew(RenewOptions::new()).unwrap();
     thread::sleep(Duration::from_millis(300));
     drop(lease);
-    // Not renewed any more: another client gets it within one TTL.
+    // Not renewed any more: another client gets it within one TTL (600 ms). Renewed, it would
+    // never be free, and the 10 s wait would fail; the bound leaves a busy machine slack.
     let start = Instant::now();
-    mgr.lock_timeout("dropped", Duration::from_secs(1), Duration::from_secs(3))
+    mgr.lock_timeout("dropped", Duration::from_secs(1), Duration::from_secs(10))
         .unwrap()
         .unlock()
         .unwrap();
-    assert!(start.elapsed() < Duration::from_millis(1200));
+    let took = start.elapsed();
+    eprintln!("free {took:?} after the lease was dropped");
+    assert!(took < Duration::from_millis(2500), "{took:?}");
 }
 
 /// Not a test of its own: the child process of the next test. It holds an auto-renewed lock
@@ -356,7 +395,11 @@ fn a_killed_holder_process_releases_within_one_ttl() {
         .lock_timeout("child", Duration::from_secs(1), Duration::from_secs(5))
         .unwrap();
     let took = killed.elapsed();
-    assert!(took <= Duration::from_millis(1100), "{took:?}");
+    eprintln!("free {took:?} after the holder was killed");
+    // The key outlives its killed holder by one TTL (1 s) at most; the waiter is woken at its
+    // expiry. Without the expiry (a renewal that went on), the 5 s wait would fail; the
+    // bound leaves a busy machine a second.
+    assert!(took < Duration::from_secs(2), "{took:?}");
     lease.unlock().unwrap();
 }
 
@@ -386,12 +429,20 @@ fn a_thousand_auto_renewed_locks_for_thirty_seconds() {
         }
     }
     let after = mgr.renewal_stats();
+    let elapsed = start.elapsed();
     assert_eq!(lost.load(Ordering::Relaxed), 0);
     assert_eq!(after.lost, 0);
     let renewed = after.renewed - before.renewed;
     let ticks = after.ticks - before.ticks;
-    // Every lease renewed about every second: about 30 000 renewals in 30 s.
-    assert!(renewed >= 25_000, "{after:?}");
+    // Every lease renewed about every second (a third of the TTL): about 30 000 renewals in
+    // 30 s on an idle machine. A busy one adds its delays to each renewal's period; more
+    // than one renewal per lease every two seconds (two thirds of the TTL) holds however
+    // busy, and fails if leases were renewed only near the end of their validity.
+    let floor = 1000 * elapsed.as_millis() as u64 / 2000;
+    assert!(
+        renewed >= floor,
+        "{renewed} renewals, want {floor}: {after:?}"
+    );
     println!(
         "1000 leases for 30 s: {renewed} renewals in {ticks} ticks, {:.1} leases per tick, \
          {} commands per node ({:.1} writes per node per second), largest batch {}",
