@@ -195,50 +195,60 @@ impl Config {
         self
     }
 
-    /// Overrides the per-node I/O timeout of every step (how long to wait for one node's reply
-    /// once the command is sent), the same for every node. Must be > 0.
+    /// Overrides how long each step waits for the nodes' replies once its command is sent:
+    /// the same for every node and every kind of step (an extension still stops at the
+    /// current validity's end). Must be > 0.
     ///
-    /// By default each node gets its own, derived from the round trips it has shown, as TCP
-    /// derives its retransmission timeout (RFC 6298): `SRTT + max(1 ms, 4 × RTTVAR)`, from
-    /// replies that arrived while their step still waited, doubled after each timeout until
-    /// the next reply. It is clamped to [`node_timeout_floor`](Self::node_timeout_floor)
-    /// (10 ms) below and, above, to a fraction of the lock's TTL
-    /// ([`node_timeout_fraction`](Self::node_timeout_fraction), a tenth) but at most
-    /// [`node_timeout_cap`](Self::node_timeout_cap) (1 s); a node not measured yet gets that
-    /// upper bound. So a node 60 ms away counts with a 1 s TTL and with a 10 s one, while a
-    /// step never spends more than a tenth of the TTL waiting for one node.
+    /// By default each kind of step has the bound the algorithm needs. A step returns as soon
+    /// as its outcome is decided (a quorum succeeded, or can no longer succeed), so a slow
+    /// minority is never waited for; a bound matters only while the nodes needed for a quorum
+    /// have not all answered, and then waiting longer can only help. So a node is called
+    /// timed out only when it missed a bound that a healthy node on a busy machine meets:
     ///
-    /// Waiting longer costs nothing when a quorum answers: a step returns as soon as a quorum
-    /// has decided, so a slow minority is never waited for. The timeout matters only when the
-    /// slow nodes are needed for a quorum, and then waiting longer can only help.
+    /// * an acquisition (and the fencing step) waits the *acquire bound*: a fraction of the
+    ///   lock's TTL ([`node_timeout_fraction`](Self::node_timeout_fraction), a tenth), at
+    ///   least [`node_timeout_floor`](Self::node_timeout_floor) (10 ms) and at most
+    ///   [`node_timeout_cap`](Self::node_timeout_cap) (1 s): a dead node never eats more
+    ///   than a tenth of the validity, and a node 60 ms away counts with a 1 s TTL;
+    /// * an extension waits until the current validity ends, after which it could not count;
+    /// * a release waits the [`stale_limit`](Self::stale_limit) (1 s), and a release it could
+    ///   not confirm in that time is reported as not confirmed, not as refused;
+    /// * auto-renewal waits the acquire bound, within the lease's validity.
+    ///
+    /// Each adds 50 µs per key or semaphore slot the command touches beyond the first
+    /// ([`WORK_ALLOWANCE`](crate::WORK_ALLOWANCE)), so a script over 1,000 keys gets
+    /// 50 ms more than a one-key `SET`; an explicit timeout gets that allowance too. Before a
+    /// node is declared timed out, whatever its socket already holds is read: a reply that
+    /// arrived while this thread was not running is not a timeout.
     pub fn node_timeout(mut self, t: Duration) -> Config {
         self.node_timeout = Some(t);
         self
     }
 
-    /// Undoes [`node_timeout`](Self::node_timeout): each node's timeout is derived from its
-    /// round trips again (the default).
+    /// Undoes [`node_timeout`](Self::node_timeout): each kind of step waits its own bound
+    /// again (the default).
     pub fn derived_node_timeout(mut self) -> Config {
         self.node_timeout = None;
         self
     }
 
-    /// The smallest derived per-node timeout. Must be > 0. Defaults to 10 ms.
+    /// The smallest acquire bound, whatever the TTL (see [`node_timeout`](Self::node_timeout)).
+    /// Must be > 0. Defaults to 10 ms.
     pub fn node_timeout_floor(mut self, t: Duration) -> Config {
         self.node_timeout_floor = t;
         self
     }
 
-    /// The largest derived per-node timeout, whatever the TTL. Must be at least the floor.
-    /// Defaults to 1 s.
+    /// The largest acquire bound, whatever the TTL (see [`node_timeout`](Self::node_timeout)).
+    /// Must be at least the floor. Defaults to 1 s.
     pub fn node_timeout_cap(mut self, t: Duration) -> Config {
         self.node_timeout_cap = t;
         self
     }
 
-    /// The largest derived per-node timeout as a fraction of the lock's TTL (never below the
-    /// floor). Must be in (0, 1]. Defaults to 0.1: waiting for one node never takes more than
-    /// a tenth of the lock's validity.
+    /// The acquire bound as a fraction of the lock's TTL, within the floor and the cap (see
+    /// [`node_timeout`](Self::node_timeout)). Must be in (0, 1]. Defaults to 0.1: an
+    /// acquisition never spends more than a tenth of the lock's validity waiting for a node.
     pub fn node_timeout_fraction(mut self, f: f64) -> Config {
         self.node_timeout_fraction = f;
         self
@@ -373,12 +383,12 @@ impl Config {
         Ok([SEMAPHORE_PREFIX, &self.lock_key(name)?].concat())
     }
 
-    /// The longest per-node I/O timeout a step on a lock with this TTL uses: the explicit
-    /// [`node_timeout`](Self::node_timeout) if set, else the upper bound of the derived ones
-    /// (`TTL × fraction`, at most the cap, at least the floor), which is also what a node not
-    /// measured yet gets.
+    /// The acquire bound of a lock with this TTL: how long an acquisition of one key waits
+    /// for the nodes while no quorum has answered. The explicit
+    /// [`node_timeout`](Self::node_timeout) if set, else `TTL × fraction`, at most the cap,
+    /// at least the floor. See [`node_timeout`](Self::node_timeout) for the other steps.
     pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
-        self.budget().node_timeout(ttl).longest()
+        self.budget().acquire_bound(ttl)
     }
 
     /// The timing rules these options give.
@@ -389,6 +399,7 @@ impl Config {
             floor: self.node_timeout_floor,
             cap: self.node_timeout_cap,
             fraction: self.node_timeout_fraction,
+            release: self.stale_limit,
         }
     }
 

@@ -21,7 +21,7 @@ impl Op {
     fn verb(self) -> &'static str {
         match self {
             Op::Acquire => "granted",
-            Op::Release => "released",
+            Op::Release => "confirmed the release",
             Op::Extend => "extended",
             Op::Fence => "confirmed the fencing token",
         }
@@ -41,7 +41,10 @@ pub enum NodeOutcome {
     /// no longer possible) before this node replied. Its late reply is read and discarded
     /// before the connection carries anything else.
     Pending,
-    /// No reply within the per-node timeout.
+    /// No reply within the step's bound (see `Config::node_timeout`): for an acquisition the
+    /// acquire bound, for an extension the validity, for a release the stale limit. Declared
+    /// only after reading whatever the node's socket already held. For a release the command
+    /// was sent all the same: the node runs it when it reads it.
     Timeout,
     /// The node could not be reached: connection refused, reset or closed, or a socket error.
     /// The text says which.
@@ -151,6 +154,14 @@ impl NodeOutcome {
                 Op::Acquire => "held by another owner",
                 Op::Release | Op::Extend | Op::Fence => "not held by this token",
             }),
+            // A release that was written has been sent: a node that did not answer in time
+            // runs it when it reads it, so it is not confirmed, but not refused either.
+            NodeOutcome::Pending if op == Op::Release => {
+                f.write_str("sent, not confirmed (no reply before the outcome was decided)")
+            }
+            NodeOutcome::Timeout if op == Op::Release => {
+                f.write_str("sent, not confirmed (no reply in time)")
+            }
             NodeOutcome::Pending => f.write_str("no reply before the outcome was decided"),
             NodeOutcome::Timeout => f.write_str("timeout"),
             NodeOutcome::Unreachable(s) => f.write_str(s),

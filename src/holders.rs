@@ -155,7 +155,7 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
         grants: false,
     };
     let limits = Limits {
-        node_timeout: sh.budget.node_timeout(sh.cfg.max_ttl),
+        node_timeout: sh.budget.acquire_wait(sh.cfg.max_ttl, 1),
         cap: None,
         until: Until::All,
     };

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::config::{self, Config};
-use crate::error::{Error, Op, Report};
+use crate::error::{Error, NodeOutcome, Op, Report};
 use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
 use crate::resp::{self, Reply};
@@ -639,7 +639,10 @@ impl Lease {
             combine: None,
             grants: false,
         };
-        let limits = Limits::quorum(sh.budget.node_timeout(st.ttl));
+        // A release has no validity to protect: it waits the release bound (see
+        // timing::Budget), and replies that come later are still applied on the nodes.
+        let wait = sh.budget.release_wait(inner.keys().len());
+        let limits = Limits::quorum(wait);
         let round = sh
             .cluster
             .round(&req, &|_, r| confirmed(Op::Release, r), limits);
@@ -670,7 +673,21 @@ impl Lease {
         if successes >= sh.cluster.quorum() {
             return Ok(());
         }
-        let report = sh.cluster.report(Op::Release, round.outcomes, None);
+        // Nodes that did not answer in time were sent the release all the same: say so, and
+        // never count them as refusals.
+        let unanswered = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, NodeOutcome::Timeout | NodeOutcome::Pending))
+            .count();
+        let detail = (unanswered > 0).then(|| {
+            format!(
+                "release not confirmed: sent to every node, but {unanswered} did not answer \
+                 within {} ms; each one runs it when it reads it, or the key expires by its TTL",
+                wait.as_millis()
+            )
+        });
+        let report = sh.cluster.report(Op::Release, round.outcomes, detail);
         Err(sh.cluster.failure(report, Error::NotHeld))
     }
 
@@ -716,9 +733,15 @@ impl Lease {
             combine: None,
             grants: false,
         };
+        // An extension counts only if a quorum confirms before the current validity ends:
+        // that is its bound, not a round-trip estimate.
+        let work = inner.keys().len();
         let limits = Limits {
             cap: Some(old),
-            ..Limits::quorum(sh.budget.node_timeout(ttl))
+            ..Limits::quorum(
+                sh.budget
+                    .extend_wait(old.saturating_duration_since(start), work),
+            )
         };
         let round = sh
             .cluster
@@ -741,7 +764,7 @@ impl Lease {
         let refused = round
             .outcomes
             .iter()
-            .filter(|o| **o == crate::error::NodeOutcome::Rejected)
+            .filter(|o| **o == NodeOutcome::Rejected)
             .count();
         let keep = old.min(new);
         let lost = sh.cluster.lost_for_sure(refused);

@@ -98,6 +98,6 @@ pub use metrics::{
 pub use notify::Cancel;
 pub use quorum::quorum;
 pub use scan::{KeyInfo, KeyKind, Scan};
-pub use timing::DRIFT_CONSTANT;
+pub use timing::{DRIFT_CONSTANT, WORK_ALLOWANCE};
 pub use tls::TlsOptions;
 pub use token::TOKEN_BYTES;

@@ -43,9 +43,10 @@ pub struct NodeState {
     pub trusted: bool,
     /// Its smoothed round trip, as measured from replies (`None` before the first).
     pub rtt: Option<Duration>,
-    /// How long the next step waits for it by default: its retransmission timeout
-    /// (`SRTT + max(1 ms, 4 × RTTVAR)`, doubled after each timeout), before the clamp to the
-    /// floor and the TTL's fraction; `None` before the first measurement.
+    /// Its retransmission timeout as TCP would compute it (`SRTT + max(1 ms, 4 × RTTVAR)`,
+    /// doubled after each timeout): how steady the node is, for people. No step uses it as a
+    /// deadline (see [`Config::node_timeout`](crate::Config::node_timeout)); `None` before the
+    /// first measurement.
     pub rto: Option<Duration>,
 }
 

@@ -310,9 +310,12 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
     };
     // The shortest TTL's: the tightest bound of the batch.
     let shortest = chunk.iter().map(|(_, st)| st.ttl).min();
+    // One round renews the whole batch and waits for every node: the acquire bound (plus the
+    // batch's work), not the validity, so that a dead node does not hold the renewal thread
+    // until the leases are nearly lost.
     let node_timeout = sh
         .budget
-        .node_timeout(shortest.unwrap_or(Duration::from_secs(1)));
+        .acquire_wait(shortest.unwrap_or(Duration::from_secs(1)), keys.len());
     // Stop waiting in time to report a lease lost before its validity ends.
     let cap = chunk
         .iter()

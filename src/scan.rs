@@ -103,7 +103,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             grants: false,
         };
         let limits = Limits {
-            node_timeout: STEP_TIMEOUT.into(),
+            node_timeout: STEP_TIMEOUT,
             cap: None,
             until: Until::All,
         };

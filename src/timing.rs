@@ -54,34 +54,82 @@ pub(crate) fn remaining(expires: Instant, now: Instant) -> Duration {
     expires.saturating_duration_since(now)
 }
 
-/// The timing rules of one manager, fixed at construction: how long a step waits for each
-/// node, and how much of a TTL the drift allowance takes.
+/// What one unit of a command's work adds to the wait for each node: 50 µs for every key,
+/// or semaphore slot, that the command touches on a node beyond the first. A script over
+/// 1,000 keys is not a `PING`: on a quiet machine Redis runs it in a millisecond or two, and
+/// on a busy one it may get a third of a core, so this allowance (50 ms for 1,000) is about
+/// 25 times what the work takes when the server runs alone.
+pub const WORK_ALLOWANCE: Duration = Duration::from_micros(50);
+
+/// The allowance for `work` units (see [`WORK_ALLOWANCE`]): the first one is free.
+pub(crate) fn work_allowance(work: usize) -> Duration {
+    WORK_ALLOWANCE.saturating_mul(work.saturating_sub(1).min(u32::MAX as usize) as u32)
+}
+
+/// The timing rules of one manager, fixed at construction: how long each kind of step waits
+/// for the nodes, and how much of a TTL the drift allowance takes.
+///
+/// A step returns as soon as its outcome is decided (a quorum succeeded, or can no longer),
+/// so these bounds matter only while the nodes needed for a quorum have not all answered,
+/// and a timeout is then evidence that a node failed, not that a thread was descheduled:
+///
+/// * **Acquire** (every grant, and the fencing round): the *acquire bound*, `TTL × fraction`
+///   within `[floor, cap]` (a tenth of the TTL, 10 ms to 1 s, by default), so that a dead
+///   node never eats more than that of the validity.
+/// * **Extend**: until the current validity ends, the one bound the algorithm needs: an
+///   extension confirmed after it counts for nothing.
+/// * **Release**: the stale limit (1 s by default), the point at which a silent connection is
+///   declared hung anyway. A release has no validity to protect, and one whose replies come
+///   late was still applied, so it waits longer than an acquisition and reports a release it
+///   could not confirm as such.
+/// * **Renewal**: the acquire bound, within the lease's validity less half its lost margin.
+///
+/// Each adds the command's [`work_allowance`]. An explicit `node_timeout` replaces the
+/// acquire bound and the release's wait (an extension still stops at the validity's end).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Budget {
     /// `TTL × drift_factor + 2 ms` is taken off every validity.
     pub drift_factor: f64,
-    /// An explicit per-node timeout, overriding the derived one.
+    /// An explicit per-node timeout, overriding the derived ones.
     pub node_timeout: Option<Duration>,
-    /// The derived per-node timeout is the node's retransmission timeout ([`RttEstimate`])
-    /// clamped to `[floor, ceiling]`, where the ceiling is `TTL × fraction`, at most `cap`
-    /// (and never below the floor).
+    /// The acquire bound is `TTL × fraction` clamped to `[floor, cap]` (`cap` never below
+    /// `floor`).
     pub floor: Duration,
     /// See `floor`.
     pub cap: Duration,
     /// See `floor`.
     pub fraction: f64,
+    /// How long a release waits (the stale limit), unless `node_timeout` is set.
+    pub release: Duration,
 }
 
 impl Budget {
-    /// How long one step on a lock with this TTL waits for each node's reply.
-    pub(crate) fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
-        match self.node_timeout {
-            Some(t) => NodeTimeout::Fixed(t),
-            None => NodeTimeout::Adaptive {
-                floor: self.floor,
-                ceiling: ttl.mul_f64(self.fraction).min(self.cap).max(self.floor),
-            },
-        }
+    /// The acquire bound for a lock with this TTL, for one key: how long a grant step waits
+    /// for nodes while no quorum has answered.
+    pub(crate) fn acquire_bound(&self, ttl: Duration) -> Duration {
+        self.node_timeout.unwrap_or_else(|| {
+            ttl.mul_f64(self.fraction)
+                .min(self.cap.max(self.floor))
+                .max(self.floor)
+        })
+    }
+
+    /// How long a grant step (or a read) over `work` keys or slots per node waits for each
+    /// node: the acquire bound plus the work's allowance.
+    pub(crate) fn acquire_wait(&self, ttl: Duration, work: usize) -> Duration {
+        self.acquire_bound(ttl) + work_allowance(work)
+    }
+
+    /// How long a release over `work` keys per node waits for each node.
+    pub(crate) fn release_wait(&self, work: usize) -> Duration {
+        self.node_timeout.unwrap_or(self.release) + work_allowance(work)
+    }
+
+    /// How long an extension over `work` keys per node waits for each node when `validity`
+    /// of the lock is left: that validity, or less when `node_timeout` is set.
+    pub(crate) fn extend_wait(&self, validity: Duration, work: usize) -> Duration {
+        self.node_timeout
+            .map_or(validity, |t| (t + work_allowance(work)).min(validity))
     }
 
     /// See [`expiry`].
@@ -98,47 +146,6 @@ impl Budget {
     }
 }
 
-/// How long a step waits for one node's reply once its command is sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NodeTimeout {
-    /// The same for every node (an explicit override).
-    Fixed(Duration),
-    /// Each node's own retransmission timeout, clamped to `[floor, ceiling]`; the ceiling for
-    /// a node not measured yet.
-    Adaptive {
-        /// The least any node gets.
-        floor: Duration,
-        /// The most any node gets: a fraction of the TTL.
-        ceiling: Duration,
-    },
-}
-
-impl From<Duration> for NodeTimeout {
-    fn from(t: Duration) -> NodeTimeout {
-        NodeTimeout::Fixed(t)
-    }
-}
-
-impl NodeTimeout {
-    /// The timeout for a node whose retransmission timeout is `rto` (`None`: not measured).
-    pub(crate) fn for_node(&self, rto: Option<Duration>) -> Duration {
-        match *self {
-            NodeTimeout::Fixed(t) => t,
-            NodeTimeout::Adaptive { floor, ceiling } => {
-                rto.map_or(ceiling, |r| r.max(floor).min(ceiling))
-            }
-        }
-    }
-
-    /// The longest timeout any node may get.
-    pub(crate) fn longest(&self) -> Duration {
-        match *self {
-            NodeTimeout::Fixed(t) => t,
-            NodeTimeout::Adaptive { ceiling, .. } => ceiling,
-        }
-    }
-}
-
 /// The clock granularity term of the retransmission timeout: the least it adds to the
 /// smoothed round trip however steady the node.
 const RTO_GRANULARITY: Duration = Duration::from_millis(1);
@@ -146,7 +153,10 @@ const RTO_GRANULARITY: Duration = Duration::from_millis(1);
 /// How many times in a row a timeout may double a node's retransmission timeout.
 const MAX_BACKOFF: u32 = 6;
 
-/// One node's round-trip estimate and retransmission timeout, computed as TCP's (RFC 6298):
+/// One node's round-trip estimate and retransmission timeout, computed as TCP's (RFC 6298),
+/// reported in [`NodeStatus`](crate::NodeStatus) to show how far and how steady a node is. It
+/// no longer sets any deadline: a step under load took scheduling delays for dead nodes (see
+/// [`Budget`]). Computed as TCP does:
 /// the first sample `R` sets `SRTT = R` and `RTTVAR = R / 2`; each later one sets
 /// `RTTVAR = 3/4 RTTVAR + 1/4 |SRTT − R|`, then `SRTT = 7/8 SRTT + 1/8 R`; and the timeout is
 /// `SRTT + max(1 ms, 4 RTTVAR)`. A timeout doubles it (up to 2^6 times) until the next sample.
@@ -266,6 +276,7 @@ mod tests {
             floor: Duration::from_millis(10),
             cap: Duration::from_secs(5),
             fraction: 0.1,
+            release: Duration::from_secs(1),
         }
     }
 
@@ -274,32 +285,44 @@ mod tests {
     }
 
     #[test]
-    fn node_timeouts_are_bounded_by_a_fraction_of_the_ttl() {
+    fn each_kind_of_step_has_its_own_bound() {
         let b = budget();
-        let at = |ttl: Duration, rto: Option<Duration>| b.node_timeout(ttl).for_node(rto);
-        // Not measured yet: the ceiling, a tenth of the TTL.
-        assert_eq!(at(Duration::from_secs(10), None), ms(1000));
-        assert_eq!(at(Duration::from_secs(1), None), ms(100));
-        // Measured: its own timeout, within [floor, ceiling].
-        assert_eq!(at(Duration::from_secs(10), Some(ms(65))), ms(65));
-        assert_eq!(at(Duration::from_secs(10), Some(ms(1))), ms(10));
-        assert_eq!(at(Duration::from_secs(1), Some(ms(400))), ms(100));
-        // A tiny TTL: never below the floor; a huge one: never above the cap.
-        assert_eq!(at(ms(20), None), ms(10));
-        assert_eq!(at(Duration::from_secs(3600), None), Duration::from_secs(5));
+        // The acquire bound: a tenth of the TTL, within [10 ms, 5 s] here.
+        assert_eq!(b.acquire_bound(Duration::from_secs(10)), ms(1000));
+        assert_eq!(b.acquire_bound(Duration::from_secs(1)), ms(100));
+        assert_eq!(b.acquire_bound(ms(20)), ms(10));
+        assert_eq!(
+            b.acquire_bound(Duration::from_secs(3600)),
+            Duration::from_secs(5)
+        );
+        // Work beyond the first key adds 50 µs a unit: 1,000 keys, about 50 ms more.
+        assert_eq!(b.acquire_wait(Duration::from_secs(1), 1), ms(100));
+        assert_eq!(
+            b.acquire_wait(Duration::from_secs(1), 1000),
+            ms(100) + ms(49) + Duration::from_micros(950)
+        );
+        assert_eq!(work_allowance(0), Duration::ZERO);
+        assert_eq!(work_allowance(usize::MAX), WORK_ALLOWANCE * u32::MAX);
+        // A release waits the stale limit; an extension until the validity ends.
+        assert_eq!(b.release_wait(1), Duration::from_secs(1));
+        assert_eq!(b.extend_wait(ms(4321), 1), ms(4321));
+        // An explicit timeout replaces the acquire bound and the release's wait, and an
+        // extension still stops at the validity's end.
         let b = Budget {
             node_timeout: Some(ms(7)),
             ..b
         };
-        assert_eq!(
-            b.node_timeout(Duration::from_secs(10)),
-            NodeTimeout::Fixed(ms(7))
-        );
-        assert_eq!(
-            b.node_timeout(Duration::from_secs(10))
-                .for_node(Some(ms(90))),
-            ms(7)
-        );
+        assert_eq!(b.acquire_wait(Duration::from_secs(10), 1), ms(7));
+        assert_eq!(b.release_wait(3), ms(7) + Duration::from_micros(100));
+        assert_eq!(b.extend_wait(ms(4321), 1), ms(7));
+        assert_eq!(b.extend_wait(ms(3), 1), ms(3));
+        // A cap below the floor never makes the bound smaller than the floor.
+        let b = Budget {
+            node_timeout: None,
+            cap: ms(1),
+            ..b
+        };
+        assert_eq!(b.acquire_bound(Duration::from_secs(10)), ms(10));
     }
 
     #[test]

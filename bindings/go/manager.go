@@ -262,10 +262,12 @@ func WithDriftFactor(factor float64) Option {
 }
 
 // WithTimeouts sets the connect timeout (> 0; default 250 ms) and the per-node I/O timeout of
-// every step, the same for every node (≥ 0). A node timeout of 0 restores the default: each
-// node's own, derived from its measured round trips as TCP's retransmission timeout (smoothed
-// RTT plus four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at
-// most), so nodes far away count without tuning.
+// every step, the same for every node (≥ 0; an extension still stops at the validity's end).
+// A node timeout of 0 restores the default, a bound per kind of step: an acquisition waits a
+// tenth of the lock's TTL (at least 10 ms, at most 1 s), an extension until the current
+// validity ends, a release the stale limit (1 s); each adds 50 µs per key or semaphore slot
+// beyond the first. A step returns at quorum, so these matter only while the nodes a quorum
+// needs have not answered, and nodes far away count without tuning.
 // Durations are rounded up to whole milliseconds and must not exceed MaxTTL; New returns
 // ErrInvalidArgument otherwise.
 func WithTimeouts(connect, node time.Duration) Option {

@@ -158,10 +158,12 @@ pub unsafe extern "C" fn redlock_config_set_drift_factor(
 }
 
 /// Sets the connect timeout (must be > 0; default 250 ms) and the per-node I/O timeout of
-/// every step, the same for every node. `node_ms` = 0 restores the default: each node's own,
-/// derived from its measured round trips as TCP's retransmission timeout (smoothed RTT plus
-/// four deviations), at least 10 ms and at most a tenth of the lock's TTL (1 s at most); a node
-/// not measured yet gets that upper bound.
+/// every step, the same for every node (an extension still stops at the validity's end).
+/// `node_ms` = 0 restores the default, a bound per kind of step: an acquisition waits a tenth
+/// of the lock's TTL (at least 10 ms, at most 1 s), an extension until the current validity
+/// ends, a release the stale limit (1 s); each adds 50 µs per key or semaphore slot beyond
+/// the first. A step returns as soon as a quorum has decided, so these matter only while the
+/// nodes a quorum needs have not answered.
 ///
 /// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (`connect_ms` = 0; the config
 /// is unchanged).

@@ -208,7 +208,7 @@ impl Fair {
             combine: None,
             grants: true,
         };
-        let limits = Limits::quorum(sh.budget.node_timeout(ttl));
+        let limits = Limits::quorum(sh.budget.acquire_wait(ttl, 1));
         sh.cluster
             .round(&req, &|_, r: &Reply| judge(r, fenced), limits)
     }

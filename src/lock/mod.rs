@@ -295,7 +295,7 @@ impl Attempt<'_> {
                 granted_checked(r)
             }
         };
-        let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));
+        let limits = Limits::quorum(self.sh.budget.acquire_wait(self.ttl, 1));
         self.sh.cluster.round(&req, &judge, limits)
     }
 
@@ -348,7 +348,7 @@ impl Attempt<'_> {
         };
         let limits = Limits {
             cap: Some(expires),
-            ..Limits::quorum(sh.budget.node_timeout(self.ttl))
+            ..Limits::quorum(sh.budget.acquire_wait(self.ttl, 1))
         };
         let round = sh
             .cluster

@@ -51,7 +51,7 @@ pub(crate) fn attempt(
         combine: None,
         grants: true,
     };
-    let limits = Limits::quorum(sh.budget.node_timeout(ttl));
+    let limits = Limits::quorum(sh.budget.acquire_wait(ttl, keys.len()));
     let round = sh
         .cluster
         .round(&req, &|_, r: &Reply| granted_checked(r), limits)?;

@@ -75,7 +75,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
             granted_checked(r)
         }
     };
-    let limits = Limits::quorum(a.sh.budget.node_timeout(a.ttl));
+    let limits = Limits::quorum(a.sh.budget.acquire_wait(a.ttl, 1));
     a.sh.cluster.round(&req, &judge, limits)
 }
 

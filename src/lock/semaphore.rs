@@ -108,7 +108,10 @@ impl Sem<'_> {
             combine: None,
             grants: true,
         };
-        let limits = Limits::quorum(self.sh.budget.node_timeout(self.ttl));
+        let limits = Limits::quorum(
+            // The script reads the semaphore's hash, one field per slot.
+            self.sh.budget.acquire_wait(self.ttl, self.permits as usize),
+        );
         let (p, fenced) = (self.permits, self.fenced);
         self.sh
             .cluster

@@ -19,7 +19,7 @@ use crate::node::health::refusal;
 use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Expect, Link, Node, Slot, Standing};
 use crate::resp::Reply;
-use crate::timing::{Clock, NodeTimeout};
+use crate::timing::Clock;
 
 mod care;
 #[cfg(test)]
@@ -75,8 +75,8 @@ pub(crate) enum Until {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
     /// How long to wait for a node's reply once its command is sent (plus the connect timeout
-    /// when the node must be connected first): fixed, or each node's own.
-    pub node_timeout: NodeTimeout,
+    /// when the node must be connected first): the step's bound (see `timing::Budget`).
+    pub node_timeout: Duration,
     /// No node waits past this instant (an extension must not outlive the current validity).
     pub cap: Option<Instant>,
     pub until: Until,
@@ -84,9 +84,9 @@ pub(crate) struct Limits {
 
 impl Limits {
     /// Early return at quorum, no cap.
-    pub(crate) fn quorum(node_timeout: impl Into<NodeTimeout>) -> Limits {
+    pub(crate) fn quorum(node_timeout: Duration) -> Limits {
         Limits {
-            node_timeout: node_timeout.into(),
+            node_timeout,
             cap: None,
             until: Until::Quorum,
         }
@@ -319,10 +319,15 @@ impl Cluster {
                 Ok(s) => {
                     w.driving = s.drive;
                     w.starting = s.starting;
-                    let mut d = start + limits.node_timeout.for_node(link.node.rtt.rto());
+                    let mut wait = limits.node_timeout;
                     if s.starting {
-                        d += self.settings.connect_timeout;
+                        wait = wait.saturating_add(self.settings.connect_timeout);
                     }
+                    // One day stands for "no bound but the cap" (an extension's wait is its
+                    // validity, which the cap already enforces).
+                    let d = start
+                        .checked_add(wait)
+                        .unwrap_or(start + Duration::from_secs(86_400));
                     w.deadline = Some(limits.cap.map_or(d, |c| d.min(c)));
                 }
                 Err(o) => {

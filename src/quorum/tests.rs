@@ -75,7 +75,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
 
 fn all(node_timeout: Duration) -> Limits {
     Limits {
-        node_timeout: node_timeout.into(),
+        node_timeout,
         cap: None,
         until: Until::All,
     }
@@ -382,7 +382,7 @@ fn cap_shortens_the_deadline() {
     let (cluster, _peers) = pairs(1);
     let start = SystemClock.now();
     let limits = Limits {
-        node_timeout: Duration::from_secs(5).into(),
+        node_timeout: Duration::from_secs(5),
         cap: Some(start + Duration::from_millis(20)),
         until: Until::All,
     };

@@ -1682,9 +1682,11 @@ class Redlock:
             (default 0.01).
         connect_timeout_ms: added to a step's deadline when a node must be connected first;
             ``> 0`` (default 250).
-        node_timeout_ms: per-node wait in each step, the same for every node; ``None`` or 0:
-            each node's own, derived from its measured round trips as TCP's retransmission
-            timeout, at least 10 ms and at most a tenth of the lock's TTL (1 s at most).
+        node_timeout_ms: per-node wait in each step, the same for every node and step (an
+            extension still stops at the validity's end); ``None`` or 0: a bound per kind of
+            step: an acquisition waits a tenth of the lock's TTL (10 ms to 1 s), an extension
+            until the validity ends, a release the stale limit (1 s), each plus 50 µs per key
+            or semaphore slot beyond the first.
         max_ttl_ms: the largest TTL a lock (or :meth:`Lease.extend`) may ask for, 3..2**32-1
             (default 60000); a larger one raises :class:`InvalidArgument`. It is also how
             long a node that may have lost keys stays in restart quarantine, so keep it near
