@@ -383,9 +383,22 @@ impl Link {
             // did arrive do not count against the stale limit.
             self.settle(&mut st, now, settings, wakes);
         }
-        if let Some(front) = st.pending.front()
-            && now.saturating_duration_since(front.sent_at) > settings.stale_limit
-        {
+        // Only a caller that will wait judges the connection: a command sent without waiting
+        // (the release after a failed attempt) is queued behind what it cleans up, so that a
+        // paused node runs both when it resumes, rather than only the `SET` written before a
+        // close.
+        let stale = |st: &State| {
+            call.is_some()
+                && st.pending.front().is_some_and(|f| {
+                    now.saturating_duration_since(f.sent_at) > settings.stale_limit
+                })
+        };
+        if stale(&st) && st.driver.is_some() {
+            // Its reader may be a thread that is not running (a busy machine): read what the
+            // socket already holds before calling the node hung.
+            self.read_replies(&mut st, now, settings, wakes);
+        }
+        if stale(&st) {
             // Owed a reply for longer than the stale limit: the node is hung or paused. Close
             // the connection rather than pile more commands behind the missing reply.
             let what = format!("no reply for over {} ms", settings.stale_limit.as_millis());
