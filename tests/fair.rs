@@ -211,10 +211,12 @@ fn a_killed_waiter_holds_up_the_next_for_at_most_the_drop_out_time() {
         drop_out.as_millis()
     );
     // B never got the lock; C waited for B's entry to drop out. The bound is the drop-out
-    // time plus scheduling slack for a loaded machine.
+    // time plus scheduling slack for a busy machine (C's refreshes and the nodes' expiry of
+    // B's entry both run late there). An entry that never dropped out would hold C up for
+    // its whole 30 s wait.
     assert!(order(&store).is_empty(), "the killed waiter was granted");
     assert!(
-        gap <= drop_out + Duration::from_millis(700),
+        gap <= drop_out + Duration::from_secs(2),
         "{} ms",
         gap.as_millis()
     );
