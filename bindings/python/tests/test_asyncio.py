@@ -264,7 +264,7 @@ def test_cancelling_a_waiting_task_returns_promptly_and_leaves_nothing(
 
     latency = asyncio.run(main())
     print(f"\ncancel latency of a waiting task: {latency * 1000:.1f} ms (wait_ms was 30 s)")
-    assert latency < 2.0  # a few ms on an idle machine; the wait would last 30 s
+    assert latency < 5.0  # a few ms on an idle machine; the wait would last 30 s
     assert entered == [] and cancelled(m) == 1 and granted(m) == 0
     if c is not None:
         assert c.fired  # the caller's handle was fired, as a Ctrl-C would

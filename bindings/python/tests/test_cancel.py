@@ -212,7 +212,9 @@ def test_cancel_from_another_thread_during_a_wait(cluster, new_manager, resource
         assert isinstance(box.get("error"), redlock.Cancelled), box
     latency = returned_at - fired_at[0]
     print(f"\ncancel latency (waiting on the {where} thread): {latency * 1000:.1f} ms after fire()")
-    assert latency < 0.5
+    # At once: without the cancel the wait would last 20 s. A bound of a quarter of that, not
+    # of milliseconds, which a busy machine may take to schedule the thread.
+    assert latency < 5.0
     assert c.fired and cancelled(m) == 1
     assert counters(m)['redlock_acquire_total{result="granted"}'] == 0
     no_key_but_the_holders(cluster, resource, holder)
@@ -244,11 +246,11 @@ def test_closing_the_handle_while_an_acquisition_carries_it(cluster, new_manager
 
 @pytest.mark.parametrize("where", ["main", "other"])
 def test_a_waiter_is_woken_by_the_release(cluster, new_manager, resource, where):
-    # A retry delay of 10 s: a waiter that polled would pause up to that long (a tenth of the
-    # time under a second); one woken by the release gets the lock within a round trip or
-    # two. Three hand-overs in a row.
+    # A retry delay of 30 s: a waiter that polled would pause up to that long (a tenth of the
+    # time under 3 s); one woken by the release gets the lock within a round trip or two, or
+    # a second or two on a busy machine. Three hand-overs in a row.
     holder_mgr = new_manager(cluster.urls, max_ttl_ms=60_000)
-    m = new_manager(cluster.urls, retry_delay_ms=10_000)
+    m = new_manager(cluster.urls, retry_delay_ms=30_000)
     times: List[float] = []
     for i in range(3):
         holder = holder_mgr.acquire(resource, 30_000)
@@ -285,7 +287,7 @@ def test_a_waiter_is_woken_by_the_release(cluster, new_manager, resource, where)
         holder.close()
     print(f"\nhand-over after the release (waiting on the {where} thread): " + ", ".join(
         f"{t * 1000:.1f} ms" for t in times))  # fmt: skip
-    assert max(times) < 1.0, times
+    assert max(times) < 3.0, times
     assert counters(m)['redlock_acquire_total{result="granted"}'] == 3
 
 
@@ -359,7 +361,7 @@ def test_keyboard_interrupt_during_a_wait_on_the_main_thread(
     latency = time.monotonic() - sent_at[0]
     t.join(30)
     print(f"\nKeyboardInterrupt re-raised {latency * 1000:.1f} ms after the interrupt")
-    assert latency < 0.5
+    assert latency < 5.0  # at once: the wait would last 20 s
     assert cancelled(m) == 1  # the library's acquisition was cancelled, not left running
     if c is not None:
         assert c.fired  # the interrupt fired the caller's handle
@@ -577,7 +579,7 @@ def test_sigint_interrupts_a_waiting_child_promptly_and_leaves_no_key(
     assert out == ["interrupted " + ("fired" if with_cancel else "-")], (out, err)
     assert re.search(r"^KeyboardInterrupt", err, re.M), err
     assert rc == -signal.SIGINT, (rc, err)  # an uncaught KeyboardInterrupt
-    assert exit_s < 2.0
+    assert exit_s < 10.0  # the child's wait would last 20 s; the rest is interpreter exit
     # The child left nothing: the holder's key is intact, and no subscription remains.
     assert subscribers(cluster, key) == 0
     no_key_but_the_holders(cluster, resource, holder)
