@@ -91,8 +91,11 @@ func TestLockContextCancelWhileWaiting(t *testing.T) {
 	if !errors.As(r.err, &e) || e.Status != redlock.StatusCancelled || e.Message != "cancelled: context canceled" {
 		t.Fatalf("errors.As: %#v", e)
 	}
-	if latency > 500*time.Millisecond {
-		t.Fatalf("LockContext returned %v after the cancellation, want under 500 ms", latency)
+	// At once: without the cancellation the wait lasts as long as the holder's 30 s TTL. A
+	// bound of a sixth of that, not of milliseconds, which a busy machine may take to
+	// schedule the goroutines.
+	if latency > 5*time.Second {
+		t.Fatalf("LockContext returned %v after the cancellation, want under 5 s", latency)
 	}
 	if n := metric(t, waiter, `redlock_acquire_total{result="cancelled"}`); n != 1 {
 		t.Fatalf(`redlock_acquire_total{result="cancelled"} is %d, want 1`, n)

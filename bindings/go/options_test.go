@@ -90,7 +90,10 @@ func TestAutoRenewOption(t *testing.T) {
 		t.Fatal("Lost() not closed within 5 s of the maximum hold time")
 	}
 	at := time.Since(start)
-	if at < maxHold-50*time.Millisecond || at > maxHold+500*time.Millisecond {
+	// At the bound (counted from the acquisition, after start), not at some renewal after it
+	// (every third of a second) nor never (the select above); the slack above is for a busy
+	// machine's scheduling.
+	if at < maxHold-50*time.Millisecond || at > maxHold+2*time.Second {
 		t.Fatalf("lost after %v, want about %v", at, maxHold)
 	}
 	select {

@@ -229,13 +229,15 @@ func TestLockWait(t *testing.T) {
 		t.Fatalf("LockWait(300ms) gave up after %v", elapsed)
 	}
 
-	// Released while we wait: LockWait gets it.
+	// Released while we wait: LockWait gets it. (start before the releasing goroutine, so
+	// that the release comes 200 ms after start at the earliest, however the goroutines are
+	// scheduled.)
 	released := make(chan error, 1)
+	start = time.Now()
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		released <- l1.Unlock()
 	}()
-	start = time.Now()
 	l2, err := m2.LockWait(res, 5*time.Second, 10*time.Second)
 	elapsed = time.Since(start)
 	wantNoErr(t, "Unlock by the first holder", <-released)
