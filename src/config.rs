@@ -254,10 +254,13 @@ impl Config {
         self
     }
 
-    /// How long a connection may owe a reply before it is closed and the node reconnected
-    /// (replies that arrive after the step that asked for them are read and discarded, so a
-    /// slow node does not need a new connection, but one that never answers does). Must be
-    /// > 0. Defaults to 1 s.
+    /// How long a connection may owe a reply while delivering none before it is closed and
+    /// the node reconnected (replies that arrive after the step that asked for them are read
+    /// and discarded, so a slow node does not need a new connection, but one that never
+    /// answers does). A node that keeps answering is busy, not hung: its connection is closed
+    /// only once its oldest owed reply has waited ten stale limits. Also how long a release
+    /// waits for the nodes (see [`node_timeout`](Self::node_timeout)). Must be > 0. Defaults
+    /// to 1 s.
     pub fn stale_limit(mut self, t: Duration) -> Config {
         self.stale_limit = t;
         self

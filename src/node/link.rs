@@ -254,6 +254,28 @@ struct State {
     driver: Option<Driver>,
     /// When the connection last carried a command or a reply.
     last_used: Instant,
+    /// When the connection last delivered a reply: a node that answers is not hung, however
+    /// far behind its queue (see [`stale`]).
+    last_reply: Instant,
+}
+
+/// How many stale limits a connection's oldest owed reply may wait while the node still
+/// answers, before the connection is closed all the same: the bound on the backlog of a node
+/// that stays slower than the quorum's pace.
+const BACKLOG_LIMITS: u32 = 10;
+
+/// Whether a connection is hung, for a caller about to wait on it: it owes a reply and has
+/// delivered none for longer than the stale limit (or its oldest owed reply has waited ten
+/// stale limits, however steadily the node answers). A node that answers is busy, not hung:
+/// on a busy machine a node slower than the quorum builds a queue of replies owed to callers
+/// that left at quorum, and closing it would throw away the releases in that queue.
+/// `oldest`: when the oldest owed reply's command was sent (`None`: nothing owed).
+fn stale(oldest: Option<Instant>, last_reply: Instant, now: Instant, limit: Duration) -> bool {
+    oldest.is_some_and(|sent| {
+        let owed = now.saturating_duration_since(sent);
+        let silent = now.saturating_duration_since(sent.max(last_reply));
+        silent > limit || owed > limit.saturating_mul(BACKLOG_LIMITS)
+    })
 }
 
 /// Wake-ups to send once every lock is released: (call id, waker). A caller that does I/O
@@ -302,6 +324,7 @@ impl Link {
                 parts: Vec::new(),
                 driver: None,
                 last_used: now,
+                last_reply: now,
             }),
         }
     }
@@ -388,19 +411,18 @@ impl Link {
         // paused node runs both when it resumes, rather than only the `SET` written before a
         // close.
         let stale = |st: &State| {
-            call.is_some()
-                && st.pending.front().is_some_and(|f| {
-                    now.saturating_duration_since(f.sent_at) > settings.stale_limit
-                })
+            let oldest = st.pending.front().map(|f| f.sent_at);
+            call.is_some() && stale(oldest, st.last_reply, now, settings.stale_limit)
         };
-        if stale(&st) && st.driver.is_some() {
-            // Its reader may be a thread that is not running (a busy machine): read what the
+        if stale(&st) {
+            // Nobody may have read the connection for a while (its callers left at quorum),
+            // or its reader is a thread that is not running (a busy machine): read what the
             // socket already holds before calling the node hung.
             self.read_replies(&mut st, now, settings, wakes);
         }
         if stale(&st) {
-            // Owed a reply for longer than the stale limit: the node is hung or paused. Close
-            // the connection rather than pile more commands behind the missing reply.
+            // Silent for longer than the stale limit while owing a reply: the node is hung or
+            // paused. Close the connection rather than pile more commands behind it.
             let what = format!("no reply for over {} ms", settings.stale_limit.as_millis());
             self.fail_all(
                 &mut st,
@@ -692,6 +714,7 @@ impl Link {
             return Some(match conn.next_reply() {
                 Ok(Some(reply)) => {
                     st.last_used = now;
+                    st.last_reply = now;
                     self.dispatch(st, reply, now, settings, w);
                     continue;
                 }
@@ -959,5 +982,29 @@ pub(crate) fn unreachable_from(e: &io::Error) -> NodeOutcome {
         NodeOutcome::Protocol(text)
     } else {
         NodeOutcome::Unreachable(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_answers_is_busy_not_hung() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let limit = s(1);
+        // Nothing owed: never stale.
+        assert!(!stale(None, t0, t0 + s(100), limit));
+        // Owed for 2 s with no reply since: hung.
+        assert!(stale(Some(t0), t0, t0 + s(2), limit));
+        // Owed for 2 s, but a reply (to a later or earlier command) came 0.5 s ago: a queue
+        // behind a slow node, not a hung one.
+        assert!(!stale(Some(t0), t0 + s(1) + s(1) / 2, t0 + s(2), limit));
+        // A reply long before the command was sent says nothing about it.
+        assert!(stale(Some(t0 + s(5)), t0, t0 + s(7), limit));
+        // However steadily it answers, a backlog of ten stale limits is closed.
+        assert!(!stale(Some(t0), t0 + s(10), t0 + s(10), limit));
+        assert!(stale(Some(t0), t0 + s(11), t0 + s(11), limit));
     }
 }
