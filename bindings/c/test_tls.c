@@ -39,13 +39,16 @@ static const char *ca, *cert, *key;
 static const char **urls;
 static int n_urls;
 
-/* A config over the nodes with the tests' generous timeouts; TLS options are the caller's. */
+/* A config over the nodes with the tests' generous timeouts; TLS options are the caller's.
+ * Under valgrind on a busy machine a TLS handshake takes seconds (a connect timeout of 1 s
+ * and a node timeout of 500 ms timed out every node of a first step); a handshake the node
+ * refuses fails at once whatever the timeouts. */
 static redlock_config *node_config(void) {
   char err[256];
   redlock_config *cfg = redlock_config_new();
   CHECK(cfg != NULL);
   for (int i = 0; i < n_urls; i++) CHECK_STATUS(redlock_config_add_node(cfg, urls[i], err, sizeof err), REDLOCK_STATUS_OK);
-  CHECK_STATUS(redlock_config_set_timeouts(cfg, 1000, 500, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 10000, 5000, err, sizeof err), REDLOCK_STATUS_OK);
   CHECK_STATUS(redlock_config_set_retry(cfg, 0, 10, err, sizeof err), REDLOCK_STATUS_OK);
   return cfg;
 }
