@@ -254,7 +254,8 @@ impl Config {
         self
     }
 
-    /// How long a connection may owe a reply while delivering none before it is closed and
+    /// How long a connection may owe a reply while delivering none (plus the
+    /// [`WORK_ALLOWANCE`](crate::WORK_ALLOWANCE) of the commands it owes) before it is closed and
     /// the node reconnected (replies that arrive after the step that asked for them are read
     /// and discarded, so a slow node does not need a new connection, but one that never
     /// answers does). A node that keeps answering is busy, not hung: its connection is closed

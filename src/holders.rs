@@ -153,9 +153,10 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
         fallback: None,
         combine: None,
         grants: false,
+        work: 1,
     };
     let limits = Limits {
-        node_timeout: sh.budget.acquire_wait(sh.cfg.max_ttl, 1),
+        node_timeout: sh.budget.acquire_bound(sh.cfg.max_ttl),
         cap: None,
         until: Until::All,
     };

@@ -16,7 +16,7 @@ use crate::scripts::{
     EXTEND_SCRIPT, FAIR_RELEASE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT,
     REENTRANT_EXTEND_SCRIPT, REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
 };
-use crate::timing::{Budget, Epoch, remaining};
+use crate::timing::{Budget, Epoch, remaining, work_allowance};
 
 /// Everything a manager and its leases share.
 pub(crate) struct Shared {
@@ -396,6 +396,17 @@ impl LeaseInner {
         }
     }
 
+    /// The work a release or an extension of this lease asks of each node, in keys or slots
+    /// (see `timing::WORK_ALLOWANCE`): each resource's key, or a semaphore's slots, which its
+    /// scripts read.
+    pub(crate) fn work(&self) -> usize {
+        match (&self.many, self.permit) {
+            (Some(m), _) => m.keys.len(),
+            (None, Some(p)) => p.permits as usize,
+            (None, None) => 1,
+        }
+    }
+
     /// Every lock key of this lease: one, or each resource's for a lease over several.
     pub(crate) fn keys(&self) -> Vec<&[u8]> {
         match &self.many {
@@ -638,11 +649,12 @@ impl Lease {
             fallback: Some(&eval_cmd),
             combine: None,
             grants: false,
+            work: inner.work(),
         };
         // A release has no validity to protect: it waits the release bound (see
         // timing::Budget), and replies that come later are still applied on the nodes.
-        let wait = sh.budget.release_wait(inner.keys().len());
-        let limits = Limits::quorum(wait);
+        let wait = sh.budget.release_bound() + work_allowance(req.work);
+        let limits = Limits::quorum(sh.budget.release_bound());
         let round = sh
             .cluster
             .round(&req, &|_, r| confirmed(Op::Release, r), limits);
@@ -732,16 +744,14 @@ impl Lease {
             fallback: Some(&eval_cmd),
             combine: None,
             grants: false,
+            work: inner.work(),
         };
         // An extension counts only if a quorum confirms before the current validity ends:
         // that is its bound, not a round-trip estimate.
-        let work = inner.keys().len();
+        let validity = old.saturating_duration_since(start);
         let limits = Limits {
             cap: Some(old),
-            ..Limits::quorum(
-                sh.budget
-                    .extend_wait(old.saturating_duration_since(start), work),
-            )
+            ..Limits::quorum(sh.budget.extend_bound(validity))
         };
         let round = sh
             .cluster

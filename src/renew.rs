@@ -307,6 +307,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         fallback: Some(&eval),
         combine: None,
         grants: false,
+        work: keys.len(),
     };
     // The shortest TTL's: the tightest bound of the batch.
     let shortest = chunk.iter().map(|(_, st)| st.ttl).min();
@@ -315,7 +316,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
     // until the leases are nearly lost.
     let node_timeout = sh
         .budget
-        .acquire_wait(shortest.unwrap_or(Duration::from_secs(1)), keys.len());
+        .acquire_bound(shortest.unwrap_or(Duration::from_secs(1)));
     // Stop waiting in time to report a lease lost before its validity ends.
     let cap = chunk
         .iter()
@@ -467,14 +468,14 @@ fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[Vec<bool>]) {
                 &[l.token.as_bytes(), ttl_ms, owner, b"0"],
             ),
         };
-        sh.cluster.detach(&sha, Some(&eval), &|i| missing[i][0]);
+        sh.cluster.detach(&sha, Some(&eval), 1, &|i| missing[i][0]);
         return;
     }
     for (k, key) in l.keys().into_iter().enumerate() {
         let mut cmd = Vec::new();
         let args: [&[u8]; 6] = [b"SET", key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
         crate::resp::pack(&args, &mut cmd);
-        sh.cluster.detach(&cmd, None, &|i| missing[i][k]);
+        sh.cluster.detach(&cmd, None, 1, &|i| missing[i][k]);
     }
 }
 

@@ -101,6 +101,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             fallback: None,
             combine: None,
             grants: false,
+            work: 1,
         };
         let limits = Limits {
             node_timeout: STEP_TIMEOUT,

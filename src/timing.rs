@@ -84,7 +84,8 @@ pub(crate) fn work_allowance(work: usize) -> Duration {
 ///   could not confirm as such.
 /// * **Renewal**: the acquire bound, within the lease's validity less half its lost margin.
 ///
-/// Each adds the command's [`work_allowance`]. An explicit `node_timeout` replaces the
+/// The round adds the command's [`work_allowance`] to each (the commands a connection owes
+/// count the same way against its stale limit). An explicit `node_timeout` replaces the
 /// acquire bound and the release's wait (an extension still stops at the validity's end).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Budget {
@@ -114,22 +115,16 @@ impl Budget {
         })
     }
 
-    /// How long a grant step (or a read) over `work` keys or slots per node waits for each
-    /// node: the acquire bound plus the work's allowance.
-    pub(crate) fn acquire_wait(&self, ttl: Duration, work: usize) -> Duration {
-        self.acquire_bound(ttl) + work_allowance(work)
+    /// How long a release waits for each node (before its work's allowance).
+    pub(crate) fn release_bound(&self) -> Duration {
+        self.node_timeout.unwrap_or(self.release)
     }
 
-    /// How long a release over `work` keys per node waits for each node.
-    pub(crate) fn release_wait(&self, work: usize) -> Duration {
-        self.node_timeout.unwrap_or(self.release) + work_allowance(work)
-    }
-
-    /// How long an extension over `work` keys per node waits for each node when `validity`
-    /// of the lock is left: that validity, or less when `node_timeout` is set.
-    pub(crate) fn extend_wait(&self, validity: Duration, work: usize) -> Duration {
-        self.node_timeout
-            .map_or(validity, |t| (t + work_allowance(work)).min(validity))
+    /// How long an extension waits for each node when `validity` of the lock is left (before
+    /// its work's allowance, and capped at the validity's end by the caller): that validity,
+    /// or less when `node_timeout` is set.
+    pub(crate) fn extend_bound(&self, validity: Duration) -> Duration {
+        self.node_timeout.map_or(validity, |t| t.min(validity))
     }
 
     /// See [`expiry`].
@@ -296,26 +291,23 @@ mod tests {
             Duration::from_secs(5)
         );
         // Work beyond the first key adds 50 µs a unit: 1,000 keys, about 50 ms more.
-        assert_eq!(b.acquire_wait(Duration::from_secs(1), 1), ms(100));
-        assert_eq!(
-            b.acquire_wait(Duration::from_secs(1), 1000),
-            ms(100) + ms(49) + Duration::from_micros(950)
-        );
+        assert_eq!(work_allowance(1), Duration::ZERO);
+        assert_eq!(work_allowance(1000), ms(49) + Duration::from_micros(950));
         assert_eq!(work_allowance(0), Duration::ZERO);
         assert_eq!(work_allowance(usize::MAX), WORK_ALLOWANCE * u32::MAX);
         // A release waits the stale limit; an extension until the validity ends.
-        assert_eq!(b.release_wait(1), Duration::from_secs(1));
-        assert_eq!(b.extend_wait(ms(4321), 1), ms(4321));
+        assert_eq!(b.release_bound(), Duration::from_secs(1));
+        assert_eq!(b.extend_bound(ms(4321)), ms(4321));
         // An explicit timeout replaces the acquire bound and the release's wait, and an
         // extension still stops at the validity's end.
         let b = Budget {
             node_timeout: Some(ms(7)),
             ..b
         };
-        assert_eq!(b.acquire_wait(Duration::from_secs(10), 1), ms(7));
-        assert_eq!(b.release_wait(3), ms(7) + Duration::from_micros(100));
-        assert_eq!(b.extend_wait(ms(4321), 1), ms(7));
-        assert_eq!(b.extend_wait(ms(3), 1), ms(3));
+        assert_eq!(b.acquire_bound(Duration::from_secs(10)), ms(7));
+        assert_eq!(b.release_bound(), ms(7));
+        assert_eq!(b.extend_bound(ms(4321)), ms(7));
+        assert_eq!(b.extend_bound(ms(3)), ms(3));
         // A cap below the floor never makes the bound smaller than the floor.
         let b = Budget {
             node_timeout: None,

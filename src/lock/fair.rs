@@ -175,7 +175,7 @@ impl Fair {
             &[&self.key, &self.queue, &self.tickets],
             &[self.value.as_bytes(), b"0"],
         );
-        sh.cluster.detach(&sha, Some(&eval), &|_| true);
+        sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
     }
 
     fn round(&self, sh: &Arc<Shared>, ttl: Duration, fenced: bool) -> Result<Round, Error> {
@@ -207,8 +207,9 @@ impl Fair {
             fallback: Some(&eval),
             combine: None,
             grants: true,
+            work: 1,
         };
-        let limits = Limits::quorum(sh.budget.acquire_wait(ttl, 1));
+        let limits = Limits::quorum(sh.budget.acquire_bound(ttl));
         sh.cluster
             .round(&req, &|_, r: &Reply| judge(r, fenced), limits)
     }

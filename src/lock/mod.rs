@@ -287,6 +287,7 @@ impl Attempt<'_> {
             fallback: fallback.as_deref(),
             combine,
             grants: true,
+            work: 1,
         };
         let judge = |_: usize, r: &Reply| {
             if fenced {
@@ -295,7 +296,7 @@ impl Attempt<'_> {
                 granted_checked(r)
             }
         };
-        let limits = Limits::quorum(self.sh.budget.acquire_wait(self.ttl, 1));
+        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl));
         self.sh.cluster.round(&req, &judge, limits)
     }
 
@@ -345,10 +346,11 @@ impl Attempt<'_> {
             fallback: Some(&eval),
             combine: None,
             grants: false,
+            work: 1,
         };
         let limits = Limits {
             cap: Some(expires),
-            ..Limits::quorum(sh.budget.acquire_wait(self.ttl, 1))
+            ..Limits::quorum(sh.budget.acquire_bound(self.ttl))
         };
         let round = sh
             .cluster
@@ -435,7 +437,7 @@ impl Attempt<'_> {
             Some(owner) => reentrant::discard(self, owner),
             None => DISCARD_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]),
         };
-        self.sh.cluster.detach(&sha, Some(&eval), to);
+        self.sh.cluster.detach(&sha, Some(&eval), 1, to);
     }
 }
 

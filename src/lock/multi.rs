@@ -50,15 +50,16 @@ pub(crate) fn attempt(
         fallback: Some(&fallback),
         combine: None,
         grants: true,
+        work: keys.len(),
     };
-    let limits = Limits::quorum(sh.budget.acquire_wait(ttl, keys.len()));
+    let limits = Limits::quorum(sh.budget.acquire_bound(ttl));
     let round = sh
         .cluster
         .round(&req, &|_, r: &Reply| granted_checked(r), limits)?;
     let undo = |to: &dyn Fn(usize) -> bool| {
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let (sha, eval) = MULTI_RELEASE_SCRIPT.calls(&keys, &[token.as_bytes(), b"0"]);
-        sh.cluster.detach(&sha, Some(&eval), to);
+        sh.cluster.detach(&sha, Some(&eval), keys.len(), to);
     };
     let (round, expires) = decide(sh, round, ttl, &undo)?;
     // Grants from quarantined nodes did not count: take them back at once.

@@ -67,6 +67,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
         fallback: Some(&fallback),
         combine: None,
         grants: true,
+        work: 1,
     };
     let judge = |_: usize, r: &Reply| {
         if fenced {
@@ -75,7 +76,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
             granted_checked(r)
         }
     };
-    let limits = Limits::quorum(a.sh.budget.acquire_wait(a.ttl, 1));
+    let limits = Limits::quorum(a.sh.budget.acquire_bound(a.ttl));
     a.sh.cluster.round(&req, &judge, limits)
 }
 

@@ -107,11 +107,10 @@ impl Sem<'_> {
             fallback: Some(&eval),
             combine: None,
             grants: true,
-        };
-        let limits = Limits::quorum(
             // The script reads the semaphore's hash, one field per slot.
-            self.sh.budget.acquire_wait(self.ttl, self.permits as usize),
-        );
+            work: self.permits as usize,
+        };
+        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl));
         let (p, fenced) = (self.permits, self.fenced);
         self.sh
             .cluster
@@ -142,14 +141,18 @@ impl Sem<'_> {
     fn discard(&self, to: &dyn Fn(usize) -> bool) {
         let (sha, eval) = REENTRANT_RELEASE_SCRIPT
             .calls(&[self.key], &[self.token.as_bytes(), b"0", SEMAPHORE_OWNER]);
-        self.sh.cluster.detach(&sha, Some(&eval), to);
+        self.sh
+            .cluster
+            .detach(&sha, Some(&eval), self.permits as usize, to);
     }
 
     /// On the nodes `to` selects, moves this attempt's hold to `slot` or drops it: what a node
     /// that answered late, or gave another slot, is sent once the slot is chosen.
     fn settle(&self, slot: u32, to: &dyn Fn(usize) -> bool) {
         let (sha, eval) = self.call(slot, true);
-        self.sh.cluster.detach(&sha, Some(&eval), to);
+        self.sh
+            .cluster
+            .detach(&sha, Some(&eval), self.permits as usize, to);
     }
 }
 

@@ -84,7 +84,7 @@ impl<'k> Intent<'k> {
             let intent = intent_key(key);
             let (sha, eval) =
                 INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms.as_bytes()]);
-            sh.cluster.detach(&sha, Some(&eval), &|_| true);
+            sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
         }
     }
 
@@ -98,7 +98,7 @@ impl<'k> Intent<'k> {
         for key in self.keys {
             let intent = intent_key(key);
             let (sha, eval) = INTENT_DROP_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), flag]);
-            sh.cluster.detach(&sha, Some(&eval), &|_| true);
+            sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
         }
     }
 }

@@ -235,6 +235,17 @@ struct Entry {
     /// Its reply's latency is a round-trip sample: the command was written at once on an
     /// established connection (not held behind a handshake, not a resend).
     timed: bool,
+    /// The server time its command may take beyond a one-key command's
+    /// (`timing::work_allowance`).
+    work: Duration,
+}
+
+/// The work the commands a connection owes replies to may take the server: how much longer
+/// than the stale limit it may stay silent.
+fn owed_work(st: &State) -> Duration {
+    st.pending
+        .iter()
+        .fold(Duration::ZERO, |a, e| a.saturating_add(e.work))
 }
 
 struct Driver {
@@ -370,18 +381,21 @@ impl Link {
     /// Writes `cmd` for `call` (or for nobody: `call` is `None`), connecting first if needed
     /// and `connect` allows it; `expect`: what it is answered with. `Ok(None)`: not sent,
     /// since there is no connection and `connect` is false. `Err`: the node cannot be asked
-    /// now (backoff, refused, …).
+    /// now (backoff, refused, …). `work`: the server time the command may take beyond a
+    /// one-key command's, which the connection may stay silent for on top of the stale limit.
+    #[allow(clippy::too_many_arguments)] // a command, its reply's shape and its cost, and when
     pub(crate) fn submit(
         &self,
         call: Option<&Call>,
         cmd: &[u8],
         expect: &Expect,
+        work: Duration,
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
-        let r = self.submit_locked(call, cmd, expect, now, settings, connect, &mut wakes);
+        let r = self.submit_locked(call, cmd, expect, work, now, settings, connect, &mut wakes);
         self.flush(now, settings, &mut wakes);
         wake_all(&mut wakes, call.map_or(0, |c| c.round));
         r
@@ -393,6 +407,7 @@ impl Link {
         call: Option<&Call>,
         cmd: &[u8],
         expect: &Expect,
+        work: Duration,
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
@@ -412,7 +427,10 @@ impl Link {
         // close.
         let stale = |st: &State| {
             let oldest = st.pending.front().map(|f| f.sent_at);
-            call.is_some() && stale(oldest, st.last_reply, now, settings.stale_limit)
+            // Redis sends a pipelined batch's replies once it has run the batch: the work the
+            // connection owes may keep it silent for that long.
+            let limit = settings.stale_limit.saturating_add(owed_work(st));
+            call.is_some() && stale(oldest, st.last_reply, now, limit)
         };
         if stale(&st) {
             // Nobody may have read the connection for a while (its callers left at quorum),
@@ -452,6 +470,7 @@ impl Link {
             },
             sent_at: now,
             timed: !starting,
+            work,
         });
         st.last_used = now;
         let mut drive = false;
@@ -501,6 +520,7 @@ impl Link {
                                 // Over TLS the first reply also waits for the TLS handshake
                                 // (round trips and signatures): no fair sample.
                                 timed: i == 0 && self.node.tls.is_none(),
+                                work: Duration::ZERO,
                             }),
                     );
                 Ok(())
@@ -542,6 +562,7 @@ impl Link {
             purpose: Purpose::Health(kind),
             sent_at: now,
             timed: false,
+            work: Duration::ZERO,
         };
         if first {
             // Right after the handshake's entries, before the held commands' ones.
@@ -818,7 +839,7 @@ impl Link {
         s: &ConnSettings,
         w: &mut Wakes,
     ) {
-        let (sent_at, timed) = (entry.sent_at, entry.timed);
+        let (sent_at, timed, work) = (entry.sent_at, entry.timed, entry.work);
         let Purpose::Command { call, expect } = entry.purpose else {
             return; // dispatch hands over command entries only
         };
@@ -839,6 +860,7 @@ impl Link {
                 },
                 sent_at,
                 timed: false,
+                work,
             });
             return;
         }

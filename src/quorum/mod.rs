@@ -19,7 +19,7 @@ use crate::node::health::refusal;
 use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Expect, Link, Node, Slot, Standing};
 use crate::resp::Reply;
-use crate::timing::Clock;
+use crate::timing::{Clock, work_allowance};
 
 mod care;
 #[cfg(test)]
@@ -60,6 +60,10 @@ pub(crate) struct Request<'a> {
     /// means the node lost its keyspace, and while the cluster-wide trust rule is still open
     /// the round waits for every node (see trust.rs).
     pub grants: bool,
+    /// The work the command asks of each node, in keys or semaphore slots: each node's wait
+    /// grows by its allowance (`timing::work_allowance`), and so does the silence its
+    /// connection may keep while owing the reply (see node/link.rs).
+    pub work: usize,
 }
 
 /// When a round is over.
@@ -291,6 +295,7 @@ impl Cluster {
             Some(c) => Expect::Parts(c),
             None => Expect::One(req.fallback.map(Arc::from)),
         };
+        let work = work_allowance(req.work);
         let mut waits = Vec::with_capacity(self.links.len() + 1);
         for (i, link) in self.links.iter().enumerate() {
             let mut w = Wait::node(self, call, link, wakes);
@@ -312,14 +317,14 @@ impl Cluster {
                 }
                 (None, None, None) => Err(NodeOutcome::Rejected),
                 (None, None, Some(cmd)) => link
-                    .submit(Some(call), cmd, &expect, start, &self.settings, true)
+                    .submit(Some(call), cmd, &expect, work, start, &self.settings, true)
                     .map(|s| s.expect("submit connects when asked to")),
             };
             match sent {
                 Ok(s) => {
                     w.driving = s.drive;
                     w.starting = s.starting;
-                    let mut wait = limits.node_timeout;
+                    let mut wait = limits.node_timeout.saturating_add(work);
                     if s.starting {
                         wait = wait.saturating_add(self.settings.connect_timeout);
                     }
@@ -425,14 +430,22 @@ impl Cluster {
     /// Writes `cmd` to the nodes `to` selects, without waiting for the replies (they are read
     /// and discarded later). Nodes with no connection are skipped. Used to release after a
     /// failed acquisition, so that the caller does not wait a round trip for the clean-up.
-    pub(crate) fn detach(&self, cmd: &[u8], fallback: Option<&[u8]>, to: &dyn Fn(usize) -> bool) {
+    /// `work`: as [`Request::work`].
+    pub(crate) fn detach(
+        &self,
+        cmd: &[u8],
+        fallback: Option<&[u8]>,
+        work: usize,
+        to: &dyn Fn(usize) -> bool,
+    ) {
         let now = self.now();
+        let work = work_allowance(work);
         let expect = Expect::One(fallback.map(Arc::from));
         for (i, link) in self.links.iter().enumerate() {
             if to(i) {
                 // Queued behind whatever the connection already carries (the command being
                 // cleaned up among it), so the node runs it after that.
-                let _ = link.submit(None, cmd, &expect, now, &self.settings, false);
+                let _ = link.submit(None, cmd, &expect, work, now, &self.settings, false);
                 if link.orphaned() {
                     care::care(&self.links, i, &self.settings);
                 }

@@ -70,6 +70,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
         fallback: None,
         combine: None,
         grants: false,
+        work: 1,
     }
 }
 
@@ -263,6 +264,7 @@ fn noscript_falls_back_once() {
         fallback: Some(b"EVAL\r\n"),
         combine: None,
         grants: false,
+        work: 1,
     };
     let r = cluster
         .round(&req, &any_reply, all(Duration::from_secs(5)))
@@ -286,6 +288,7 @@ fn noscript_falls_back_even_after_the_caller_left() {
         fallback: Some(b"EVAL\r\n"),
         combine: None,
         grants: false,
+        work: 1,
     };
     let r = cluster
         .round(&sha, &any_reply, Limits::quorum(Duration::from_secs(5)))
@@ -471,6 +474,7 @@ fn a_caller_that_leaves_hands_the_connection_to_one_still_waiting() {
             fallback: None,
             combine: None,
             grants: false,
+            work: 1,
         };
         c.round(&req, &any_reply, all(Duration::from_secs(10)))
             .unwrap()
