@@ -427,10 +427,12 @@ impl Link {
         // close.
         let stale = |st: &State| {
             let oldest = st.pending.front().map(|f| f.sent_at);
+            let limit = settings.stale_limit;
             // Redis sends a pipelined batch's replies once it has run the batch: the work the
-            // connection owes may keep it silent for that long.
-            let limit = settings.stale_limit.saturating_add(owed_work(st));
-            call.is_some() && stale(oldest, st.last_reply, now, limit)
+            // connection owes may keep it silent for that long (summed only when it matters).
+            call.is_some()
+                && stale(oldest, st.last_reply, now, limit)
+                && stale(oldest, st.last_reply, now, limit.saturating_add(owed_work(st)))
         };
         if stale(&st) {
             // Nobody may have read the connection for a while (its callers left at quorum),
