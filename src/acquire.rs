@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, NodeOutcome, Report};
 use crate::lease::{Lease, RenewOptions, Shared};
 use crate::mux::{self, Waker};
-use crate::node::link::thread_waker;
+use crate::node::call::thread_waker;
 use crate::notify::{Cancel, Registration, Woke};
 use crate::token;
 

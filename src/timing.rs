@@ -149,7 +149,7 @@ const RTO_GRANULARITY: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: u32 = 6;
 
 /// One node's round-trip estimate and retransmission timeout, computed as TCP's (RFC 6298),
-/// reported in [`NodeStatus`](crate::NodeStatus) to show how far and how steady a node is. It
+/// reported in [`NodeState`](crate::NodeState) to show how far and how steady a node is. It
 /// no longer sets any deadline: a step under load took scheduling delays for dead nodes (see
 /// [`Budget`]). Computed as TCP does:
 /// the first sample `R` sets `SRTT = R` and `RTTVAR = R / 2`; each later one sets

@@ -25,15 +25,16 @@
 //! Locks are taken in one order: a link's, then a call's. Wake-ups are sent after both are
 //! released.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::call::{Call, Slot, Wakes, wake_all, wake_later};
 use super::conn::{self, Conn};
+pub(crate) use super::entry::{Combine, Expect};
+use super::entry::{Entry, Purpose, stale};
 use super::health::{Action, ConnSettings, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
@@ -43,202 +44,6 @@ use crate::resp::{ReadError, Reply};
 /// the node closed it. In a tight loop the check would cost a system call per step for
 /// nothing; a node that restarts within this window is simply failed for one step.
 pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(5);
-
-/// One node's part in a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Slot {
-    /// No answer yet.
-    Waiting,
-    /// The node answered, `latency` after the command was written.
-    Reply { reply: Reply, latency: Duration },
-    /// The node did not answer; why.
-    Failed(NodeOutcome),
-}
-
-/// A thread's call cell: its waker, and the slots of its current round. A thread waits in
-/// one round at a time, so one cell per thread serves all its rounds: nothing is allocated per
-/// round, and nothing allocated by one thread is freed by another (which costs a contended
-/// allocator lock when many threads share the links).
-struct Cell {
-    waker: Arc<Waker>,
-    inner: Mutex<CallInner>,
-}
-
-struct CallInner {
-    /// The round the slots belong to: a stale [`Call`] handle (an entry of an earlier round
-    /// of this thread) fills nothing.
-    round: u64,
-    /// Set when the caller stops waiting: nothing is delivered after that.
-    closed: bool,
-    slots: Vec<Slot>,
-    /// Links handed to this call to drive, not yet taken up by its loop.
-    handed: Vec<usize>,
-}
-
-/// One caller's round: a slot per node, filled by whoever reads the node's reply. A cheap
-/// handle (the thread's cell and the round's number); entries of the links hold copies.
-#[derive(Clone)]
-pub(crate) struct Call {
-    cell: Arc<Cell>,
-    round: u64,
-}
-
-static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    static CELL: RefCell<Option<Arc<Cell>>> = const { RefCell::new(None) };
-}
-
-fn thread_cell() -> io::Result<Arc<Cell>> {
-    CELL.with(|c| {
-        let mut c = c.borrow_mut();
-        if let Some(c) = c.as_ref() {
-            return Ok(Arc::clone(c));
-        }
-        let new = Arc::new(Cell {
-            waker: Arc::new(Waker::new()?),
-            inner: Mutex::new(CallInner {
-                round: 0,
-                closed: true,
-                slots: Vec::new(),
-                handed: Vec::new(),
-            }),
-        });
-        *c = Some(Arc::clone(&new));
-        Ok(new)
-    })
-}
-
-/// This thread's waker: the one its rounds are woken through, and the one it sleeps on while
-/// it waits for a release (a wake-up meant for one is harmless to the other: both look again).
-pub(crate) fn thread_waker() -> io::Result<Arc<Waker>> {
-    Ok(Arc::clone(&thread_cell()?.waker))
-}
-
-impl Call {
-    /// A new round of this thread over `nodes` nodes, every slot waiting, woken through this
-    /// thread's waker.
-    pub(crate) fn new(nodes: usize) -> io::Result<Call> {
-        let cell = thread_cell()?;
-        let round = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut c = cell.inner.lock().unwrap_or_else(|p| p.into_inner());
-            c.round = round;
-            c.closed = false;
-            c.slots.clear();
-            c.slots.resize(nodes, Slot::Waiting);
-            c.handed.clear();
-        }
-        Ok(Call { cell, round })
-    }
-
-    /// The cell's state, if it still belongs to this round.
-    fn lock(&self) -> Option<MutexGuard<'_, CallInner>> {
-        let c = self.cell.inner.lock().unwrap_or_else(|p| p.into_inner());
-        (c.round == self.round).then_some(c)
-    }
-
-    /// This call's identity (unique in the process).
-    pub(crate) fn id(&self) -> u64 {
-        self.round
-    }
-
-    /// The descriptor that wakes this call's thread.
-    pub(crate) fn waker(&self) -> &Waker {
-        &self.cell.waker
-    }
-
-    /// A handle on [`waker`](Self::waker), for a thread that keeps it.
-    pub(crate) fn waker_arc(&self) -> Arc<Waker> {
-        Arc::clone(&self.cell.waker)
-    }
-
-    /// Fills slot `i` if it is still waiting and the call still listens; true if it did.
-    pub(crate) fn fill(&self, i: usize, slot: Slot) -> bool {
-        let Some(mut c) = self.lock() else {
-            return false;
-        };
-        if c.closed || c.slots[i] != Slot::Waiting {
-            return false;
-        }
-        c.slots[i] = slot;
-        true
-    }
-
-    /// Runs `f` over the slots, and takes the links handed to this call since the last look.
-    pub(crate) fn look<R>(&self, f: impl FnOnce(&[Slot], Vec<usize>) -> R) -> R {
-        let mut c = self
-            .lock()
-            .expect("the owner of a round looks at its own round");
-        let handed = std::mem::take(&mut c.handed);
-        f(&c.slots, handed)
-    }
-
-    /// Stops listening: returns the slots, and the links handed to this call that its loop
-    /// had not taken up (it must hand them on).
-    pub(crate) fn close(&self) -> (Vec<Slot>, Vec<usize>) {
-        let mut c = self
-            .lock()
-            .expect("the owner of a round closes its own round");
-        c.closed = true;
-        (std::mem::take(&mut c.slots), std::mem::take(&mut c.handed))
-    }
-
-    /// Accepts the role of driver of link `i`, unless the call has stopped listening.
-    fn hand(&self, i: usize) -> bool {
-        let Some(mut c) = self.lock() else {
-            return false;
-        };
-        if c.closed {
-            return false;
-        }
-        c.handed.push(i);
-        true
-    }
-}
-
-/// Several commands written together as one entry (in one write, so nothing of another caller
-/// comes between them), whose replies are combined into the one reply that stands for them:
-/// the one the caller gets, and the one the link's own checks (`NOMARKER`) see.
-#[derive(Clone, Copy)]
-pub(crate) struct Combine {
-    /// How many replies the commands get: the entry consumes exactly this many, whether or not
-    /// its caller still waits, so that no later reply is ever taken for a part of it.
-    pub parts: usize,
-    /// The one reply the parts stand for.
-    pub f: fn(&[Reply]) -> Reply,
-}
-
-/// What a command's entry expects back.
-#[derive(Clone)]
-pub(crate) enum Expect {
-    /// One reply; with the `EVAL` form to send if the node answers `NOSCRIPT` to an `EVALSHA`.
-    One(Option<Arc<[u8]>>),
-    /// One reply per command of several written together, combined into one (no `NOSCRIPT`
-    /// fallback: these are plain commands).
-    Parts(Combine),
-}
-
-/// Whom a reply is for.
-enum Purpose {
-    /// A handshake command of a new connection.
-    Handshake(Hs),
-    /// A health command after the handshake (a marker read or write): for the node itself.
-    Health(Hs),
-    /// A command: the call waiting for it (none if nobody waits), and what it expects back.
-    Command { call: Option<Call>, expect: Expect },
-}
-
-struct Entry {
-    purpose: Purpose,
-    sent_at: Instant,
-    /// Its reply's latency is a round-trip sample: the command was written at once on an
-    /// established connection (not held behind a handshake, not a resend).
-    timed: bool,
-    /// The server time its command may take beyond a one-key command's
-    /// (`timing::work_allowance`).
-    work: Duration,
-}
 
 /// The work the commands a connection owes replies to may take the server: how much longer
 /// than the stale limit it may stay silent.
@@ -268,45 +73,6 @@ struct State {
     /// When the connection last delivered a reply: a node that answers is not hung, however
     /// far behind its queue (see [`stale`]).
     last_reply: Instant,
-}
-
-/// How many stale limits a connection's oldest owed reply may wait while the node still
-/// answers, before the connection is closed all the same: the bound on the backlog of a node
-/// that stays slower than the quorum's pace.
-const BACKLOG_LIMITS: u32 = 10;
-
-/// Whether a connection is hung, for a caller about to wait on it: it owes a reply and has
-/// delivered none for longer than the stale limit (or its oldest owed reply has waited ten
-/// stale limits, however steadily the node answers). A node that answers is busy, not hung:
-/// on a busy machine a node slower than the quorum builds a queue of replies owed to callers
-/// that left at quorum, and closing it would throw away the releases in that queue.
-/// `oldest`: when the oldest owed reply's command was sent (`None`: nothing owed).
-fn stale(oldest: Option<Instant>, last_reply: Instant, now: Instant, limit: Duration) -> bool {
-    oldest.is_some_and(|sent| {
-        let owed = now.saturating_duration_since(sent);
-        let silent = now.saturating_duration_since(sent.max(last_reply));
-        silent > limit || owed > limit.saturating_mul(BACKLOG_LIMITS)
-    })
-}
-
-/// Wake-ups to send once every lock is released: (call id, waker). A caller that does I/O
-/// on several links gathers them and sends each call at most one per `poll(2)` round.
-pub(crate) type Wakes = Vec<(u64, Arc<Waker>)>;
-
-/// Adds `c`'s wake-up to `w`.
-fn wake_later(w: &mut Wakes, c: &Call) {
-    w.push((c.round, Arc::clone(&c.cell.waker)));
-}
-
-/// Sends the gathered wake-ups, one per call, except to `except` (the caller itself).
-pub(crate) fn wake_all(wakes: &mut Wakes, except: u64) {
-    let mut done: Vec<u64> = Vec::new();
-    for (id, w) in wakes.drain(..) {
-        if id != except && !done.contains(&id) {
-            done.push(id);
-            w.wake();
-        }
-    }
 }
 
 /// What [`Link::submit`] did.
@@ -425,32 +191,8 @@ impl Link {
         // (the release after a failed attempt) is queued behind what it cleans up, so that a
         // paused node runs both when it resumes, rather than only the `SET` written before a
         // close.
-        let stale = |st: &State| {
-            let oldest = st.pending.front().map(|f| f.sent_at);
-            let limit = settings.stale_limit;
-            // Redis sends a pipelined batch's replies once it has run the batch: the work the
-            // connection owes may keep it silent for that long (summed only when it matters).
-            call.is_some()
-                && stale(oldest, st.last_reply, now, limit)
-                && stale(oldest, st.last_reply, now, limit.saturating_add(owed_work(st)))
-        };
-        if stale(&st) {
-            // Nobody may have read the connection for a while (its callers left at quorum),
-            // or its reader is a thread that is not running (a busy machine): read what the
-            // socket already holds before calling the node hung.
-            self.read_replies(&mut st, now, settings, wakes);
-        }
-        if stale(&st) {
-            // Silent for longer than the stale limit while owing a reply: the node is hung or
-            // paused. Close the connection rather than pile more commands behind it.
-            let what = format!("no reply for over {} ms", settings.stale_limit.as_millis());
-            self.fail_all(
-                &mut st,
-                NodeOutcome::Unreachable(what),
-                now,
-                settings,
-                wakes,
-            );
+        if call.is_some() {
+            self.close_if_hung(&mut st, now, settings, wakes);
         }
         if st.conn.is_none() {
             if !connect {
@@ -486,6 +228,37 @@ impl Link {
             drive = true;
         }
         Ok(Some(Submitted { drive, starting }))
+    }
+
+    /// Closes the connection if it is hung (see [`stale`]), after reading what its socket
+    /// already holds.
+    fn close_if_hung(&self, st: &mut State, now: Instant, s: &ConnSettings, wakes: &mut Wakes) {
+        let hung = |st: &State| {
+            let oldest = st.pending.front().map(|f| f.sent_at);
+            let limit = s.stale_limit;
+            // Redis sends a pipelined batch's replies once it has run the batch: the work the
+            // connection owes may keep it silent for that long (summed only when it matters).
+            stale(oldest, st.last_reply, now, limit)
+                && stale(
+                    oldest,
+                    st.last_reply,
+                    now,
+                    limit.saturating_add(owed_work(st)),
+                )
+        };
+        if !hung(st) {
+            return;
+        }
+        // Nobody may have read the connection for a while (its callers left at quorum), or its
+        // reader is a thread that is not running (a busy machine): read what the socket
+        // already holds before calling the node hung.
+        self.read_replies(st, now, s, wakes);
+        if hung(st) {
+            // Silent for longer than the stale limit while owing a reply: the node is hung or
+            // paused. Close the connection rather than pile more commands behind it.
+            let what = format!("no reply for over {} ms", s.stale_limit.as_millis());
+            self.fail_all(st, NodeOutcome::Unreachable(what), now, s, wakes);
+        }
     }
 
     fn connect(
@@ -1006,29 +779,5 @@ pub(crate) fn unreachable_from(e: &io::Error) -> NodeOutcome {
         NodeOutcome::Protocol(text)
     } else {
         NodeOutcome::Unreachable(text)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_node_that_answers_is_busy_not_hung() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let limit = s(1);
-        // Nothing owed: never stale.
-        assert!(!stale(None, t0, t0 + s(100), limit));
-        // Owed for 2 s with no reply since: hung.
-        assert!(stale(Some(t0), t0, t0 + s(2), limit));
-        // Owed for 2 s, but a reply (to a later or earlier command) came 0.5 s ago: a queue
-        // behind a slow node, not a hung one.
-        assert!(!stale(Some(t0), t0 + s(1) + s(1) / 2, t0 + s(2), limit));
-        // A reply long before the command was sent says nothing about it.
-        assert!(stale(Some(t0 + s(5)), t0, t0 + s(7), limit));
-        // However steadily it answers, a backlog of ten stale limits is closed.
-        assert!(!stale(Some(t0), t0 + s(10), t0 + s(10), limit));
-        assert!(stale(Some(t0), t0 + s(11), t0 + s(11), limit));
     }
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::mux::{self, Interest, Readiness, Source, Waker};
-use crate::node::link::{Wakes, wake_all};
+use crate::node::call::{Wakes, wake_all};
 use crate::node::{Call, ConnSettings, Link};
 use crate::timing::{Clock, SystemClock};
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, NodeOutcome, NodeReport, Op, Report};
 use crate::metrics::Registry;
 use crate::mux;
+use crate::node::call::{Wakes, wake_all};
 use crate::node::health::refusal;
-use crate::node::link::{self, Wakes};
 use crate::node::{Call, ConnSettings, Expect, Link, Node, Slot, Standing};
 use crate::resp::Reply;
 use crate::timing::{Clock, work_allowance};
@@ -219,7 +219,7 @@ impl Cluster {
         let q = self.quorum;
         let r = mux::drive(&mut waits, &|| self.clock.now(), |waits| {
             // The replies read for other calls since the last look: one wake-up each.
-            link::wake_all(&mut wakes.borrow_mut(), call.id());
+            wake_all(&mut wakes.borrow_mut(), call.id());
             let (ok, waiting) = call.look(|slots, handed| {
                 for i in handed {
                     waits[i].driving = true;
@@ -242,7 +242,7 @@ impl Cluster {
                     Until::All => false,
                 }
         });
-        link::wake_all(&mut wakes.borrow_mut(), call.id());
+        wake_all(&mut wakes.borrow_mut(), call.id());
         let (slots, handed) = call.close();
         for (i, link) in self.links.iter().enumerate() {
             if (waits[i].driving || handed.contains(&i)) && link.leave(&call) {

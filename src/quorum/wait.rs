@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::Cluster;
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Source};
-use crate::node::link::Wakes;
+use crate::node::call::Wakes;
 use crate::node::{Call, Link, Slot};
 
 /// One participant in a round's `poll(2)`: a node, or the call's waker.
