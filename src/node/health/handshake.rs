@@ -1,0 +1,308 @@
+//! The handshake every connection to a node starts with (`AUTH`, `INFO cluster`, `SELECT`,
+//! the scripts, `INFO server`, the marker, `CONFIG GET`), what each reply means, the node's
+//! identity (`run_id`, uptime) and the peers check that keeps one server from voting twice
+//! under two addresses; and the replies that refuse us whatever was asked (credentials,
+//! cluster mode).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Node;
+use crate::config::NodeAddr;
+use crate::error::NodeOutcome;
+use crate::resp::{self, Reply};
+
+/// What a node in Redis Cluster mode is told: its keys live on other nodes (it answers
+/// `MOVED`, `ASK`, `CLUSTERDOWN`, …), and Redlock needs independent masters, each holding
+/// every lock key it is asked about.
+pub(crate) const CLUSTER_UNSUPPORTED: &str = "cluster mode is not supported (yet)";
+
+/// The error codes that say the node refused this client's credentials: a failed `AUTH`
+/// (`WRONGPASS`), a password required but not given (`NOAUTH`), an ACL user not allowed a
+/// command or a key (`NOPERM`).
+const AUTH_CODES: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
+
+/// What a reply means whatever was asked, if it refuses this client's credentials.
+pub(crate) fn auth_refusal(reply: &Reply) -> Option<NodeOutcome> {
+    match reply {
+        Reply::Error { code, text } if AUTH_CODES.contains(&code.as_str()) => {
+            Some(NodeOutcome::AuthFailed(text.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// What a reply means whatever was asked, if the node refuses our credentials or runs in
+/// cluster mode (see [`auth_refusal`], [`cluster_refusal`]).
+pub(crate) fn refusal(reply: &Reply) -> Option<NodeOutcome> {
+    auth_refusal(reply).or_else(|| cluster_refusal(reply))
+}
+
+/// The error codes only a node in cluster mode answers.
+const CLUSTER_CODES: [&str; 5] = ["MOVED", "ASK", "CLUSTERDOWN", "CROSSSLOT", "TRYAGAIN"];
+
+/// What a reply means whatever was asked, if it says the node is in cluster mode: a
+/// `ServerError` that says cluster mode is not supported, with the server's text.
+pub(crate) fn cluster_refusal(reply: &Reply) -> Option<NodeOutcome> {
+    match reply {
+        Reply::Error { code, text } if CLUSTER_CODES.contains(&code.as_str()) => Some(
+            NodeOutcome::ServerError(format!("{CLUSTER_UNSUPPORTED}: the node answered {text}")),
+        ),
+        _ => None,
+    }
+}
+
+/// What a handshake or health command is for, and so what its reply means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hs {
+    /// `AUTH`: any error means the credentials were refused (`WRONGPASS`, or a password the
+    /// server does not expect).
+    Auth,
+    /// `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
+    Required,
+    /// `INFO cluster`: a node with `cluster_enabled:1` is refused (see
+    /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
+    /// the replies to later commands still tell (see [`cluster_refusal`]).
+    Cluster,
+    /// `INFO server`: the node's identity and age; an error only disables restart detection.
+    Info,
+    /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
+    Marker,
+    /// `CONFIG GET appendonly|appendfsync`: an error only means the setting is unknown.
+    Config,
+    /// After the handshake: a re-read of the marker of a quarantined node (another process
+    /// may have ended its quarantine).
+    MarkerProbe,
+    /// After the handshake: our write of the marker.
+    MarkerWrite,
+}
+
+/// What the link must do after a handshake or health reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    None,
+    /// Write the marker with this `run_id` (before anything held behind the handshake).
+    WriteMarker(String),
+}
+
+/// A node's identity as of its last handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// `run_id`: changes whenever the server process restarts.
+    pub run_id: String,
+    /// `uptime_in_seconds` (whole seconds, truncated by the server).
+    pub uptime: Duration,
+    /// When the reply was read (client monotonic clock): the uptime was at least `uptime` then.
+    pub seen_at: Instant,
+}
+
+/// The `run_id` of every node of one manager: two configured addresses that reach the same
+/// server (`127.0.0.1:P`, `127.0.0.2:P`, `[::1]:P`) must never both count, or that server
+/// would vote twice. Updated by every handshake, so nodes contacted late are checked too.
+pub(crate) struct Peers {
+    run_ids: Mutex<Vec<Option<String>>>,
+    /// Per node, the lower-indexed node it duplicates (`usize::MAX`: none).
+    duplicate_of: Vec<AtomicUsize>,
+}
+
+impl Peers {
+    pub(crate) fn new(nodes: usize) -> Arc<Peers> {
+        Arc::new(Peers {
+            run_ids: Mutex::new(vec![None; nodes]),
+            duplicate_of: (0..nodes).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+        })
+    }
+
+    /// Node `i` reported `run_id`; returns the node it duplicates, if it newly does.
+    fn observe(&self, i: usize, run_id: &str) -> Option<usize> {
+        let mut ids = self.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids[i] = Some(run_id.to_string());
+        let mut new = None;
+        for k in 0..ids.len() {
+            let of = (0..k).find(|&j| ids[j].is_some() && ids[j] == ids[k]);
+            let was = self.duplicate_of[k].swap(of.unwrap_or(usize::MAX), Ordering::AcqRel);
+            if k == i && of.is_some() && was == usize::MAX {
+                new = of;
+            }
+            if k != i && of == Some(i) && was == usize::MAX {
+                new = Some(k); // a lower node joined a higher one: report the pair
+            }
+        }
+        new
+    }
+
+    pub(super) fn duplicate_of(&self, i: usize) -> Option<usize> {
+        let d = self.duplicate_of[i].load(Ordering::Acquire);
+        (d != usize::MAX).then_some(d)
+    }
+}
+
+/// The value of the field `name` in the text of an `INFO` reply (`name:value` lines).
+fn info_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// The commands a connection to `addr` starts with whatever it is for: `AUTH` when the address
+/// has a password, `SELECT` when it names a database. Returns them and how many there are.
+pub(crate) fn auth_and_select(addr: &NodeAddr) -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    let mut n = 0;
+    if let Some(pw) = addr.password() {
+        match addr.username() {
+            Some(user) => resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut out),
+            None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut out),
+        }
+        n += 1;
+    }
+    if addr.db() != 0 {
+        resp::pack(&[b"SELECT", addr.db().to_string().as_bytes()], &mut out);
+        n += 1;
+    }
+    (out, n)
+}
+
+impl Node {
+    /// Handles the reply to one handshake or health command; `Err` with what to report when
+    /// the node cannot be used as configured (the server's error, or cluster mode).
+    pub(crate) fn on_handshake_reply(
+        &self,
+        kind: Hs,
+        reply: &Reply,
+        now: Instant,
+    ) -> Result<Action, NodeOutcome> {
+        match (kind, reply) {
+            (Hs::Auth, Reply::Error { text, .. }) => {
+                return Err(NodeOutcome::AuthFailed(text.clone()));
+            }
+            (Hs::Auth, _) => {}
+            // NOAUTH (no password given) comes first, as INFO cluster's answer.
+            (Hs::Required | Hs::Cluster | Hs::Marker, r) if refusal(r).is_some() => {
+                return Err(refusal(r).expect("checked"));
+            }
+            (Hs::Required, Reply::Error { text, .. }) => {
+                return Err(NodeOutcome::ServerError(format!(
+                    "handshake failed: {text}"
+                )));
+            }
+            (Hs::Required, _) => {}
+            (Hs::Cluster, Reply::Bulk(info))
+                if info_field(&String::from_utf8_lossy(info), "cluster_enabled") == Some("1") =>
+            {
+                return Err(NodeOutcome::ServerError(format!(
+                    "{CLUSTER_UNSUPPORTED}: the node runs with cluster-enabled yes; Redlock \
+                     needs independent masters"
+                )));
+            }
+            (Hs::Cluster, _) => {}
+            (Hs::Info, r) => self.observe_info(r, now),
+            (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
+            (Hs::MarkerProbe, r) => self.observe_probe(r),
+            (Hs::MarkerWrite, Reply::Ok) => self.lock_trust().marker_present = true,
+            (Hs::MarkerWrite, other) => log::warn!(
+                "node {} ({}): cannot write the quarantine marker: {}",
+                self.index,
+                self.addr,
+                other.describe()
+            ),
+            (Hs::Config, r) => self.observe_config(r),
+        }
+        Ok(Action::None)
+    }
+
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
+    fn observe_info(&self, reply: &Reply, now: Instant) {
+        let text = match reply {
+            Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            other => {
+                if !self.info_warned.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "node {} ({}) does not answer INFO ({}): restarts of this node cannot \
+                         be detected, so restart quarantine cannot protect it",
+                        self.index,
+                        self.addr,
+                        other.describe()
+                    );
+                }
+                return;
+            }
+        };
+        let field = |name: &str| info_field(&text, name).map(str::to_string);
+        let (Some(run_id), Some(uptime)) = (
+            field("run_id"),
+            field("uptime_in_seconds").and_then(|u| u.parse::<u64>().ok()),
+        ) else {
+            return;
+        };
+        let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = self.lock_trust();
+        t.restarted = false;
+        match id.as_ref() {
+            Some(old) if old.run_id != run_id => {
+                self.restarts.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "node {} ({}) restarted (new run_id; up for {uptime} s)",
+                    self.index,
+                    self.addr
+                );
+                t.restarted = true;
+                t.first_seen = Some(now);
+                t.marker_present = false;
+            }
+            Some(_) => {}
+            None => t.first_seen = Some(now),
+        }
+        drop(t);
+        if let Some(j) = self.peers.observe(self.index, &run_id) {
+            let (a, b) = (self.index.min(j), self.index.max(j));
+            log::error!(
+                "nodes {a} and {b} are the same redis-server (run_id {run_id}): node {b} does not \
+                 count toward any quorum; list each server once"
+            );
+        }
+        *id = Some(Identity {
+            run_id,
+            uptime: Duration::from_secs(uptime),
+            seen_at: now,
+        });
+    }
+
+    /// Reads a `CONFIG GET appendonly|appendfsync` reply; once both are in, warns (once) if
+    /// the node does not persist every write.
+    fn observe_config(&self, reply: &Reply) {
+        let mut p = self.persistence.lock().unwrap_or_else(|p| p.into_inner());
+        p.answered += 1;
+        if let Reply::Array(items) = reply
+            && let [Reply::Bulk(k), Reply::Bulk(v)] = items.as_slice()
+        {
+            let v = String::from_utf8_lossy(v).into_owned();
+            match k.as_slice() {
+                b"appendonly" => p.appendonly = Some(v),
+                b"appendfsync" => p.appendfsync = Some(v),
+                _ => {}
+            }
+        }
+        if p.answered < 2 || p.warned {
+            return;
+        }
+        p.warned = true;
+        match (p.appendonly.as_deref(), p.appendfsync.as_deref()) {
+            (Some("yes"), Some("always")) => {}
+            (Some(aof), Some(fsync)) => log::warn!(
+                "node {} ({}) does not persist every write (appendonly {aof}, appendfsync \
+                 {fsync}) and restart quarantine is off: if it restarts it may grant a lock \
+                 that another client holds",
+                self.index,
+                self.addr
+            ),
+            _ => log::warn!(
+                "node {} ({}): cannot read its persistence settings (CONFIG GET refused) and \
+                 restart quarantine is off: make sure it runs with appendfsync always",
+                self.index,
+                self.addr
+            ),
+        }
+    }
+}

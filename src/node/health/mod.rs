@@ -1,0 +1,527 @@
+//! What a client knows of one node beyond its connection: its address, the handshake its
+//! connections start with, its identity (`run_id`, uptime), restarts seen, restart
+//! quarantine, and the reconnect backoff after failures.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::config::{MARKER_KEY, NodeAddr};
+use crate::error::NodeOutcome;
+use crate::resp;
+use crate::timing::RttEstimate;
+use crate::tls;
+
+mod handshake;
+mod quarantine;
+
+pub(crate) use handshake::{Action, Hs, Identity, Peers, auth_and_select, refusal};
+use quarantine::{Marker, PROBE_MIN, Trust};
+pub(crate) use quarantine::{QuarantinePolicy, Standing};
+
+/// A failure as the node's health records it: the outcome's text.
+pub(crate) fn describe(o: &NodeOutcome) -> String {
+    match o {
+        NodeOutcome::Unreachable(s)
+        | NodeOutcome::Protocol(s)
+        | NodeOutcome::Tls(s)
+        | NodeOutcome::ServerError(s)
+        | NodeOutcome::AuthFailed(s) => s.clone(),
+        NodeOutcome::Timeout => "timeout".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Settings that apply to every connection of a manager.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnSettings {
+    pub connect_timeout: Duration,
+    pub stale_limit: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+/// A configured node and its shared state.
+pub(crate) struct Node {
+    pub index: usize,
+    pub addr: NodeAddr,
+    /// `addr` as text, passwords redacted (reports copy it rather than format it each time).
+    pub addr_text: String,
+    pub sockaddr: Option<SocketAddr>,
+    /// For a `rediss://` node: what its connections' TLS sessions start from.
+    pub tls: Option<tls::Client>,
+    /// The bytes every new connection starts with, and what each reply to them means.
+    pub handshake: Vec<u8>,
+    pub handshake_kinds: Vec<Hs>,
+    policy: QuarantinePolicy,
+    peers: Arc<Peers>,
+    failures: AtomicU32,
+    health: Mutex<Health>,
+    identity: Mutex<Option<Identity>>,
+    trust: Mutex<Trust>,
+    /// Restarts seen (a changed run_id on reconnect).
+    restarts: AtomicU64,
+    /// Connections opened to it (the shared one: the first and every reconnect).
+    connections: AtomicU64,
+    /// Its round trips, for its per-step timeout (see [`RttEstimate`]).
+    pub rtt: RttEstimate,
+    info_warned: AtomicBool,
+    persistence: Mutex<Persistence>,
+}
+
+#[derive(Default)]
+struct Persistence {
+    appendonly: Option<String>,
+    appendfsync: Option<String>,
+    answered: usize,
+    warned: bool,
+}
+
+#[derive(Default)]
+struct Health {
+    retry_at: Option<Instant>,
+    last_error: Option<NodeOutcome>,
+    /// A warning was logged in the current failure streak.
+    warned: bool,
+}
+
+impl Node {
+    /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`, then
+    /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by
+    /// `SCRIPT LOAD` of every script and `INFO server` (identity and uptime, for restart
+    /// detection). With quarantine off, it also reads `appendonly` and
+    /// `appendfsync`, to warn about a node that does not persist every write. With `tls`, its
+    /// connections are TLS.
+    #[allow(clippy::too_many_arguments)] // each is one fact about the node, named at the call
+    pub(crate) fn new(
+        index: usize,
+        addr: NodeAddr,
+        sockaddr: Option<SocketAddr>,
+        tls: Option<tls::Client>,
+        scripts: &[&str],
+        policy: QuarantinePolicy,
+        peers: Arc<Peers>,
+    ) -> Node {
+        let mut handshake = Vec::new();
+        let mut kinds = Vec::new();
+        if let Some(pw) = addr.password() {
+            match addr.username() {
+                Some(user) => {
+                    resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut handshake)
+                }
+                None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
+            }
+            kinds.push(Hs::Auth);
+        }
+        // Before SELECT, which a cluster node refuses with a message that does not say why.
+        resp::pack(&[b"INFO", b"cluster"], &mut handshake);
+        kinds.push(Hs::Cluster);
+        if addr.db() != 0 {
+            resp::pack(
+                &[b"SELECT", addr.db().to_string().as_bytes()],
+                &mut handshake,
+            );
+            kinds.push(Hs::Required);
+        }
+        for s in scripts {
+            resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
+            kinds.push(Hs::Required);
+        }
+        resp::pack(&[b"INFO", b"server"], &mut handshake);
+        kinds.push(Hs::Info);
+        if policy.enabled {
+            resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
+            kinds.push(Hs::Marker);
+        } else {
+            for setting in [&b"appendonly"[..], b"appendfsync"] {
+                resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);
+                kinds.push(Hs::Config);
+            }
+        }
+        Node {
+            index,
+            addr_text: addr.to_string(),
+            addr,
+            sockaddr,
+            tls,
+            handshake,
+            handshake_kinds: kinds,
+            policy,
+            peers,
+            failures: AtomicU32::new(0),
+            health: Mutex::new(Health::default()),
+            identity: Mutex::new(None),
+            trust: Mutex::new(Trust {
+                standing: if policy.enabled {
+                    Standing::Unknown
+                } else {
+                    Standing::Trusted
+                },
+                marker: Marker::Unread,
+                marker_present: false,
+                restarted: false,
+                first_seen: None,
+                next_probe: None,
+                probe_wait: PROBE_MIN,
+            }),
+            restarts: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            rtt: RttEstimate::default(),
+            info_warned: AtomicBool::new(false),
+            persistence: Mutex::new(Persistence::default()),
+        }
+    }
+
+    /// A node with no address and no handshake (unit tests over socket pairs).
+    #[cfg(test)]
+    pub(crate) fn bare(index: usize) -> Node {
+        let mut n = Node::new(
+            index,
+            NodeAddr::parse(&format!("127.0.0.1:{}", 1 + index)).unwrap(),
+            None,
+            None,
+            &[],
+            QuarantinePolicy {
+                enabled: true,
+                max_ttl: Duration::from_secs(60),
+            },
+            Peers::new(index + 1),
+        );
+        n.handshake.clear();
+        n.handshake_kinds.clear();
+        n
+    }
+
+    /// The node's identity as of its last handshake, if it answered `INFO`.
+    pub(crate) fn identity(&self) -> Option<Identity> {
+        self.identity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Restarts seen so far (a new run_id on reconnect).
+    pub(crate) fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection opened to this node.
+    pub(crate) fn connected(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections opened to this node so far (the shared one's first and every reconnect).
+    pub(crate) fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// The lower-indexed node this one reaches the same server as, if any: it then counts in
+    /// no round.
+    pub(crate) fn duplicate_of(&self) -> Option<usize> {
+        self.peers.duplicate_of(self.index)
+    }
+
+    /// What to report for the node while it waits out its reconnect backoff at `now`:
+    /// `Backoff` with the last failure, or the refusal of our credentials or the TLS failure
+    /// itself (so that a step during the backoff still tells a configuration problem from a
+    /// dead node).
+    pub(crate) fn backoff(&self, now: Instant) -> Option<NodeOutcome> {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        match (h.retry_at, &h.last_error) {
+            (Some(t), Some(o @ (NodeOutcome::AuthFailed(_) | NodeOutcome::Tls(_)))) if now < t => {
+                Some(o.clone())
+            }
+            (Some(t), last) if now < t => Some(NodeOutcome::Backoff(
+                last.as_ref().map(describe).unwrap_or_default(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// Records a failure. Connection-level failures start (or lengthen) the reconnect backoff
+    /// and warn once per failure streak; timeouts and error replies only count.
+    pub(crate) fn record_failure(
+        &self,
+        now: Instant,
+        what: &NodeOutcome,
+        settings: &ConnSettings,
+        connection: bool,
+    ) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        h.last_error = Some(what.clone());
+        let auth = matches!(what, NodeOutcome::AuthFailed(_));
+        let tls = matches!(what, NodeOutcome::Tls(_));
+        let what = describe(what);
+        if connection {
+            let shift = (n - 1).min(20);
+            let wait = settings
+                .backoff_min
+                .saturating_mul(1u32 << shift)
+                .min(settings.backoff_max);
+            h.retry_at = Some(now + wait);
+            if !h.warned {
+                h.warned = true;
+                let how = if auth {
+                    "refused our credentials"
+                } else if tls {
+                    "failed TLS"
+                } else {
+                    "unreachable"
+                };
+                log::warn!("node {} ({}) {how}: {what}", self.index, self.addr);
+            }
+        }
+        log::debug!("node {} ({}): {what}", self.index, self.addr);
+    }
+
+    /// Ends a failure streak (a handshake or a reply came through).
+    pub(crate) fn record_success(&self) {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        self.failures.store(0, Ordering::Relaxed);
+        if h.warned {
+            log::info!("node {} ({}) reachable again", self.index, self.addr);
+        }
+        h.warned = false;
+        h.retry_at = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::handshake::*;
+    use super::quarantine::*;
+    use super::*;
+    use crate::error::QuarantineReason;
+    use crate::resp::Reply;
+
+    fn settings() -> ConnSettings {
+        ConnSettings {
+            connect_timeout: Duration::from_millis(100),
+            stale_limit: Duration::from_secs(5),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(40),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_maximum_and_ends_on_success() {
+        let refused = NodeOutcome::Unreachable("connection refused".into());
+        let n = Node::bare(0);
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        n.record_failure(t0, &refused, &settings(), true);
+        assert_eq!(
+            n.backoff(t0),
+            Some(NodeOutcome::Backoff("connection refused".into()))
+        );
+        assert!(n.backoff(t0 + Duration::from_millis(10)).is_none());
+        n.record_failure(t0, &refused, &settings(), true);
+        assert!(n.backoff(t0 + Duration::from_millis(19)).is_some());
+        for _ in 0..5 {
+            n.record_failure(t0, &refused, &settings(), true);
+        }
+        assert!(n.backoff(t0 + Duration::from_millis(40)).is_none());
+        n.record_success();
+        assert!(n.backoff(t0).is_none());
+        // A timeout counts but does not back off.
+        n.record_failure(t0, &NodeOutcome::Timeout, &settings(), false);
+        assert!(n.backoff(t0).is_none());
+    }
+
+    fn info(id: &str, up: u64) -> Reply {
+        Reply::Bulk(format!("# Server\r\nrun_id:{id}\r\nuptime_in_seconds:{up}\r\n").into())
+    }
+
+    fn marker(m: Option<&str>) -> Reply {
+        m.map_or(Reply::Nil, |m| Reply::Bulk(m.as_bytes().to_vec()))
+    }
+
+    /// A handshake: INFO with this run_id and uptime, then the marker.
+    fn handshake(n: &Node, id: &str, up: u64, m: Option<&str>, now: Instant) -> Action {
+        n.on_handshake_reply(Hs::Info, &info(id, up), now).unwrap();
+        n.on_handshake_reply(Hs::Marker, &marker(m), now).unwrap()
+    }
+
+    fn node() -> Node {
+        Node::new(
+            0,
+            NodeAddr::parse("127.0.0.1:1").unwrap(),
+            None,
+            None,
+            &[],
+            QuarantinePolicy {
+                enabled: true,
+                max_ttl: Duration::from_secs(60),
+            },
+            Peers::new(1),
+        )
+    }
+
+    #[test]
+    fn the_marker_decides_trust_and_a_new_run_id_counts_a_restart() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        assert_eq!(n.standing(), Standing::Unknown);
+        // Its marker holds its run_id: trusted.
+        assert_eq!(handshake(&n, "a", 5, Some("a"), t0), Action::None);
+        assert_eq!(n.identity().unwrap().run_id, "a");
+        assert!(n.trusted() && n.marker_seen());
+        assert_eq!(n.restarts(), 0);
+        // Reconnected, same process, marker gone: its keyspace was lost; quarantined from now.
+        handshake(&n, "a", 50, None, t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(60), QuarantineReason::NoMarker))
+        );
+        // A restart seen by this manager: quarantined from its start, up to 1 s rounded up:
+        // up 5 s with a 60 s maximum TTL, 60 + 1 − 5 = 56 s left.
+        handshake(&n, "b", 5, Some("a"), t0);
+        assert_eq!(n.restarts(), 1);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(56), QuarantineReason::RestartSeen))
+        );
+        // Someone else ended the quarantine and wrote the marker: a probe sees it.
+        n.on_handshake_reply(Hs::MarkerProbe, &marker(Some("b")), t0)
+            .unwrap();
+        assert!(n.trusted());
+    }
+
+    #[test]
+    fn a_new_manager_tells_stale_missing_and_lost_markers() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        // An earlier run_id in the marker: restarted from disk.
+        let n = node();
+        handshake(&n, "b", 5, Some("a"), t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(56), QuarantineReason::StaleMarker))
+        );
+        // No marker at all: the cluster-wide rule decides.
+        let n = node();
+        handshake(&n, "c", 5, None, t0);
+        assert!(matches!(n.standing(), Standing::Undecided { .. }));
+        assert!(!n.marker_seen() && n.young(t0));
+        // A grant answered NOMARKER on a trusted node whose marker was there: lost.
+        let n = node();
+        handshake(&n, "d", 500, Some("d"), t0);
+        assert!(!n.young(t0));
+        n.marker_lost(t0);
+        assert_eq!(
+            n.quarantine(t0),
+            Some((Duration::from_secs(60), QuarantineReason::NoMarker))
+        );
+        // Trusted by the rule but our marker write never landed: no grant counted without
+        // it, so the next handshake writes it again instead of quarantining.
+        let n = node();
+        handshake(&n, "e", 5, None, t0);
+        assert_eq!(n.make_trusted().as_deref(), Some("e"));
+        assert_eq!(
+            handshake(&n, "e", 6, None, t0),
+            Action::WriteMarker("e".into())
+        );
+        assert!(n.trusted());
+        n.marker_lost(t0); // NOMARKER before the write landed: still trusted
+        assert!(n.trusted());
+    }
+
+    #[test]
+    fn handshake_errors() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        let err = Reply::Error {
+            code: "WRONGPASS".into(),
+            text: "WRONGPASS invalid".into(),
+        };
+        assert!(n.on_handshake_reply(Hs::Required, &err, t0).is_err());
+        assert!(n.on_handshake_reply(Hs::Info, &err, t0).is_ok());
+    }
+
+    #[test]
+    fn refused_credentials_are_told_apart_during_the_backoff_too() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        let err = |code: &str, text: &str| Reply::Error {
+            code: code.into(),
+            text: text.into(),
+        };
+        // Any error to AUTH (this one: a password the server does not expect).
+        let no_pw = err(
+            "ERR",
+            "ERR AUTH <password> called without any password configured",
+        );
+        let refused = n.on_handshake_reply(Hs::Auth, &no_pw, t0).unwrap_err();
+        assert!(matches!(&refused, NodeOutcome::AuthFailed(s) if s.starts_with("ERR AUTH")));
+        // NOAUTH (no password given) reaches the first command, INFO cluster; NOPERM any.
+        let noauth = err("NOAUTH", "NOAUTH Authentication required.");
+        let r = n.on_handshake_reply(Hs::Cluster, &noauth, t0);
+        assert_eq!(
+            r,
+            Err(NodeOutcome::AuthFailed(
+                "NOAUTH Authentication required.".into()
+            ))
+        );
+        let noperm = err("NOPERM", "NOPERM User bob has no permissions");
+        let r = n.on_handshake_reply(Hs::Required, &noperm, t0);
+        assert!(matches!(r, Err(NodeOutcome::AuthFailed(_))));
+        // The backoff after it reports the refusal, not just "backoff".
+        n.record_failure(t0, &refused, &settings(), true);
+        assert_eq!(n.backoff(t0), Some(refused));
+        n.record_success();
+        assert_eq!(n.backoff(t0), None);
+    }
+
+    #[test]
+    fn cluster_mode_is_refused_with_a_message_that_says_so() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        let info =
+            |enabled| Reply::Bulk(format!("# Cluster\r\ncluster_enabled:{enabled}\r\n").into());
+        let says_cluster = |r: Result<Action, NodeOutcome>| matches!(r, Err(NodeOutcome::ServerError(s)) if s.starts_with(CLUSTER_UNSUPPORTED));
+        assert!(says_cluster(n.on_handshake_reply(
+            Hs::Cluster,
+            &info(1),
+            t0
+        )));
+        assert_eq!(
+            n.on_handshake_reply(Hs::Cluster, &info(0), t0),
+            Ok(Action::None)
+        );
+        // INFO renamed or refused: the check is skipped, later replies still tell.
+        let unknown = Reply::Error {
+            code: "ERR".into(),
+            text: "ERR unknown command 'INFO'".into(),
+        };
+        assert_eq!(
+            n.on_handshake_reply(Hs::Cluster, &unknown, t0),
+            Ok(Action::None)
+        );
+        let moved = Reply::Error {
+            code: "MOVED".into(),
+            text: "MOVED 3999 127.0.0.1:6381".into(),
+        };
+        assert!(says_cluster(n.on_handshake_reply(Hs::Required, &moved, t0)));
+        assert!(says_cluster(n.on_handshake_reply(Hs::Marker, &moved, t0)));
+        let down = Reply::Error {
+            code: "CLUSTERDOWN".into(),
+            text: "CLUSTERDOWN Hash slot not served".into(),
+        };
+        match cluster_refusal(&down) {
+            Some(NodeOutcome::ServerError(s)) => assert_eq!(
+                s,
+                "cluster mode is not supported (yet): the node answered CLUSTERDOWN Hash slot \
+                 not served"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cluster_refusal(&unknown), None);
+        assert_eq!(cluster_refusal(&Reply::Ok), None);
+    }
+}

@@ -1,0 +1,318 @@
+//! Restart quarantine of one node: its standing (unknown, trusted, undecided, quarantined),
+//! what its marker held when last read, when it is read again, and the rules that decide from
+//! them whether the node's grants count (the argument is in the README's "Restart
+//! quarantine").
+
+use std::time::{Duration, Instant};
+
+use super::{Action, Node};
+use crate::config::MARKER_KEY;
+use crate::error::QuarantineReason;
+use crate::resp::{self, Reply};
+
+/// Whether a node's grants count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Not heard from yet (no handshake read): asked, but its grants do not count.
+    Unknown,
+    /// Its grants count.
+    Trusted,
+    /// It has no marker, and no node has shown one yet: trusted or quarantined once every
+    /// node has answered (see quorum/trust.rs).
+    Undecided { since: Instant },
+    /// Its grants do not count until `until`.
+    Quarantined {
+        until: Instant,
+        reason: QuarantineReason,
+    },
+}
+
+/// What the marker held when last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Marker {
+    /// Not read (or unreadable).
+    Unread,
+    Missing,
+    /// Some `run_id`: the current one or an earlier one.
+    Holds(String),
+}
+
+/// The trust state of one node.
+pub(super) struct Trust {
+    pub(super) standing: Standing,
+    /// The marker as of the last handshake or probe.
+    pub(super) marker: Marker,
+    /// The marker is known to hold the current `run_id` (read back, or our write confirmed).
+    pub(super) marker_present: bool,
+    /// The `run_id` changed at the last handshake.
+    pub(super) restarted: bool,
+    /// When this manager first saw the current `run_id`.
+    pub(super) first_seen: Option<Instant>,
+    /// When a quarantined node's marker is read again next, and the wait after that.
+    pub(super) next_probe: Option<Instant>,
+    pub(super) probe_wait: Duration,
+}
+
+/// The first and the longest wait between two reads of a quarantined node's marker.
+pub(super) const PROBE_MIN: Duration = Duration::from_millis(10);
+
+const PROBE_MAX: Duration = Duration::from_secs(1);
+
+fn quarantined(until: Instant, reason: QuarantineReason) -> Standing {
+    Standing::Quarantined { until, reason }
+}
+
+/// Restart quarantine's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuarantinePolicy {
+    pub enabled: bool,
+    pub max_ttl: Duration,
+}
+
+impl Node {
+    pub(super) fn lock_trust(&self) -> std::sync::MutexGuard<'_, Trust> {
+        self.trust.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the node's grants count now.
+    pub(crate) fn standing(&self) -> Standing {
+        self.lock_trust().standing
+    }
+
+    /// True when the node's grants count.
+    pub(crate) fn trusted(&self) -> bool {
+        self.standing() == Standing::Trusted
+    }
+
+    /// How much longer this node stays in restart quarantine, and why, if it is in it at
+    /// `now` (an undecided node: zero remaining). `None` when trusted or not heard from yet.
+    pub(crate) fn quarantine(&self, now: Instant) -> Option<(Duration, QuarantineReason)> {
+        match self.standing() {
+            Standing::Quarantined { until, reason } => {
+                Some((until.saturating_duration_since(now), reason))
+            }
+            Standing::Undecided { since } => Some((
+                (since + self.policy.max_ttl).saturating_duration_since(now),
+                QuarantineReason::Undecided,
+            )),
+            Standing::Trusted | Standing::Unknown => None,
+        }
+    }
+
+    /// The latest instant the node can have started, from the last `INFO`: Redis computes
+    /// `uptime_in_seconds` as the difference of two whole wall-clock seconds (now and its
+    /// start, each truncated), so it can read up to a second more than the node's real age
+    /// (started at 10.9 s, asked at 11.1 s: uptime 1, age 0.2 s). The reply was read at
+    /// `seen_at`, after it was produced, so the node started no later than
+    /// `seen_at − uptime + 1 s`. Every uncertainty rounds toward a longer quarantine. (A node
+    /// whose wall clock jumps defeats any uptime-based rule.)
+    fn started_by(&self) -> Option<Instant> {
+        let id = self.identity()?;
+        let back = id
+            .uptime
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or_default();
+        Some(id.seen_at.checked_sub(back).unwrap_or(id.seen_at))
+    }
+
+    /// True when the node has been up for less than the maximum TTL at `now` (or its age is
+    /// unknown).
+    pub(crate) fn young(&self, now: Instant) -> bool {
+        self.started_by()
+            .is_none_or(|s| s + self.policy.max_ttl > now)
+    }
+
+    /// True once a handshake of this node has been read.
+    pub(crate) fn heard_from(&self) -> bool {
+        self.standing() != Standing::Unknown
+    }
+
+    /// True when this node's marker (current or stale) has been seen: the cluster has met
+    /// this library before.
+    pub(crate) fn marker_seen(&self) -> bool {
+        let t = self.lock_trust();
+        t.marker_present || matches!(t.marker, Marker::Holds(_))
+    }
+
+    /// Decides, from the handshake's `GET` of the marker, whether the node is trusted:
+    /// the marker holds its `run_id`: trusted; an earlier `run_id`, or a restart this manager
+    /// saw: quarantined from its start; none, where it had one: quarantined from now; none
+    /// otherwise: undecided (the cluster-wide rule in quorum/trust.rs decides).
+    pub(super) fn observe_marker(&self, reply: &Reply, now: Instant) -> Action {
+        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+            // No INFO: restarts cannot be told. observe_info warned; trust it as before.
+            self.lock_trust().standing = Standing::Trusted;
+            return Action::None;
+        };
+        let marker = match reply {
+            Reply::Bulk(v) => Marker::Holds(String::from_utf8_lossy(v).into_owned()),
+            Reply::Nil => Marker::Missing,
+            other => {
+                log::warn!(
+                    "node {} ({}): cannot read the quarantine marker ({}); grants from it will \
+                     fail until the marker key is readable",
+                    self.index,
+                    self.addr,
+                    other.describe()
+                );
+                Marker::Unread
+            }
+        };
+        let started = self.started_by().unwrap_or(now);
+        let max_ttl = self.policy.max_ttl;
+        let mut t = self.lock_trust();
+        let was = t.standing;
+        let (standing, action) = match &marker {
+            Marker::Holds(m) if *m == run_id => {
+                t.marker_present = true;
+                (Standing::Trusted, Action::None)
+            }
+            _ if t.restarted => (
+                quarantined(started + max_ttl, QuarantineReason::RestartSeen),
+                Action::None,
+            ),
+            Marker::Holds(_) => (
+                quarantined(started + max_ttl, QuarantineReason::StaleMarker),
+                Action::None,
+            ),
+            // Reconnected to the same process, which had our marker: its keyspace was lost.
+            Marker::Missing if was == Standing::Trusted && t.marker_present => {
+                t.marker_present = false;
+                (
+                    quarantined(now + max_ttl, QuarantineReason::NoMarker),
+                    Action::None,
+                )
+            }
+            // Trusted, but our write of the marker never landed (the connection broke first):
+            // no grant of this node counted without it, so writing it now is safe.
+            Marker::Missing if was == Standing::Trusted => {
+                (Standing::Trusted, Action::WriteMarker(run_id.clone()))
+            }
+            // Still quarantined or undecided from before this reconnect.
+            Marker::Missing | Marker::Unread
+                if matches!(
+                    was,
+                    Standing::Quarantined { .. } | Standing::Undecided { .. }
+                ) =>
+            {
+                (was, Action::None)
+            }
+            Marker::Missing => (Standing::Undecided { since: now }, Action::None),
+            Marker::Unread => (Standing::Trusted, Action::None),
+        };
+        if let Standing::Quarantined { reason, .. } = standing
+            && was != standing
+        {
+            log::warn!(
+                "node {} ({}) in restart quarantine: {reason}",
+                self.index,
+                self.addr
+            );
+        }
+        t.standing = standing;
+        t.marker = marker;
+        action
+    }
+
+    /// A re-read marker: the node is trusted once it holds its `run_id` (another process
+    /// ended its quarantine and wrote it).
+    pub(super) fn observe_probe(&self, reply: &Reply) {
+        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+            return;
+        };
+        let mut t = self.lock_trust();
+        if let Reply::Bulk(v) = reply
+            && v == run_id.as_bytes()
+        {
+            t.marker_present = true;
+            t.marker = Marker::Holds(run_id);
+            if t.standing != Standing::Trusted {
+                log::info!(
+                    "node {} ({}): marker written by another process; trusted",
+                    self.index,
+                    self.addr
+                );
+                t.standing = Standing::Trusted;
+            }
+        }
+    }
+
+    /// A grant script answered `NOMARKER`: a trusted node whose marker was known to be there
+    /// has lost its keyspace (a `FLUSHALL`, say) and is quarantined from now.
+    pub(crate) fn marker_lost(&self, now: Instant) {
+        let mut t = self.lock_trust();
+        if t.standing == Standing::Trusted && t.marker_present {
+            t.marker_present = false;
+            t.marker = Marker::Missing;
+            t.standing = quarantined(now + self.policy.max_ttl, QuarantineReason::NoMarker);
+            log::warn!(
+                "node {} ({}) lost its quarantine marker (its keyspace was flushed?): in restart \
+                 quarantine for the maximum TTL",
+                self.index,
+                self.addr
+            );
+        }
+    }
+
+    /// The cluster-wide rule decided: trusted. Returns the `run_id` to write as the marker.
+    pub(crate) fn make_trusted(&self) -> Option<String> {
+        let mut t = self.lock_trust();
+        t.standing = Standing::Trusted;
+        t.next_probe = None;
+        t.probe_wait = PROBE_MIN;
+        drop(t);
+        self.identity().map(|i| i.run_id)
+    }
+
+    /// The cluster-wide rule decided: quarantined until `until`.
+    pub(crate) fn make_quarantined(&self, until: Instant, reason: QuarantineReason) {
+        self.lock_trust().standing = quarantined(until, reason);
+    }
+
+    /// When this manager first saw the node's current `run_id`.
+    pub(crate) fn first_seen(&self) -> Option<Instant> {
+        self.lock_trust().first_seen
+    }
+
+    /// The instant a node that started at the latest possible moment leaves quarantine.
+    pub(crate) fn young_until(&self, now: Instant) -> Instant {
+        self.started_by().unwrap_or(now) + self.policy.max_ttl
+    }
+
+    /// The maximum TTL quarantine lasts.
+    pub(crate) fn max_ttl(&self) -> Duration {
+        self.policy.max_ttl
+    }
+
+    /// True when a quarantined node's marker should be read again now (with backoff: a
+    /// benign race, such as another process still writing a fresh cluster's markers, then
+    /// costs a fraction of a second rather than the maximum TTL).
+    pub(crate) fn probe_due(&self, now: Instant) -> bool {
+        let mut t = self.lock_trust();
+        if !matches!(t.standing, Standing::Quarantined { .. }) {
+            return false;
+        }
+        match t.next_probe {
+            Some(at) if at > now => false,
+            _ => {
+                t.next_probe = Some(now + t.probe_wait);
+                t.probe_wait = (t.probe_wait * 2).min(PROBE_MAX);
+                true
+            }
+        }
+    }
+
+    /// The command that re-reads the marker.
+    pub(crate) fn marker_probe_cmd() -> Vec<u8> {
+        let mut c = Vec::new();
+        resp::pack(&[b"GET", MARKER_KEY], &mut c);
+        c
+    }
+
+    /// The command that writes the marker.
+    pub(crate) fn marker_write_cmd(run_id: &str) -> Vec<u8> {
+        let mut c = Vec::new();
+        resp::pack(&[b"SET", MARKER_KEY, run_id.as_bytes()], &mut c);
+        c
+    }
+}
