@@ -220,6 +220,21 @@ impl LeaseInner {
         }
     }
 
+    /// The release script's `EVALSHA` and `EVAL` forms for this lease's kind.
+    fn release_commands(&self) -> (Vec<u8>, Vec<u8>) {
+        match (&self.owner, &self.many, &self.fair) {
+            (Some(_), _, _) => self.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
+            (None, Some(_), _) => self.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
+            // A fair release also takes this lease's entry out of the queue and wakes the
+            // next ticket's waiter (see scripts::FAIR_RELEASE).
+            (None, None, Some(f)) => FAIR_RELEASE_SCRIPT.calls(
+                &[&self.key, &f.queue, &f.tickets],
+                &[self.token.as_bytes(), b"1"],
+            ),
+            (None, None, None) => self.script(&RELEASE_SCRIPT, &[]),
+        }
+    }
+
     /// The work a release or an extension of this lease asks of each node, in keys or slots
     /// (see `timing::WORK_ALLOWANCE`): each resource's key, or a semaphore's slots, which its
     /// scripts read.
@@ -457,17 +472,7 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many, &inner.fair) {
-            (Some(_), _, _) => inner.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
-            (None, Some(_), _) => inner.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
-            // A fair release also takes this lease's entry out of the queue and wakes the
-            // next ticket's waiter (see scripts::FAIR_RELEASE).
-            (None, None, Some(f)) => FAIR_RELEASE_SCRIPT.calls(
-                &[&inner.key, &f.queue, &f.tickets],
-                &[inner.token.as_bytes(), b"1"],
-            ),
-            (None, None, None) => inner.script(&RELEASE_SCRIPT, &[]),
-        };
+        let (sha_cmd, eval_cmd) = inner.release_commands();
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
@@ -509,20 +514,7 @@ impl Lease {
         if successes >= sh.cluster.quorum() {
             return Ok(());
         }
-        // Nodes that did not answer in time were sent the release all the same: say so, and
-        // never count them as refusals.
-        let unanswered = round
-            .outcomes
-            .iter()
-            .filter(|o| matches!(o, NodeOutcome::Timeout | NodeOutcome::Pending))
-            .count();
-        let detail = (unanswered > 0).then(|| {
-            format!(
-                "release not confirmed: sent to every node, but {unanswered} did not answer \
-                 within {} ms; each one runs it when it reads it, or the key expires by its TTL",
-                wait.as_millis()
-            )
-        });
+        let detail = not_confirmed(&round.outcomes, wait);
         let report = sh.cluster.report(Op::Release, round.outcomes, detail);
         Err(sh.cluster.failure(report, Error::NotHeld))
     }
@@ -672,9 +664,24 @@ impl Lease {
     }
 }
 
+/// The detail of a release a quorum did not confirm, when nodes did not answer within `wait`:
+/// they were sent the release all the same, so they are not counted as refusals.
+fn not_confirmed(outcomes: &[NodeOutcome], wait: Duration) -> Option<String> {
+    let unanswered = outcomes
+        .iter()
+        .filter(|o| matches!(o, NodeOutcome::Timeout | NodeOutcome::Pending))
+        .count();
+    (unanswered > 0).then(|| {
+        format!(
+            "release not confirmed: sent to every node, but {unanswered} did not answer within \
+             {} ms; each one runs it when it reads it, or the key expires by its TTL",
+            wait.as_millis()
+        )
+    })
+}
+
 /// What a reply to an owner-checked script (release, extend, fence) means.
-pub(crate) fn confirmed(op: Op, reply: &Reply) -> crate::error::NodeOutcome {
-    use crate::error::NodeOutcome;
+pub(crate) fn confirmed(op: Op, reply: &Reply) -> NodeOutcome {
     match reply {
         // 2: a reentrant release that left no hold on the node.
         Reply::Int(1) => NodeOutcome::Success,
