@@ -352,6 +352,29 @@ pub(crate) struct UrlParts {
 /// The largest database index any Redis server accepts: `SELECT` parses it as a C `int`.
 pub(crate) const MAX_DB: i64 = i32::MAX as i64;
 
+/// Whether a URL's scheme is `rediss://` (TLS) rather than `redis://`; any other is an error.
+fn check_scheme(url: &str) -> Result<bool, String> {
+    let scheme = url.split("://").next().unwrap_or_default();
+    let tls = scheme == "rediss";
+    if scheme == "redis" || tls {
+        return Ok(tls);
+    }
+    // Name it only if it is a scheme's syntax (RFC 3986): what precedes a later "://" may be
+    // "user:password@host".
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    Err(if is_scheme {
+        format!(
+            "unsupported scheme {scheme:?}: only redis:// (plain TCP) and rediss:// (TLS) are \
+             supported"
+        )
+    } else {
+        "unsupported scheme: only redis:// (plain TCP) and rediss:// (TLS) are supported".into()
+    })
+}
+
 /// Parses `redis://[user:password@]host[:port][/db]`, the same with `rediss://` (TLS), or
 /// `host:port`.
 pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
@@ -373,24 +396,7 @@ pub(crate) fn parse_url(input: &str) -> Result<UrlParts, String> {
             _ => return Err("expected redis://host:port or host:port".into()),
         }
     };
-    let scheme = with_scheme.split("://").next().unwrap_or_default();
-    let tls = scheme == "rediss";
-    if scheme != "redis" && !tls {
-        // Name it only if it is a scheme's syntax (RFC 3986): what precedes a later "://"
-        // may be "user:password@host".
-        let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-        return Err(if is_scheme {
-            format!(
-                "unsupported scheme {scheme:?}: only redis:// (plain TCP) and rediss:// (TLS) \
-                 are supported"
-            )
-        } else {
-            "unsupported scheme: only redis:// (plain TCP) and rediss:// (TLS) are supported".into()
-        });
-    }
+    let tls = check_scheme(&with_scheme)?;
     if with_scheme.contains('?') {
         return Err("query parameters are not supported in node URLs".into());
     }

@@ -113,25 +113,15 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             &|_, r| parse(r).map_or_else(|e| e, |_| NodeOutcome::Success),
             limits,
         )?;
-        for i in 0..n {
-            if cmds[i].is_none() {
-                continue;
-            }
+        for i in (0..n).filter(|&i| cmds[i].is_some()) {
             let step = match &round.replies[i] {
                 Some(r) => parse(r),
                 None => Err(round.outcomes[i].clone()),
             };
             match step {
                 Ok((next, found)) => {
-                    keys.extend(found.into_iter().filter(|f| !own(&f.0)).map(
-                        |(key, ttl, value)| KeyInfo {
-                            node: i,
-                            resource: key[key_prefix.len().min(key.len())..].to_vec(),
-                            key,
-                            ttl,
-                            value,
-                        },
-                    ));
+                    let found = found.into_iter().filter(|f| !own(&f.0));
+                    keys.extend(found.map(|f| key_info(i, key_prefix.len(), f)));
                     cursors[i] = (next != b"0").then_some(next);
                 }
                 Err(o) => {
@@ -159,6 +149,17 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
 }
 
 type Found = (Vec<u8>, Option<Duration>, Option<Vec<u8>>);
+
+/// A key found on node `node`, whose resource follows a prefix of `prefix_len` bytes.
+fn key_info(node: usize, prefix_len: usize, (key, ttl, value): Found) -> KeyInfo {
+    KeyInfo {
+        node,
+        resource: key[prefix_len.min(key.len())..].to_vec(),
+        key,
+        ttl,
+        value,
+    }
+}
 
 /// A reply of the scan script: the next cursor, and (key, TTL, value) per key found.
 fn parse(r: &Reply) -> Result<(Vec<u8>, Vec<Found>), NodeOutcome> {
