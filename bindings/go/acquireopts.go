@@ -49,6 +49,19 @@ func fixedOptsIndex(wait waitMode, fenced, shared bool) int {
 	return b - 1
 }
 
+// makeFixedOpts makes the manager's fixedOpts (New's last step).
+func (m *Manager) makeFixedOpts() error {
+	for i := range m.fixedOpts {
+		wait, fenced, shared := fixedOptsKey(i)
+		o, err := m.newAcquireOpts(wait, 0, fenced, false, shared)
+		if err != nil {
+			return err
+		}
+		m.fixedOpts[i] = o
+	}
+	return nil
+}
+
 // newAcquireOpts makes C acquisition options. Shared ones are never changed afterwards.
 // poll (WithNotify(false)) matters with waitFor only; shared is WithShared.
 func (m *Manager) newAcquireOpts(wait waitMode, waitMs uint32, fenced, poll, shared bool) (*C.redlock_acquire_opts, error) {

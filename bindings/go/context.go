@@ -63,21 +63,10 @@ func (m *Manager) acquireCallContext(ctx context.Context, o *lockOptions, call a
 	}
 
 	// Registered for Close, unless Close has begun.
-	m.cancelMu.Lock()
-	if m.closing {
-		m.cancelMu.Unlock()
+	if !m.addCancel(c) {
 		return nil, 0, ErrClosed
 	}
-	if m.cancels == nil {
-		m.cancels = make(map[*C.redlock_cancel]struct{})
-	}
-	m.cancels[c] = struct{}{}
-	m.cancelMu.Unlock()
-	defer func() {
-		m.cancelMu.Lock()
-		delete(m.cancels, c)
-		m.cancelMu.Unlock()
-	}()
+	defer m.removeCancel(c)
 
 	// Fired in a goroutine of its own as soon as ctx ends (at once if it has ended already).
 	// The handle is freed only once that function is stopped or has finished.
@@ -99,6 +88,39 @@ func (m *Manager) acquireCallContext(ctx context.Context, o *lockOptions, call a
 		return nil, 0, ErrClosed
 	}
 	return out, st, nil
+}
+
+// addCancel registers c, the cancel handle of a call in progress, for Close to fire; false
+// once Close has begun, which then fires no more handles.
+func (m *Manager) addCancel(c *C.redlock_cancel) bool {
+	m.cancelMu.Lock()
+	defer m.cancelMu.Unlock()
+	if m.closing {
+		return false
+	}
+	if m.cancels == nil {
+		m.cancels = make(map[*C.redlock_cancel]struct{})
+	}
+	m.cancels[c] = struct{}{}
+	return true
+}
+
+// removeCancel unregisters c once its call has returned.
+func (m *Manager) removeCancel(c *C.redlock_cancel) {
+	m.cancelMu.Lock()
+	delete(m.cancels, c)
+	m.cancelMu.Unlock()
+}
+
+// fireCancels is Close's first step: it refuses new cancel handles and fires those of the
+// calls in progress, so that no call waiting for a context holds Close up.
+func (m *Manager) fireCancels() {
+	m.cancelMu.Lock()
+	defer m.cancelMu.Unlock()
+	m.closing = true
+	for c := range m.cancels {
+		C.redlock_cancel_fire(c)
+	}
 }
 
 // noDeadlineWait is LockContext's wait for a context without a deadline, when no Wait or

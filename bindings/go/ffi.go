@@ -143,3 +143,22 @@ func newCNames(names []string) cNames {
 }
 
 func (c cNames) free() { C.free(c.p) }
+
+// withCString calls f with a C copy of v (NUL-terminated: v holds no NUL, which every caller
+// checks first), freed after the call.
+func withCString(v string, f func(*C.char) C.enum_redlock_status) C.enum_redlock_status {
+	cv := C.CString(v)
+	defer C.free(unsafe.Pointer(cv))
+	return f(cv)
+}
+
+// withCBytes calls f with a C copy of v's bytes and their count, freed after the call: NULL
+// with count 0 for the empty string.
+func withCBytes(v string, f func(*C.uint8_t, C.size_t) C.enum_redlock_status) C.enum_redlock_status {
+	var p unsafe.Pointer
+	if v != "" {
+		p = C.CBytes([]byte(v))
+		defer C.free(p)
+	}
+	return f((*C.uint8_t)(p), C.size_t(len(v)))
+}

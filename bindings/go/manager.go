@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 const (
@@ -154,21 +153,15 @@ type Manager struct {
 // password), a node listed twice, a host that does not resolve, a TLS file that cannot be
 // read or is not the PEM it should be (the message names its path), or a bad option.
 func New(nodes []string, opts ...Option) (*Manager, error) {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.err != nil {
-		return nil, o.err
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	for i, u := range nodes {
 		if strings.IndexByte(u, 0) >= 0 {
 			return nil, invalidf("node %d: URL contains a NUL byte", i)
 		}
 	}
-
 	cfg := C.redlock_config_new()
 	if cfg == nil {
 		return nil, newInternal("redlock_config_new: out of memory")
@@ -176,70 +169,19 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 	defer C.redlock_config_free(cfg)
 	s := newScratch("")
 	defer s.free()
-
 	for _, u := range nodes {
-		cu := C.CString(u)
-		st := C.redlock_config_add_node(cfg, cu, s.err, errBufLen)
-		C.free(unsafe.Pointer(cu))
+		st := withCString(u, func(cu *C.char) C.enum_redlock_status {
+			return C.redlock_config_add_node(cfg, cu, s.err, errBufLen)
+		})
 		if st != C.REDLOCK_STATUS_OK {
 			return nil, statusError(st, s.err)
 		}
 	}
-	if o.retrySet {
-		st := C.redlock_config_set_retry(cfg, C.uint32_t(o.retryCount), C.uint32_t(o.retryDelay), s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.driftSet {
-		st := C.redlock_config_set_drift_factor(cfg, C.double(o.drift), s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.timeoutsSet {
-		st := C.redlock_config_set_timeouts(cfg, C.uint32_t(o.connect), C.uint32_t(o.node), s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.maxTTLSet {
-		st := C.redlock_config_set_max_ttl(cfg, C.uint32_t(o.maxTTL), s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.quarantineSet {
-		st := C.redlock_config_set_restart_quarantine(cfg, C.bool(o.quarantine), s.err, errBufLen)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.labelSet {
-		cl := C.CString(o.label) // checked by WithLabel: no NUL inside
-		st := C.redlock_config_set_label(cfg, cl, s.err, errBufLen)
-		C.free(unsafe.Pointer(cl))
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if o.prefixSet {
-		var cp unsafe.Pointer // NULL with length 0: the empty prefix
-		if o.prefix != "" {
-			cp = C.CBytes([]byte(o.prefix))
-		}
-		st := C.redlock_config_set_key_prefix(cfg, (*C.uint8_t)(cp), C.size_t(len(o.prefix)), s.err, errBufLen)
-		C.free(cp)
-		if st != C.REDLOCK_STATUS_OK {
-			return nil, statusError(st, s.err)
-		}
-	}
-	if err := o.tls.apply(cfg, s); err != nil {
+	if err := o.apply(cfg, s.err); err != nil {
 		return nil, err
 	}
 	var ptr *C.redlock_manager
-	st := C.redlock_manager_new(cfg, &ptr, s.err, errBufLen)
-	if st != C.REDLOCK_STATUS_OK {
+	if st := C.redlock_manager_new(cfg, &ptr, s.err, errBufLen); st != C.REDLOCK_STATUS_OK {
 		return nil, statusError(st, s.err)
 	}
 	m := &Manager{
@@ -247,14 +189,9 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 		nodes:  int(C.redlock_manager_node_count(ptr)),
 		quorum: int(C.redlock_manager_quorum(ptr)),
 	}
-	for i := range m.fixedOpts {
-		wait, fenced, shared := fixedOptsKey(i)
-		o, err := m.newAcquireOpts(wait, 0, fenced, false, shared)
-		if err != nil {
-			m.free()
-			return nil, err
-		}
-		m.fixedOpts[i] = o
+	if err := m.makeFixedOpts(); err != nil {
+		m.free()
+		return nil, err
 	}
 	runtime.SetFinalizer(m, (*Manager).free)
 	return m, nil
@@ -263,12 +200,7 @@ func New(nodes []string, opts ...Option) (*Manager, error) {
 // free releases the C manager once. It is Close's body and the finalizer; it never unlocks.
 // It first cancels the LockContext calls in progress, then waits for every call.
 func (m *Manager) free() {
-	m.cancelMu.Lock()
-	m.closing = true
-	for c := range m.cancels {
-		C.redlock_cancel_fire(c)
-	}
-	m.cancelMu.Unlock()
+	m.fireCancels()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ptr != nil {

@@ -12,39 +12,67 @@ import (
 	"unicode/utf8"
 )
 
-// The options of New: each With… function records its value (refusing what C could not
-// receive, or a duration that does not fit the C ABI); New applies them to the C config.
+// The options of New: each With… function checks what only Go can (what C could not receive,
+// a duration that does not fit the C ABI) and records the C call that applies its setting;
+// New makes those calls, in one loop, and the library checks the values.
 
 // Option configures a Manager; pass options to New.
 type Option func(*options)
 
+// options are New's options as the C calls that apply them to the config: set[k] applies
+// setting k, nil when no option gave it (the last option given for a setting counts). err is
+// the first option refused in Go.
 type options struct {
 	err error
+	set [numSettings]configSetter
+}
 
-	retrySet   bool
-	retryCount uint32
-	retryDelay uint32
+// configSetter applies one setting to the C config: it returns the library's status, with the
+// library's message in errBuf (errBufLen bytes) when that is not OK.
+type configSetter func(cfg *C.redlock_config, errBuf *C.char) C.enum_redlock_status
 
-	driftSet bool
-	drift    float64
+// setting names a setting of the C config, in the order New applies them (so the first
+// setting the library refuses is the one reported).
+type setting int
 
-	timeoutsSet bool
-	connect     uint32
-	node        uint32
+const (
+	setRetry setting = iota
+	setDriftFactor
+	setTimeouts
+	setMaxTTL
+	setRestartQuarantine
+	setLabel
+	setKeyPrefix
+	setTLSCAFile // tls.go
+	setTLSClientCert
+	setTLSServerName
+	setTLSInsecureSkipVerify
+	numSettings
+)
 
-	maxTTLSet bool
-	maxTTL    uint32
+// newOptions applies opts (nil ones are skipped); the error is the first one refused.
+func newOptions(opts []Option) (*options, error) {
+	o := new(options)
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+	return o, o.err
+}
 
-	quarantineSet bool
-	quarantine    bool
-
-	labelSet bool
-	label    string
-
-	prefixSet bool
-	prefix    string
-
-	tls tlsOptions // tls.go
+// apply makes the C calls of every setting given, in order, and stops at the first the
+// library refuses, whose message (in errBuf) it returns.
+func (o *options) apply(cfg *C.redlock_config, errBuf *C.char) error {
+	for _, set := range o.set {
+		if set == nil {
+			continue
+		}
+		if st := set(cfg, errBuf); st != C.REDLOCK_STATUS_OK {
+			return statusError(st, errBuf)
+		}
+	}
+	return nil
 }
 
 // WithRetry sets the manager's retry policy, how Acquire and Lock retry when given neither
@@ -65,7 +93,9 @@ func WithRetry(count int, delay time.Duration) Option {
 			o.fail(invalidf("retry delay must be in [0, %v], got %v", MaxTTL, delay))
 			return
 		}
-		o.retrySet, o.retryCount, o.retryDelay = true, uint32(count), ms
+		o.set[setRetry] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_retry(cfg, C.uint32_t(count), C.uint32_t(ms), e, errBufLen)
+		}
 	}
 }
 
@@ -74,7 +104,9 @@ func WithRetry(count int, delay time.Duration) Option {
 // checks the value; New returns ErrInvalidArgument for a bad one.
 func WithDriftFactor(factor float64) Option {
 	return func(o *options) {
-		o.driftSet, o.drift = true, factor
+		o.set[setDriftFactor] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_drift_factor(cfg, C.double(factor), e, errBufLen)
+		}
 	}
 }
 
@@ -99,7 +131,9 @@ func WithTimeouts(connect, node time.Duration) Option {
 			o.fail(invalidf("node timeout must be in [0, %v], got %v", MaxTTL, node))
 			return
 		}
-		o.timeoutsSet, o.connect, o.node = true, c, n
+		o.set[setTimeouts] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_timeouts(cfg, C.uint32_t(c), C.uint32_t(n), e, errBufLen)
+		}
 	}
 }
 
@@ -121,7 +155,9 @@ func WithMaxTTL(d time.Duration) Option {
 			o.fail(invalidf("maximum TTL must be in [3ms, %v], got %v", MaxTTL, d))
 			return
 		}
-		o.maxTTLSet, o.maxTTL = true, ms
+		o.set[setMaxTTL] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_max_ttl(cfg, C.uint32_t(ms), e, errBufLen)
+		}
 	}
 }
 
@@ -150,7 +186,9 @@ func WithMaxTTL(d time.Duration) Option {
 // forward: nothing is printed through this package.)
 func WithRestartQuarantine(on bool) Option {
 	return func(o *options) {
-		o.quarantineSet, o.quarantine = true, on
+		o.set[setRestartQuarantine] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_restart_quarantine(cfg, C.bool(on), e, errBufLen)
+		}
 	}
 }
 
@@ -168,7 +206,11 @@ func WithLabel(label string) Option {
 			o.fail(err)
 			return
 		}
-		o.labelSet, o.label = true, label
+		o.set[setLabel] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return withCString(label, func(cl *C.char) C.enum_redlock_status {
+				return C.redlock_config_set_label(cfg, cl, e, errBufLen)
+			})
+		}
 	}
 }
 
@@ -204,7 +246,11 @@ func WithKeyPrefix(prefix string) Option {
 			o.fail(invalidf("key prefix is %d bytes, more than the maximum of %d", len(prefix), MaxKeyPrefixLen))
 			return
 		}
-		o.prefixSet, o.prefix = true, prefix
+		o.set[setKeyPrefix] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return withCBytes(prefix, func(p *C.uint8_t, n C.size_t) C.enum_redlock_status {
+				return C.redlock_config_set_key_prefix(cfg, p, n, e, errBufLen)
+			})
+		}
 	}
 }
 
