@@ -8,8 +8,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // The options of New: each With… function checks what only Go can (what C could not receive,
@@ -122,7 +120,7 @@ func WithDriftFactor(factor float64) Option {
 func WithTimeouts(connect, node time.Duration) Option {
 	return func(o *options) {
 		c, ok := millis(connect)
-		if !ok || c == 0 {
+		if !ok { // 0 is the library's to refuse
 			o.fail(invalidf("connect timeout must be in (0, %v], got %v", MaxTTL, connect))
 			return
 		}
@@ -151,7 +149,7 @@ func WithTimeouts(connect, node time.Duration) Option {
 func WithMaxTTL(d time.Duration) Option {
 	return func(o *options) {
 		ms, ok := millis(d)
-		if !ok || d <= 0 {
+		if !ok { // 0 to 2 ms are the library's to refuse
 			o.fail(invalidf("maximum TTL must be in [3ms, %v], got %v", MaxTTL, d))
 			return
 		}
@@ -198,12 +196,13 @@ func WithRestartQuarantine(on bool) Option {
 // (WithOwner) is labelled by its owner id instead. The default is no label, and so is "".
 //
 // The label must be valid UTF-8 of at most MaxLabelLen bytes with no control characters
-// (unicode.IsControl: no NUL, tab or newline); New returns ErrInvalidArgument otherwise.
+// (unicode.IsControl: no NUL, tab or newline); New returns ErrInvalidArgument otherwise, with
+// the library's message (a NUL byte, which C could not receive, is refused here).
 // Anyone who can read the keys can read it: put no secrets in it.
 func WithLabel(label string) Option {
 	return func(o *options) {
-		if err := checkLabel(label); err != nil {
-			o.fail(err)
+		if strings.IndexByte(label, 0) >= 0 {
+			o.fail(invalidf("label must not contain control characters, got %q", label))
 			return
 		}
 		o.set[setLabel] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
@@ -212,21 +211,6 @@ func WithLabel(label string) Option {
 			})
 		}
 	}
-}
-
-// checkLabel applies the library's rules for a label, so that a bad one is refused before
-// New makes anything (and a NUL byte never truncates it on its way to C).
-func checkLabel(label string) error {
-	if len(label) > MaxLabelLen {
-		return invalidf("label is %d bytes, more than the maximum of %d", len(label), MaxLabelLen)
-	}
-	if !utf8.ValidString(label) {
-		return invalidf("label is not valid UTF-8")
-	}
-	if strings.IndexFunc(label, unicode.IsControl) >= 0 {
-		return invalidf("label must not contain control characters, got %q", label)
-	}
-	return nil
 }
 
 // WithKeyPrefix sets the prefix of every lock key: the key of a resource is the prefix
@@ -242,10 +226,6 @@ func checkLabel(label string) error {
 // who holds it, is ErrInvalidArgument.
 func WithKeyPrefix(prefix string) Option {
 	return func(o *options) {
-		if len(prefix) > MaxKeyPrefixLen {
-			o.fail(invalidf("key prefix is %d bytes, more than the maximum of %d", len(prefix), MaxKeyPrefixLen))
-			return
-		}
 		o.set[setKeyPrefix] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
 			return withCBytes(prefix, func(p *C.uint8_t, n C.size_t) C.enum_redlock_status {
 				return C.redlock_config_set_key_prefix(cfg, p, n, e, errBufLen)
