@@ -153,8 +153,3 @@ func invalidf(format string, args ...any) error {
 func nilReceiver(what string) error {
 	return &Error{Status: StatusNullArgument, Message: "null argument: nil " + what}
 }
-
-// statusError turns a non-OK status and the C error buffer into an *Error.
-func statusError(st C.enum_redlock_status, errBuf *C.char) error {
-	return &Error{Status: Status(st), Message: C.GoString(errBuf)}
-}

@@ -49,11 +49,12 @@ func runTests(m *testing.M) int {
 		}
 		return run()
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: redis-server is not on the PATH. These tests run against real Redis "+
-			"servers they start themselves; install it (apt-get install redis-server, or run .ci/setup).")
+	program, err := findRedisServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
+	redisServerProgram = program
 	root, err := os.MkdirTemp("", "redlock-go-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -81,6 +82,28 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// Every test node runs the program $REDIS_SERVER names (redis-server on the PATH when unset),
+// as the Rust and Python tests' nodes do.
+func TestRedisServerProgram(t *testing.T) {
+	t.Parallel()
+	want := "redis-server"
+	if name := os.Getenv(redisServerEnv); name != "" {
+		want = name
+	}
+	wantPath, err := exec.LookPath(want)
+	if err != nil {
+		t.Fatalf("$%s: %v (TestMain should have failed)", redisServerEnv, err)
+	}
+	if redisServerProgram != wantPath {
+		t.Fatalf("the nodes run %q, want %q ($%s=%q)", redisServerProgram, wantPath, redisServerEnv, os.Getenv(redisServerEnv))
+	}
+	s := startCluster(t, 1)[0]
+	if s.cmd.Path != wantPath {
+		t.Fatalf("a node was started as %q, want %q", s.cmd.Path, wantPath)
+	}
+	t.Logf("test nodes run %s ($%s=%q)", s.cmd.Path, redisServerEnv, os.Getenv(redisServerEnv))
 }
 
 // firstLock takes and releases a lock on a brand-new cluster with the default restart
@@ -112,6 +135,35 @@ func firstLock(nodes []string) error {
 		}
 	}
 	return nil
+}
+
+// redisServerEnv names the redis-server program the tests start, as for the Rust and Python
+// tests: $REDIS_SERVER (a path, or a name looked up on the PATH), or redis-server on the PATH.
+const redisServerEnv = "REDIS_SERVER"
+
+// redisServerProgram is the redis-server program every test node runs, resolved by TestMain
+// (findRedisServer).
+var redisServerProgram string
+
+// findRedisServer resolves $REDIS_SERVER (redis-server when unset) with exec.LookPath. Without
+// it the tests fail, never skip: they run against real servers they start themselves.
+func findRedisServer() (string, error) {
+	name := os.Getenv(redisServerEnv)
+	if name == "" {
+		p, err := exec.LookPath("redis-server")
+		if err != nil {
+			return "", fmt.Errorf("redis-server is not on the PATH and $%s does not name another "+
+				"(%v). These tests run against real Redis servers they start themselves; install "+
+				"it (apt-get install redis-server, or run .ci/setup), or set $%s to its path", redisServerEnv, err, redisServerEnv)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("$%s=%q names no redis-server program (%v). It names the program "+
+			"these tests start; unset it to use redis-server on the PATH", redisServerEnv, name, err)
+	}
+	return p, nil
 }
 
 // testRoot is the temporary directory under which every server gets a directory of its own.
@@ -214,7 +266,7 @@ func (s *redisServer) launch() error {
 	if s.tls != nil {
 		args = append(s.tls.args(s.port), args[2:]...) // in place of --port
 	}
-	cmd := exec.Command("redis-server", append(args, s.extra...)...)
+	cmd := exec.Command(redisServerProgram, append(args, s.extra...)...)
 	cmd.Dir = s.dir
 	if err := startProcess(cmd); err != nil {
 		return fmt.Errorf("redis-server: %w", err)

@@ -208,3 +208,37 @@ func TestWaitLostEndsWhenRenewalStops(t *testing.T) {
 		l.Free()
 	}
 }
+
+// The rules of New's options that the library checks reach the caller with the library's own
+// message, unchanged: Go checks only what C could not receive (a NUL byte) and what does not
+// fit the C ABI (a negative or too long duration). Nothing is sent: no node listens.
+func TestNewOptionsLibraryMessages(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"redis://127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		opt  redlock.Option
+		want string // the library's message
+	}{
+		{"WithKeyPrefix(257 bytes)", redlock.WithKeyPrefix(strings.Repeat("p", redlock.MaxKeyPrefixLen+1)),
+			"key prefix is 257 bytes; the limit is 256"},
+		{"WithLabel(257 bytes)", redlock.WithLabel(strings.Repeat("x", redlock.MaxLabelLen+1)),
+			"label is 257 bytes; the limit is 256"},
+		{"WithLabel(newline)", redlock.WithLabel("a\nb"), "label must not contain control characters"},
+		{"WithLabel(bad UTF-8)", redlock.WithLabel("bad \xff"), "label is not valid UTF-8"},
+		{"WithMaxTTL(0)", redlock.WithMaxTTL(0), "maximum TTL must be at least 3 ms"},
+		{"WithMaxTTL(2ms)", redlock.WithMaxTTL(2 * time.Millisecond), "maximum TTL must be at least 3 ms"},
+		{"WithTimeouts(0, 0)", redlock.WithTimeouts(0, 0), "connect timeout must be > 0 ms"},
+	} {
+		m, err := redlock.New(nodes, c.opt)
+		if err == nil {
+			m.Close()
+			t.Fatalf("New with %s: no error", c.name)
+		}
+		wantIs(t, "New with "+c.name, err, redlock.ErrInvalidArgument)
+		if !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("New with %s: %q, want the library's message %q", c.name, err, c.want)
+		}
+		t.Logf("New with %s: %v", c.name, err)
+	}
+}

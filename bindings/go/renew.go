@@ -274,3 +274,33 @@ func (l *Lock) WaitLost(timeout time.Duration) bool {
 		return l.IsLost()
 	}
 }
+
+// renewAcquired starts the auto-renewal the AutoRenew option asks for on a lock just
+// acquired, and returns it; if renewal cannot start, the lock is unlocked (best effort) and
+// freed, and the error returned.
+func (m *Manager) renewAcquired(l *Lock, o *lockOptions) (*Lock, error) {
+	if !o.renew {
+		return l, nil
+	}
+	// Renewal is started here, with redlock_lease_auto_renew, rather than requested from
+	// redlock_acquire (redlock_acquire_opts_set_auto_renew): only the former installs the
+	// on_lost callback, which closes the Lost channel and wakes WaitLost, with or without
+	// an OnLost callback.
+	if m.afterAcquire != nil {
+		m.afterAcquire(l)
+	}
+	var onLost func()
+	if f := o.onLost; f != nil {
+		// A reference to l: dropped when renewal stops (see lostState), so that it keeps l
+		// reachable only while the lock is renewed.
+		onLost = func() { f(l) }
+	}
+	if err := l.startRenewal(o.maxHold, o.maxExtensions, onLost); err != nil {
+		// Acquired but not renewed: release it rather than hand back a lock the caller asked
+		// to have renewed. Best effort: the error that matters is the renewal's.
+		_ = l.Unlock()
+		l.Free()
+		return nil, err
+	}
+	return l, nil
+}

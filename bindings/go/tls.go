@@ -6,7 +6,6 @@ import "C"
 
 import (
 	"strings"
-	"unsafe"
 )
 
 // TLS: options for the manager's rediss:// nodes. A node URL "rediss://host:port" is reached
@@ -20,15 +19,6 @@ import (
 // certificate is refused (another CA, expired, another name), or that refuses this client,
 // is reported per node as NodeTLS, and the error's message says why, naming the node.
 
-// tlsOptions are the TLS settings New passes to the C config (see apply).
-type tlsOptions struct {
-	caFile           string
-	certFile         string
-	keyFile          string
-	serverName       string
-	skipVerification bool
-}
-
 // WithTLSCAFile trusts the CA certificates of the PEM file at path (one or more CERTIFICATE
 // sections) for the rediss:// nodes, instead of the system's trust store (the default). New
 // reads it: a missing or unreadable file, or one with no usable certificate, is
@@ -39,7 +29,11 @@ func WithTLSCAFile(path string) Option {
 			o.fail(err)
 			return
 		}
-		o.tls.caFile = path
+		o.set[setTLSCAFile] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return withCString(path, func(p *C.char) C.enum_redlock_status {
+				return C.redlock_config_set_tls_ca_file(cfg, p, e, errBufLen)
+			})
+		}
 	}
 }
 
@@ -57,7 +51,13 @@ func WithTLSClientCert(certFile, keyFile string) Option {
 				return
 			}
 		}
-		o.tls.certFile, o.tls.keyFile = certFile, keyFile
+		o.set[setTLSClientCert] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return withCString(certFile, func(cc *C.char) C.enum_redlock_status {
+				return withCString(keyFile, func(ck *C.char) C.enum_redlock_status {
+					return C.redlock_config_set_tls_client_cert(cfg, cc, ck, e, errBufLen)
+				})
+			})
+		}
 	}
 }
 
@@ -71,7 +71,11 @@ func WithTLSServerName(name string) Option {
 			o.fail(invalidf("TLS server name must be a DNS name or an IP address, got %q", name))
 			return
 		}
-		o.tls.serverName = name
+		o.set[setTLSServerName] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return withCString(name, func(n *C.char) C.enum_redlock_status {
+				return C.redlock_config_set_tls_server_name(cfg, n, e, errBufLen)
+			})
+		}
 	}
 }
 
@@ -82,7 +86,9 @@ func WithTLSServerName(name string) Option {
 // stderr when it is on.
 func WithTLSInsecureSkipVerify() Option {
 	return func(o *options) {
-		o.tls.skipVerification = true
+		o.set[setTLSInsecureSkipVerify] = func(cfg *C.redlock_config, e *C.char) C.enum_redlock_status {
+			return C.redlock_config_set_tls_insecure_skip_verify(cfg, true, e, errBufLen)
+		}
 	}
 }
 
@@ -93,46 +99,6 @@ func checkPath(what, path string) error {
 	}
 	if strings.IndexByte(path, 0) >= 0 {
 		return invalidf("TLS %s path contains a NUL byte", what)
-	}
-	return nil
-}
-
-// apply sets the TLS options on the C config; each setter reads its files now.
-func (t *tlsOptions) apply(cfg *C.redlock_config, s cScratch) error {
-	str := func(v string, set func(*C.char) C.enum_redlock_status) error {
-		if v == "" {
-			return nil
-		}
-		cv := C.CString(v)
-		defer C.free(unsafe.Pointer(cv))
-		if st := set(cv); st != C.REDLOCK_STATUS_OK {
-			return statusError(st, s.err)
-		}
-		return nil
-	}
-	if err := str(t.caFile, func(p *C.char) C.enum_redlock_status {
-		return C.redlock_config_set_tls_ca_file(cfg, p, s.err, errBufLen)
-	}); err != nil {
-		return err
-	}
-	if t.certFile != "" {
-		cc, ck := C.CString(t.certFile), C.CString(t.keyFile)
-		st := C.redlock_config_set_tls_client_cert(cfg, cc, ck, s.err, errBufLen)
-		C.free(unsafe.Pointer(cc))
-		C.free(unsafe.Pointer(ck))
-		if st != C.REDLOCK_STATUS_OK {
-			return statusError(st, s.err)
-		}
-	}
-	if err := str(t.serverName, func(n *C.char) C.enum_redlock_status {
-		return C.redlock_config_set_tls_server_name(cfg, n, s.err, errBufLen)
-	}); err != nil {
-		return err
-	}
-	if t.skipVerification {
-		if st := C.redlock_config_set_tls_insecure_skip_verify(cfg, true, s.err, errBufLen); st != C.REDLOCK_STATUS_OK {
-			return statusError(st, s.err)
-		}
 	}
 	return nil
 }

@@ -73,20 +73,27 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "metrics:", err)
 		return 1
 	}
+	lockOnce(m)
+	return serve(m, ln, *serveFor, *requests)
+}
 
-	// One lock and unlock, so that the acquire, hold, unlock and per-node series are not all
-	// 0. A failure is counted too: serve anyway.
-	if l, err := m.Lock("metrics_server:example", 10*time.Second); err != nil {
+// lockOnce takes and releases one lock, so that the acquire, hold, unlock and per-node series
+// are not all 0. A failure is counted too: the caller serves anyway.
+func lockOnce(m *redlock.Manager) {
+	l, err := m.Lock("metrics_server:example", 10*time.Second)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "metrics: lock:", err)
-	} else {
-		if err := l.Unlock(); err != nil {
-			fmt.Fprintln(os.Stderr, "metrics: unlock:", err)
-		}
-		l.Free()
+		return
 	}
+	if err := l.Unlock(); err != nil {
+		fmt.Fprintln(os.Stderr, "metrics: unlock:", err)
+	}
+	l.Free()
+}
 
-	var served atomic.Int64
-	done := make(chan struct{})
+// metricsHandler serves m's metrics at GET /metrics, counting the requests served in served
+// and closing done after the requests-th (never when requests is 0).
+func metricsHandler(m *redlock.Manager, requests int64, served *atomic.Int64, done chan struct{}) http.Handler {
 	var once sync.Once
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -102,12 +109,20 @@ func run() int {
 		// version=0.0.4 is the Prometheus text format's content type.
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write([]byte(text))
-		if n := served.Add(1); *requests > 0 && n >= *requests {
+		if n := served.Add(1); requests > 0 && n >= requests {
 			once.Do(func() { close(done) })
 		}
 	})
+	return mux
+}
+
+// serve serves m's metrics on ln until serveFor has passed or, with requests > 0, after the
+// requests-th /metrics request; it returns the exit status.
+func serve(m *redlock.Manager, ln net.Listener, serveFor time.Duration, requests int64) int {
+	var served atomic.Int64
+	done := make(chan struct{})
 	srv := &http.Server{
-		Handler: mux,
+		Handler: metricsHandler(m, requests, &served, done),
 		// A client that is slow to send its request does not hold the server past its deadline.
 		ReadHeaderTimeout: 2 * time.Second,
 		WriteTimeout:      5 * time.Second,
@@ -116,7 +131,7 @@ func run() int {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	timer := time.NewTimer(*serveFor)
+	timer := time.NewTimer(serveFor)
 	defer timer.Stop()
 	select {
 	case <-done:
