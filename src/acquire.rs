@@ -495,7 +495,15 @@ impl<'a> Waiting<'a> {
         let expires = report
             .and_then(|r| r.expires_in)
             .map_or(sh.cfg.retry_delay, |d| d + Duration::from_millis(1));
-        let mut fallback = self.bounded(sh.now() + self.refreshed(expires));
+        let fallback = self.bounded(sh.now() + self.refreshed(expires));
+        self.sleep_in_turn(fallback)
+    }
+
+    /// Sleeps until a release wakes this waiter, or, once it is the first waiter, until
+    /// `fallback` (when the holder's TTL has run out); a promotion to first recomputes it from
+    /// what the waiter before saw.
+    fn sleep_in_turn(&mut self, mut fallback: Instant) -> Result<(), Error> {
+        let sh = self.sh;
         let mut was_first = self.registration().is_first();
         if was_first {
             self.registration().set_hint(fallback);
