@@ -136,6 +136,36 @@ impl Sem<'_> {
         }
     }
 
+    /// The first round from a random slot on, and a second for the best slot when the nodes
+    /// split: the slot this attempt goes for, and the round that decides it (whose start is
+    /// the first round's).
+    fn pick_slot(&self) -> Result<(u32, Round), Error> {
+        let permits = self.permits;
+        let from = token::uniform_inclusive(u64::from(permits) - 1)? as u32;
+        let first = self.round(from, false)?;
+        let q = self.sh.cluster.quorum();
+        let mut votes = vec![0usize; permits as usize];
+        for r in first.replies.iter().flatten() {
+            if let Some(g) = grant(r, permits) {
+                votes[g.slot as usize] += 1;
+            }
+        }
+        if let Some(slot) = (0..permits).find(|s| votes[*s as usize] >= q) {
+            return Ok((slot, first));
+        }
+        // Split, or refused. A second round only when a slot could still reach a quorum: free
+        // on enough of the nodes that answered, counting those that did not.
+        let unheard = first.replies.iter().filter(|r| r.is_none()).count();
+        match best_slot(&first, permits, from) {
+            Some((slot, n)) if n + unheard >= q && first.successes() > 0 => {
+                let mut second = self.round(slot, true)?;
+                second.start = first.start;
+                Ok((slot, second))
+            }
+            _ => Ok((from, first)),
+        }
+    }
+
     /// Removes this attempt's hold (and with it its slot) on the nodes `to` selects, without
     /// announcing anything and without waiting.
     fn discard(&self, to: &dyn Fn(usize) -> bool) {
@@ -215,33 +245,8 @@ pub(crate) fn attempt(
         token: token::new_token()?,
         fenced,
     };
-    let from = token::uniform_inclusive(u64::from(permits) - 1)? as u32;
-    let first = s.round(from, false)?;
-    let start = first.start;
-    let q = sh.cluster.quorum();
-    let mut votes = vec![0usize; permits as usize];
-    for r in first.replies.iter().flatten() {
-        if let Some(g) = grant(r, permits) {
-            votes[g.slot as usize] += 1;
-        }
-    }
-    let agreed = (0..permits).find(|s| votes[*s as usize] >= q);
-    let (slot, round) = match agreed {
-        Some(slot) => (slot, first),
-        None => {
-            // Split, or refused. A second round only when a slot could still reach a quorum:
-            // free on enough of the nodes that answered, counting those that did not.
-            let unheard = first.replies.iter().filter(|r| r.is_none()).count();
-            match best_slot(&first, permits, from) {
-                Some((slot, n)) if n + unheard >= q && first.successes() > 0 => {
-                    let mut second = s.round(slot, true)?;
-                    second.start = start;
-                    (slot, second)
-                }
-                _ => (from, first),
-            }
-        }
-    };
+    let (slot, round) = s.pick_slot()?;
+    let start = round.start;
     if let Some(e) = mismatch(sh, &round, permits) {
         s.discard(&|i| !refused(&round, i));
         return Err(e);
