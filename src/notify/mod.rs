@@ -457,28 +457,13 @@ fn run(inner: &Inner) {
     let mut ev: Vec<SubEvent> = Vec::new();
     loop {
         let now = inner.clock.now();
-        let mut next: Option<Instant> = None;
-        {
+        // The next subscription to linger out, if any; then the connections' deadlines.
+        let mut next: Option<Instant> = {
             let mut st = inner.lock();
             if st.stop {
                 return;
             }
-            // Subscriptions nobody has used for the linger time go.
-            let expired: Vec<Vec<u8>> = st
-                .channels
-                .iter()
-                .filter(|(_, c)| c.idle_since.is_some_and(|t| now >= t + LINGER))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in &expired {
-                if let Some(c) = st.channels.remove(k) {
-                    for (i, sub) in subs.iter_mut().enumerate() {
-                        if c.sent[i] {
-                            sub.unsubscribe(&[k.as_slice()], now, s);
-                        }
-                    }
-                }
-            }
+            drop_idle(&mut st, &mut subs, now, s);
             let wanted = !st.channels.is_empty();
             for (i, sub) in subs.iter_mut().enumerate() {
                 if wanted && sub.may_connect(now) {
@@ -498,12 +483,11 @@ fn run(inner: &Inner) {
                 events.extend(ev.drain(..).map(|e| (i, e)));
             }
             apply(&mut st, &mut events, inner.quorum, now);
-            for c in st.channels.values() {
-                if let Some(t) = c.idle_since {
-                    next = Some(next.map_or(t + LINGER, |n| n.min(t + LINGER)));
-                }
-            }
-        }
+            (st.channels.values())
+                .filter_map(|c| c.idle_since)
+                .map(|t| t + LINGER)
+                .min()
+        };
         let mut watch = vec![(inner.waker.fd(), READ)];
         let mut owners = Vec::new();
         for (i, sub) in subs.iter().enumerate() {
@@ -516,13 +500,12 @@ fn run(inner: &Inner) {
             }
         }
         let timeout = next.map(|t| t.saturating_duration_since(now));
-        let ready = match mux::poll_once(&watch, timeout) {
-            Ok(r) => r,
-            Err(e) => {
-                log::error!("redlock listener: poll failed: {e}; waiters fall back to retries");
-                inner.lock().stop = true;
-                return;
-            }
+        let polled = mux::poll_once(&watch, timeout).inspect_err(|e| {
+            log::error!("redlock listener: poll failed: {e}; waiters fall back to retries");
+        });
+        let Ok(ready) = polled else {
+            inner.lock().stop = true;
+            return;
         };
         if ready[0].readable {
             inner.waker.drain();
@@ -542,6 +525,25 @@ fn run(inner: &Inner) {
         }
         if !events.is_empty() {
             apply(&mut inner.lock(), &mut events, inner.quorum, now);
+        }
+    }
+}
+
+/// Subscriptions nobody has used for the linger time go.
+fn drop_idle(st: &mut State, subs: &mut [Sub], now: Instant, s: &ConnSettings) {
+    let expired: Vec<Vec<u8>> = st
+        .channels
+        .iter()
+        .filter(|(_, c)| c.idle_since.is_some_and(|t| now >= t + LINGER))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &expired {
+        if let Some(c) = st.channels.remove(k) {
+            for (i, sub) in subs.iter_mut().enumerate() {
+                if c.sent[i] {
+                    sub.unsubscribe(&[k.as_slice()], now, s);
+                }
+            }
         }
     }
 }
