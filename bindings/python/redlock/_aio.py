@@ -2,7 +2,7 @@
 :meth:`Redlock.aacquire_many`, :meth:`Semaphore.alock` and :meth:`Semaphore.aacquire`,
 :meth:`Lease.aunlock` and :meth:`Lease.aextend`.
 
-Every blocking library call runs on one of the binding's helper threads (``_core._hand_over``,
+Every blocking library call runs on one of the binding's helper threads (``_threads._hand_over``,
 the threads that already keep a main-thread wait interruptible), never on the event loop; the
 loop is woken when the call returns. Not the loop's default executor: it has a few threads
 only (``min(32, cores + 4)``), so a handful of coroutines waiting for a lock would hold every
@@ -29,19 +29,14 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _core
+from ._cancel import Cancel, _cancel_hold
 from ._core import (
-    _ABANDON_WAIT_S,
-    Cancel,
     Lease,
     Redlock,
-    _Call,
     _Many,
     _Sem,
     _Target,
-    _cancel_hold,
-    _discard,
     _fair,
-    _hand_over,
     _many_key,
     _owner,
     _permit_key,
@@ -51,6 +46,7 @@ from ._core import (
     _u32,
 )
 from ._errors import InvalidArgument
+from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over
 
 __all__ = ["AsyncLock"]
 
@@ -155,7 +151,7 @@ async def _abandon(call: _Call, fut: "asyncio.Future[None]") -> None:
     """What ``_Call.abandon`` does for a thread, for a coroutine that gives up on ``call``
     (cancelled, or any other exception): the call ends and leaves no key behind, and the
     loop is never blocked meanwhile. The claims on ``call.gate`` are taken on the loop's
-    thread, as the caller's (see :class:`_core._Call`)."""
+    thread, as the caller's (see :class:`_threads._Call`)."""
     gate = call.gate
     if gate.setdefault("start", "caller") == "caller":
         call.release()  # the library was never called

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import itertools
 import math
 import os
-import queue
-import sys
 import threading
-import time
 import weakref
 from types import TracebackType
 from typing import (
@@ -36,7 +32,10 @@ from ._errors import (
     RedlockError,
     error_for_status,
 )
+from ._cancel import Cancel, _cancel_hold
+from ._handle import _Handle, _Process
 from ._holders import HolderKind, Holders, HoldState, NodeHold
+from ._threads import _WAIT_SLICE_S, _Call, _hand_over
 
 if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
     from ._aio import AsyncLock
@@ -85,21 +84,6 @@ LOCK_WAIT = 4
 #: options object made and freed around its one call.
 _OPTS_CACHE_MAX = 64
 
-#: How long one slice of the calling thread's wait for an acquisition run on a helper thread
-#: lasts (see ``_Call``). A signal's Python handler (Ctrl-C's ``KeyboardInterrupt``) runs
-#: between two slices at the latest; on Linux it also cuts a slice short.
-_WAIT_SLICE_S = 0.02
-
-#: How long an interrupted caller waits, at most, for the cancelled acquisition to return
-#: (it returns within one round trip of the cancel); only a safety net, as the helper thread
-#: cleans up after itself whenever it returns.
-_ABANDON_WAIT_S = 30.0
-
-#: How long a helper thread stays for the next call before it ends. Kept between calls: the
-#: library sets up per-thread state on a thread's first call, which costs far more than
-#: handing a call to a thread that already runs.
-_HELPER_IDLE_S = 30.0
-
 _UINT32_MAX = _ffi.UINT32_MAX
 _byref = ctypes.byref
 
@@ -108,41 +92,16 @@ _byref = ctypes.byref
 _c: Any = None
 
 
-class _Process:
-    """This process's id, kept current across ``os.fork()`` (a ``getpid`` syscall per call
-    would be wasted), and whether the interpreter is exiting. Class attributes, so that
-    ``_Handle.__del__`` still finds them while modules are torn down."""
-
-    pid = os.getpid()
-    exiting = False
-    #: The main thread's id: the only thread Python runs signal handlers on, hence the only
-    #: one whose waits are made interruptible (``Redlock._acquire``).
-    main_ident = threading.main_thread().ident
-
-
-def _after_fork_in_child() -> None:
-    global _helpers_lock
-    _Process.pid = os.getpid()
-    # The forking thread is the child's only thread, and its main thread.
-    _Process.main_ident = threading.get_ident()
-    # The helper threads did not survive the fork (and another thread may have held the lock).
-    _helpers_lock = threading.Lock()
-    _idle_helpers.clear()
-
-
-def _at_exit() -> None:
-    # From here on the collector frees nothing: a daemon thread may still be inside a C call
-    # on a handle, and the OS reclaims everything anyway.
-    _Process.exiting = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(_at_exit)
-
 # One reusable error buffer per thread: C writes a NUL-terminated message into it on every
 # failure (and only then is it read, right after the call, on the same thread).
 _tls = threading.local()
+
+
+def load() -> Any:
+    """Loads the library (once) and keeps it as ``_c``; returns it."""
+    global _c
+    c = _c = _ffi.lib()
+    return c
 
 
 def _err_buf() -> "ctypes.Array[ctypes.c_char]":
@@ -517,124 +476,6 @@ def _url(url: object) -> bytes:
         return url.encode("utf-8")
     except UnicodeEncodeError as e:
         raise InvalidArgument(f"a node URL is not encodable as UTF-8: {e}") from None
-
-
-# ---- handles: a C pointer, a count of calls in progress, and a free-only finalizer ----
-
-
-class _Handle:
-    """Owns one C pointer. ``acquire()`` lends it to one C call (``release()`` in a
-    ``finally`` returns it); ``close()`` frees it at once if no call is in progress, otherwise
-    when the last one returns, so no C call ever runs on freed memory.
-
-    A handle that is garbage-collected unclosed is freed by ``__del__``, which only calls the
-    ``*_free`` function: no unlock, no I/O. (Every call in progress holds a reference to the
-    handle, so it is never collected under a call.) Nothing is freed once the interpreter is
-    exiting (a daemon thread may still be inside a C call), nor in a forked child (it shares
-    the parent's sockets but not the library's threads: the copy is left to the OS).
-
-    Nothing inside the mutex allocates an object the cyclic garbage collector tracks, so a
-    finalizer run by the collector never finds the mutex held by its own thread."""
-
-    __slots__ = ("_ptr", "_free", "_what", "_pid", "_mutex", "_users", "_waiters", "_closed",
-                 "_freed", "__weakref__")  # fmt: skip
-
-    def __init__(self, ptr: Any, free: Callable[[Any], None], what: str) -> None:
-        self._ptr = ptr
-        self._free = free
-        self._freed = False
-        self._pid = _Process.pid
-        self._what = what
-        self._mutex = threading.Lock()
-        self._users = 0
-        self._waiters = 0
-        self._closed = False
-
-    def __del__(self, _proc: Any = _Process) -> None:
-        # Unreferenced: no call can be in progress. ``_proc`` is bound now, so this works
-        # during module teardown too (when it does nothing: exiting is set by then).
-        if not self._freed and not _proc.exiting and self._pid == _proc.pid:
-            self._freed = True
-            self._free(self._ptr)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def freed(self) -> bool:
-        """True once the C ``*_free`` function has run."""
-        return self._freed
-
-    def _free_now(self) -> None:
-        # Called once: by whoever saw the handle closed with no call in progress.
-        self._freed = True
-        self._free(self._ptr)
-
-    def acquire(self) -> Any:
-        """The pointer, lent to one C call; pair with :meth:`release` (in a ``finally``)."""
-        if self._pid != _Process.pid:
-            raise RedlockError(
-                f"this {self._what} was created in process {self._pid} and cannot be used in "
-                f"a forked child ({os.getpid()}): create a new Redlock in the child"
-            )
-        with self._mutex:
-            if not self._closed:
-                self._users += 1
-                return self._ptr
-        raise HandleClosed(f"the {self._what} is closed")
-
-    def hold(self) -> None:
-        """One more hold on the pointer, for a caller that holds one already (from
-        :meth:`acquire`), to hand to another thread; pair with :meth:`release`. Unlike
-        :meth:`acquire` it works on a closed handle too: one that a call holds is not freed."""
-        with self._mutex:
-            assert self._users > 0, "hold() without a hold"
-            self._users += 1
-
-    def release(self) -> None:
-        with self._mutex:
-            self._users -= 1
-            free_now = self._closed and not self._users
-        if free_now:
-            self._free_now()
-
-    def acquire_waiting(self) -> Any:
-        """:meth:`acquire` for a call that may block until interrupted (``wait_lost``); pair
-        with :meth:`release_waiting`."""
-        ptr = self.acquire()
-        with self._mutex:
-            self._waiters += 1
-        return ptr
-
-    def release_waiting(self) -> None:
-        with self._mutex:
-            self._waiters -= 1
-        self.release()
-
-    def close(self, interrupt: Optional[Callable[[Any], None]] = None) -> None:
-        """Marks the handle closed and frees it now, or when the calls in progress return.
-        If one of those is a waiting call (:meth:`acquire_waiting`), ``interrupt(ptr)`` (if
-        given) is called first to make it return early (a lease's: stop its renewal, which
-        ends ``wait_lost``). Otherwise close never waits for a call in progress."""
-        if self._pid != _Process.pid:
-            self._closed = True  # never free the parent's handle from a child
-            return
-        with self._mutex:
-            if self._closed:
-                return
-            self._closed = True
-            busy = self._users > 0
-            interrupting = busy and self._waiters > 0 and interrupt is not None
-            if interrupting:
-                self._users += 1  # the interrupt is a call in progress too
-        if not busy:
-            self._free_now()
-        elif interrupting:
-            try:
-                interrupt(self._ptr)  # type: ignore[misc]
-            finally:
-                self.release()
 
 
 def _stop_renewal(ptr: Any) -> None:
@@ -1309,300 +1150,6 @@ def _watch_lost(
             return
     with w.lock:
         w.alive = False
-
-
-# ---- cancellation: Cancel, and acquisitions that stay interruptible while they wait ----
-
-
-class Cancel:
-    """A cancellation handle (``redlock_cancel``): pass it as ``cancel=`` to
-    :meth:`Redlock.acquire`, :meth:`Redlock.lock` or :meth:`Redlock.try_lock`, and
-    :meth:`fire` it, from any thread, to stop every acquisition that carries it. Such an
-    acquisition raises :class:`~redlock.Cancelled`: at once while it waits, within one round
-    trip while it is talking to the nodes, and it leaves no key behind (a lock granted as the
-    handle fired is released before the call returns).
-
-    A handle that has fired stays fired: an acquisition started with it raises
-    :class:`~redlock.Cancelled` without contacting any node. Use a new handle for each
-    operation you may want to cancel. One handle may serve any number of acquisitions, on
-    any number of threads, at once.
-
-    A ``KeyboardInterrupt`` (Ctrl-C) that ends a waiting acquisition on the main thread fires
-    the handle that acquisition carries (see :meth:`Redlock.acquire`).
-
-    Free it with :meth:`close` or a ``with`` block (or leave it to garbage collection);
-    closing it while an acquisition uses it is safe (the acquisition keeps what it needs), but
-    it can then no longer be fired. After :meth:`close`, :meth:`fire` and :attr:`fired` raise
-    :class:`~redlock.HandleClosed`.
-    """
-
-    __slots__ = ("_handle", "__weakref__")
-
-    def __init__(self) -> None:
-        global _c
-        c = _c = _ffi.lib()
-        ptr = c.redlock_cancel_new()
-        if not ptr:
-            raise MemoryError("redlock_cancel_new returned NULL")
-        self._handle = _Handle(ptr, c.redlock_cancel_free, "cancel handle")
-
-    def fire(self) -> None:
-        """Fires the handle: every acquisition carrying it stops with
-        :class:`~redlock.Cancelled` (waking at once if it waits), now and later. Thread-safe
-        and idempotent; never blocks on the acquisitions it stops.
-
-        Raises:
-            HandleClosed: the handle was closed.
-        """
-        h = self._handle
-        p = h.acquire()
-        try:
-            _c.redlock_cancel_fire(p)
-        finally:
-            h.release()
-
-    @property
-    def fired(self) -> bool:
-        """True once :meth:`fire` was called (by you, or by a Ctrl-C that ended an acquisition
-        carrying this handle). Raises :class:`~redlock.HandleClosed` after :meth:`close`."""
-        h = self._handle
-        p = h.acquire()
-        try:
-            return bool(_c.redlock_cancel_is_fired(p))
-        finally:
-            h.release()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called (or the ``with`` block ended)."""
-        return self._handle.closed
-
-    def close(self) -> None:
-        """Frees the handle (idempotent). Does not fire it: acquisitions that carry it go on,
-        no longer cancellable through it."""
-        self._handle.close()
-
-    def __reduce__(self) -> Any:
-        raise TypeError("a redlock.Cancel cannot be pickled or sent to another process")
-
-    def __enter__(self) -> "Cancel":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        h = self._handle
-        if h.closed:
-            return "<redlock.Cancel closed>"
-        try:
-            state = "fired" if self.fired else "not fired"
-        except RedlockError:  # closed meanwhile
-            state = "closed"
-        return f"<redlock.Cancel {state}>"
-
-
-def _cancel_hold(cancel: Optional[Cancel]) -> Tuple[_Handle, Any]:
-    """The cancel handle an acquisition carries, acquired: ``cancel``'s, or a new one of the
-    call's own when ``cancel`` is ``None`` (closed at once, so freed with the last hold).
-    Returns ``(handle, pointer)``; pair with ``handle.release()`` in a ``finally`` (closing
-    the caller's :class:`Cancel` meanwhile then waits for the call)."""
-    if cancel is None:
-        ptr = _c.redlock_cancel_new()
-        if not ptr:
-            raise MemoryError("redlock_cancel_new returned NULL")
-        ch = _Handle(ptr, _c.redlock_cancel_free, "cancel handle")
-        cp = ch.acquire()
-        ch.close()  # freed when the last hold on it is released
-        return ch, cp
-    ch = cancel._handle
-    return ch, ch.acquire()
-
-
-def _discard(lease_h: _Handle) -> None:
-    """Unlocks (whatever the outcome: a lock not released expires after its TTL) and frees a
-    lease that was granted to a caller that gave up on it."""
-    try:
-        _c.redlock_unlock(lease_h._ptr, _ffi.err_buffer(), _ffi.ERR_LEN)
-    finally:
-        lease_h.close()
-
-
-def _wait_out(done: threading.Event, limit_s: float) -> None:
-    """Waits until ``done`` is set, or ``limit_s`` seconds have passed, whatever exceptions
-    (another Ctrl-C, say) arrive meanwhile: they are dropped, and the caller re-raises the one
-    it is handling."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        try:
-            if done.wait(_WAIT_SLICE_S) or time.monotonic() >= deadline:
-                return
-        except BaseException:  # noqa: BLE001 - see above
-            pass
-
-
-class _Call:
-    """One ``redlock_acquire`` (or another acquisition: ``fn``) run on a helper thread
-    (see :func:`_hand_over`) for a caller on the main thread, which must stay interruptible: a
-    ctypes call holds its thread in C, where
-    Python cannot run a signal handler, so a Ctrl-C during a wait in the main thread itself
-    would be seen only when the wait ended. The caller waits for ``done`` in short slices
-    instead, and when an exception arrives meanwhile it fires the call's cancel handle, which
-    makes the library return at once (within one round trip if it is talking to the nodes),
-    without a key left.
-
-    Who cleans up is settled by two claims, each taken once, by whichever side comes first
-    (``dict.setdefault`` on ``gate`` is atomic under the GIL):
-
-    * ``"start"``: the helper takes it before calling the library. A caller interrupted first
-      (the thread may not even have begun) takes it instead, and the helper then does
-      nothing. Whoever takes it releases the manager, the options and the helper's hold on
-      the cancel handle (:meth:`release`).
-    * ``"end"``: the helper takes it as soon as the library returns. A caller interrupted
-      first takes it instead and fires the cancel handle; the helper then unlocks and frees
-      a lease granted all the same. If the helper came first, the caller does that itself.
-
-    The helper owns everything the library call uses until it ends, so nothing that happens
-    in the calling thread (not even a second Ctrl-C during the clean-up) frees memory under
-    it."""
-
-    __slots__ = ("gate", "done", "status", "err", "lease_h", "fn", "args", "manager", "opts",
-                 "cancel", "cancel_ptr")  # fmt: skip
-
-    def __init__(
-        self,
-        manager: _Handle,
-        opts: Any,
-        cancel: _Handle,
-        lease_h: _Handle,
-        args: Tuple[Any, ...],
-        fn: Any = None,
-    ) -> None:
-        # The caller has acquired ``manager`` and ``cancel`` (and keeps its own hold on
-        # ``cancel`` until it returns); this call owns the manager's hold, ``opts`` and the
-        # hold on ``cancel`` taken last here, until released by :meth:`release`.
-        self.gate: Dict[str, str] = {}
-        self.done = threading.Event()
-        self.status: Any = None
-        self.err = args[-2]
-        self.lease_h = lease_h
-        self.fn = _c.redlock_acquire if fn is None else fn
-        self.args = args
-        self.manager = manager
-        self.opts = opts
-        self.cancel = cancel
-        self.cancel_ptr = cancel._ptr
-        cancel.hold()
-
-    def release(self) -> None:
-        try:
-            self.manager.release()
-        finally:
-            try:
-                _c.redlock_acquire_opts_free(self.opts)
-            finally:
-                self.cancel.release()
-
-    def run(self) -> None:
-        """Runs the call on a helper thread (which then sets ``done``)."""
-        gate = self.gate
-        if gate.setdefault("start", "helper") != "helper":
-            return  # the caller gave up first and cleaned up
-        try:
-            try:
-                st = self.fn(*self.args)
-            except BaseException as e:  # noqa: BLE001 - not expected; handed to the caller
-                st = e
-            self.status = st
-            if gate.setdefault("end", "helper") != "helper" and st == 0:
-                _discard(self.lease_h)  # granted, but the caller has given up
-        finally:
-            self.release()
-
-    def abandon(self) -> None:
-        """Called by the caller when an exception arrives: makes sure the call ends and leaves
-        no key behind, waiting (bounded) for the cancelled call to return."""
-        gate = self.gate
-        if gate.setdefault("start", "caller") == "caller":
-            self.release()  # the library was never called
-            return
-        if gate.setdefault("end", "caller") == "caller":
-            _c.redlock_cancel_fire(self.cancel_ptr)
-            _wait_out(self.done, _ABANDON_WAIT_S)  # the helper discards a lease granted anyway
-        elif self.status == 0:
-            _discard(self.lease_h)
-
-
-class _Helper:
-    """A helper thread's mailbox: the thread runs the calls put there, one at a time. A call
-    is a :class:`_Call`, or anything with its ``run()`` and ``done`` (``set()``): the asyncio
-    API (``redlock._aio``) hands its acquisitions, unlocks and extensions over this way too,
-    so that no blocking call runs on an event loop."""
-
-    __slots__ = ("jobs", "served")
-
-    def __init__(self) -> None:
-        self.jobs: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self.served = False
-
-
-# The helper threads waiting for a call (normally one at most for synchronous code: only the
-# main thread hands calls over, one at a time, unless a signal handler acquires while a call
-# waits; an event loop hands over one call per coroutine that waits, each on its own thread).
-_helpers_lock = threading.Lock()
-_idle_helpers: List[_Helper] = []
-
-
-def _helper_loop(helper: _Helper) -> None:
-    """A helper thread: runs the calls put in its mailbox, going back to the idle list before
-    each call's ``done`` is set (so that the caller's next call finds it there), and ends
-    after :data:`_HELPER_IDLE_S` without one. It never ends with a call pending: one taken from
-    the idle list is no longer there when it gives up waiting."""
-    jobs = helper.jobs
-    while True:
-        try:
-            call = jobs.get(timeout=_HELPER_IDLE_S)
-        except queue.Empty:
-            with _helpers_lock:
-                if helper in _idle_helpers:
-                    _idle_helpers.remove(helper)
-                    return
-                if not helper.served:
-                    return  # new, and its creator gave up before handing it a call
-            continue  # taken from the idle list: its call is on the way
-        helper.served = True
-        try:
-            call.run()
-        except BaseException:  # noqa: BLE001 - not expected: reported, and the thread goes on
-            try:
-                args = (*sys.exc_info(), threading.current_thread())
-                threading.excepthook(threading.ExceptHookArgs(args))  # type: ignore[arg-type]
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            with _helpers_lock:
-                _idle_helpers.append(helper)
-            call.done.set()
-            del call  # nothing of the call is kept (its lease's handle, say) until the next
-
-
-def _hand_over(call: Any) -> None:
-    """Hands ``call`` to an idle helper thread, or to a new one."""
-    with _helpers_lock:
-        helper = _idle_helpers.pop() if _idle_helpers else None
-        if helper is not None:
-            helper.jobs.put(call)
-            return
-    helper = _Helper()
-    threading.Thread(
-        target=_helper_loop, args=(helper,), name="redlock-acquire", daemon=True
-    ).start()
-    helper.jobs.put(call)
 
 
 class NodeState(NamedTuple):
