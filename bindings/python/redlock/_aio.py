@@ -29,22 +29,9 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _core
+from ._args import _fair, _Many, _owner, _resource, _Sem, _Target, _ttl, _u32
 from ._cancel import Cancel, _cancel_hold
-from ._core import (
-    Lease,
-    Redlock,
-    _Many,
-    _Sem,
-    _Target,
-    _fair,
-    _many_key,
-    _owner,
-    _permit_key,
-    _raise,
-    _resource,
-    _ttl,
-    _u32,
-)
+from ._core import Lease, Redlock, _many_key, _permit_key, _raise
 from ._errors import InvalidArgument
 from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
-import os
 import threading
 import weakref
 from types import TracebackType
@@ -20,7 +19,6 @@ from typing import (
     Optional,
     Tuple,
     Type,
-    Union,
 )
 
 from . import _ffi
@@ -32,7 +30,34 @@ from ._errors import (
     RedlockError,
     error_for_status,
 )
+from ._args import (
+    Resource,
+    _fair,
+    _many,
+    _Many,
+    _OptsKey,
+    _owner,
+    _permits,
+    _renewal,
+    _resource,
+    _resource_list,
+    _Sem,
+    _semaphore_name,
+    _Target,
+    _ttl,
+    _u32,
+)
 from ._cancel import Cancel, _cancel_hold
+from ._config import (
+    _DEFAULT_CONNECT_TIMEOUT_MS,
+    _DEFAULT_RETRY_COUNT,
+    _DEFAULT_RETRY_DELAY_MS,
+    PathArg,
+    _key_prefix,
+    _label,
+    _tls_options,
+    _url,
+)
 from ._handle import _Handle, _Process
 from ._holders import HolderKind, Holders, HoldState, NodeHold
 from ._threads import _WAIT_SLICE_S, _Call, _hand_over
@@ -42,10 +67,6 @@ if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
 
 __all__ = ["Redlock", "Lease", "Semaphore", "Cancel", "NodeState", "Resource", "version"]
 
-#: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
-Resource = Union[str, bytes]
-#: A file path, as ``open`` takes one.
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 #: How long one ``redlock_lease_wait_lost`` call of an ``on_lost`` watcher may last. Every way
 #: a watcher has to end (unlock, stop_renewal, close, the lease being dropped, loss) wakes it at
@@ -65,11 +86,6 @@ _generations = itertools.count(1)
 # ``auto_renew`` and the lease's watcher thread is guarded by that ``_Watch``'s own lock.
 _watch_create_lock = threading.Lock()
 
-# Defaults documented in include/redlock.h, used only when one of a pair of options that C
-# sets together (retry count and delay; connect and node timeouts) is given without the other.
-_DEFAULT_RETRY_COUNT = 3
-_DEFAULT_RETRY_DELAY_MS = 200
-_DEFAULT_CONNECT_TIMEOUT_MS = 250
 
 # ``redlock_lock_opts`` flags (include/redlock.h). The binding itself acquires through
 # ``redlock_acquire`` and its options objects; these mirror the header (tests/test_ffi.py).
@@ -141,106 +157,6 @@ def _raise(status: int, err: "ctypes.Array[ctypes.c_char]") -> None:
     raise error_for_status(status, message)
 
 
-# ---- argument checks (before any C call: nothing wraps around through c_uint32) ----
-
-
-def _u32(name: str, value: object, *, minimum: int = 0) -> int:
-    """``value`` as a C ``uint32_t``: an ``int`` (not a ``bool``) in ``minimum..2**32-1``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not minimum <= value <= _ffi.UINT32_MAX:
-        raise InvalidArgument(f"{name} must be in {minimum}..{_ffi.UINT32_MAX}, got {value}")
-    return int(value)
-
-
-def _ttl(name: str, value: object) -> int:
-    return _u32(name, value, minimum=1)
-
-
-def _resource(resource: object) -> bytes:
-    """A resource name as bytes: ``str`` is UTF-8 encoded; ``bytes``/``bytearray`` as is."""
-    if isinstance(resource, str):
-        try:
-            return resource.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgument(f"resource is not encodable as UTF-8: {e}") from None
-    if isinstance(resource, (bytes, bytearray)):
-        return bytes(resource)
-    raise TypeError(f"resource must be str or bytes, not {type(resource).__name__}")
-
-
-def _resource_list(resources: object) -> Tuple[bytes, ...]:
-    """The resources of an ``acquire_many`` call as bytes, in the caller's order: a list (or
-    any iterable but a single ``str``/``bytes``) of 1 to :data:`MAX_RESOURCES` names, each as
-    for :func:`_resource`, no two alike (a ``str`` and its UTF-8 bytes are alike). The length
-    of each name is checked by the library."""
-    if isinstance(resources, (str, bytes, bytearray)):
-        raise TypeError(
-            "resources must be a list of str or bytes, not a single "
-            f"{type(resources).__name__}: wrap it in a list"
-        )
-    try:
-        items = list(resources)  # type: ignore[call-overload]
-    except TypeError:
-        raise TypeError(
-            f"resources must be a list of str or bytes, not {type(resources).__name__}"
-        ) from None
-    if not items:
-        raise InvalidArgument("resources must name at least one resource, got none")
-    if len(items) > _ffi.MAX_RESOURCES:
-        raise InvalidArgument(
-            f"{len(items)} resources; the limit is {_ffi.MAX_RESOURCES} per call"
-        )
-    names: List[bytes] = []
-    seen: Dict[bytes, int] = {}
-    for i, item in enumerate(items):
-        if type(item) is bytes:
-            name = item
-        elif isinstance(item, (str, bytes, bytearray)):
-            name = _resource(item)
-        else:
-            raise TypeError(
-                f"resources[{i}] must be str or bytes, not {type(item).__name__}"
-            )
-        first = seen.setdefault(name, i)
-        if first != i:
-            raise InvalidArgument(
-                f"resources[{i}] repeats resources[{first}] ({name!r}): name each resource once"
-            )
-        names.append(name)
-    return tuple(names)
-
-
-class _Many(NamedTuple):
-    """The resources of one ``redlock_acquire_many`` call, and the C arrays that pass them:
-    ``ptrs`` (``const uint8_t *const *``; the array keeps each ``bytes`` alive) and ``lens``
-    (``const size_t *``)."""
-
-    resources: Tuple[bytes, ...]
-    ptrs: Any
-    lens: Any
-
-
-def _many(resources: Tuple[bytes, ...]) -> _Many:
-    n = len(resources)
-    ptrs = (ctypes.c_char_p * n)(*resources)
-    lens = (ctypes.c_size_t * n)(*[len(r) for r in resources])
-    return _Many(resources, ptrs, lens)
-
-
-class _Sem(NamedTuple):
-    """The semaphore of one ``redlock_semaphore_acquire`` call: its name (checked by
-    :meth:`Redlock.semaphore`) and its permit count."""
-
-    name: bytes
-    permits: int
-
-
-#: What an acquisition takes when it is not one resource (``None``): a set of resources
-#: (``redlock_acquire_many``) or a permit of a semaphore (``redlock_semaphore_acquire``).
-_Target = Union[_Many, _Sem]
-
-
 def _acquire_args(
     m: Any,
     res: bytes,
@@ -268,22 +184,6 @@ def _acquire_args(
     )  # fmt: skip
 
 
-def _renewal(
-    auto_renew: object, max_hold_ms: object, max_extensions: object
-) -> Optional[Tuple[int, int]]:
-    """The ``renew`` part of an options key (``None``: no auto-renewal), with the checks of
-    :meth:`Redlock.acquire`."""
-    hold = _u32("max_hold_ms", 0 if max_hold_ms is None else max_hold_ms)
-    extensions = _u32("max_extensions", 0 if max_extensions is None else max_extensions)
-    if auto_renew is True:
-        return (hold, extensions)
-    if auto_renew is False:
-        if hold or extensions:
-            raise InvalidArgument("max_hold_ms and max_extensions apply only with auto_renew=True")
-        return None
-    raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
-
-
 def _many_key(
     resources: object,
     ttl_ms: object,
@@ -304,30 +204,6 @@ def _many_key(
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
     return _many(names), ttl, (wait, False, renew, True, None, False, None)
-
-
-def _semaphore_name(name: object) -> bytes:
-    """A semaphore's name as bytes, as a resource's (:func:`_resource`), 1 to
-    :data:`MAX_RESOURCE_LEN` bytes: checked here, as :meth:`Redlock.semaphore` sends nothing.
-    (That its key is outside the library's own namespaces, which only matters with
-    ``key_prefix=""``, is checked by the library, at the first acquisition.)"""
-    res = _resource(name)
-    if not res:
-        raise InvalidArgument("a semaphore's name must not be empty")
-    if len(res) > _ffi.MAX_RESOURCE_LEN:
-        raise InvalidArgument(
-            f"a semaphore's name is {len(res)} bytes; the limit is {_ffi.MAX_RESOURCE_LEN}"
-        )
-    return res
-
-
-def _permits(permits: object) -> int:
-    """A semaphore's permit count: an ``int`` (not a ``bool``) in 1..:data:`MAX_PERMITS`."""
-    if isinstance(permits, bool) or not isinstance(permits, int):
-        raise TypeError(f"permits must be an int, not {type(permits).__name__}")
-    if not 1 <= permits <= _ffi.MAX_PERMITS:
-        raise InvalidArgument(f"a semaphore has 1 to {_ffi.MAX_PERMITS} permits, not {permits}")
-    return int(permits)
 
 
 def _permit_key(
@@ -357,127 +233,6 @@ def _permit_key(
     return ttl, (wait, fenced, renew, notify or not wait, None, False, None)
 
 
-def _owner(owner: object) -> bytes:
-    """An owner id as bytes, like a resource name; its length is checked by the library."""
-    if isinstance(owner, str):
-        try:
-            return owner.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgument(f"owner is not encodable as UTF-8: {e}") from None
-    if isinstance(owner, (bytes, bytearray)):
-        return bytes(owner)
-    raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
-
-
-def _fair(fair: object, drop_out_ms: object, owner: object, shared: object) -> Optional[int]:
-    """The ``fair`` part of an options key, with the checks of :meth:`Redlock.acquire`:
-    ``None`` for a lock that is not fair, else the drop-out time in milliseconds (``0``: the
-    library's default). ``owner`` and ``shared`` are the caller's (checked already)."""
-    if fair is not True and fair is not False:
-        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
-    drop_out = 0 if drop_out_ms is None else drop_out_ms
-    if isinstance(drop_out, bool) or not isinstance(drop_out, int):
-        raise TypeError(f"drop_out_ms must be an int, not {type(drop_out).__name__}")
-    if drop_out and not _ffi.MIN_DROP_OUT_MS <= drop_out <= _ffi.MAX_DROP_OUT_MS:
-        raise InvalidArgument(
-            f"drop_out_ms must be in {_ffi.MIN_DROP_OUT_MS}..{_ffi.MAX_DROP_OUT_MS} "
-            f"(0 or None: the default), got {drop_out}"
-        )
-    if not fair:
-        if drop_out:
-            raise InvalidArgument("drop_out_ms applies only with fair=True")
-        return None
-    if owner is not None or shared:
-        raise InvalidArgument(
-            "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / "
-            "shared=True, not both"
-        )
-    return int(drop_out)
-
-
-def _label(label: object) -> Optional[bytes]:
-    """A holder label as NUL-terminated-safe UTF-8 (``None``: no label). Its length and
-    characters are checked by the library; a NUL is refused here, as C would cut the string
-    short at it."""
-    if label is None:
-        return None
-    if not isinstance(label, str):
-        raise TypeError(f"label must be a str, not {type(label).__name__}")
-    if "\0" in label:
-        raise InvalidArgument("label must not contain control characters (a NUL found)")
-    try:
-        return label.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidArgument(f"label is not encodable as UTF-8: {e}") from None
-
-
-def _key_prefix(prefix: object) -> Optional[bytes]:
-    """A key prefix as bytes (``None``: the default, ``redlock:``); its length is checked by
-    the library."""
-    if prefix is None:
-        return None
-    if isinstance(prefix, str):
-        try:
-            return prefix.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgument(f"key_prefix is not encodable as UTF-8: {e}") from None
-    if isinstance(prefix, (bytes, bytearray)):
-        return bytes(prefix)
-    raise TypeError(f"key_prefix must be str or bytes, not {type(prefix).__name__}")
-
-
-def _path(name: str, value: object) -> Optional[bytes]:
-    """A file path (``str``, ``bytes`` or ``os.PathLike``) as the bytes of its name, for C
-    (``None`` stays ``None``)."""
-    if value is None:
-        return None
-    if not isinstance(value, (str, bytes, os.PathLike)):
-        raise TypeError(
-            f"{name} must be a path (str, bytes or os.PathLike), not {type(value).__name__}"
-        )
-    b = os.fsencode(value)
-    if b"\0" in b:
-        raise InvalidArgument(f"{name} must not contain a NUL character")
-    if not b:
-        raise InvalidArgument(f"{name} must not be empty")
-    return b
-
-
-def _tls_options(
-    ca_file: object, client_cert: object, client_key: object, server_name: object, skip: object
-) -> Tuple[Optional[bytes], Optional[Tuple[bytes, bytes]], Optional[bytes], bool]:
-    """The TLS keywords of :class:`Redlock`, checked for type and turned into C arguments."""
-    ca = _path("tls_ca_file", ca_file)
-    cert = _path("tls_client_cert", client_cert)
-    key = _path("tls_client_key", client_key)
-    if (cert is None) != (key is None):
-        raise InvalidArgument(
-            "tls_client_cert and tls_client_key go together: give both or neither"
-        )
-    name: Optional[bytes] = None
-    if server_name is not None:
-        if not isinstance(server_name, str):
-            raise TypeError(f"tls_server_name must be a str, not {type(server_name).__name__}")
-        if "\0" in server_name:
-            raise InvalidArgument("tls_server_name must not contain a NUL character")
-        name = server_name.encode("utf-8", "surrogatepass")
-    if type(skip) is not bool:
-        raise TypeError(f"tls_insecure_skip_verify must be a bool, not {type(skip).__name__}")
-    pair = None if cert is None or key is None else (cert, key)
-    return ca, pair, name, skip
-
-
-def _url(url: object) -> bytes:
-    if not isinstance(url, str):
-        raise TypeError(f"each node must be a str URL, not {type(url).__name__}")
-    if "\0" in url:
-        raise InvalidArgument("a node URL must not contain a NUL character")
-    try:
-        return url.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidArgument(f"a node URL is not encodable as UTF-8: {e}") from None
-
-
 def _stop_renewal(ptr: Any) -> None:
     _c.redlock_lease_stop_renewal(ptr)
 
@@ -489,18 +244,6 @@ def _close_dropped_lease(handle: _Handle) -> None:
 
 
 # ---- acquisition options: immutable redlock_acquire_opts objects owned by a manager ----
-
-#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared, fair)``,
-#: with ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
-#: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
-#: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), ``owner``
-#: the reentrant lock's owner id (``None``: not reentrant), ``shared`` whether the lock is
-#: shared (a read lock), and ``fair`` ``None`` for a lock that is not fair, else the fair
-#: waiter's drop-out time in milliseconds (``0``: the default). Options with an owner are
-#: never cached (owners are often per request).
-_OptsKey = Tuple[
-    Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool, Optional[int]
-]
 
 
 def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
