@@ -26,7 +26,7 @@ from typing import List
 import pytest
 
 import redlock
-from redlock import _core, _errors, _threads
+from redlock import _acquire, _core, _errors, _threads
 
 from conftest import PACKAGE_ROOT, TESTS_DIR
 from redis_nodes import key_of, wait_until
@@ -419,7 +419,7 @@ def test_an_exception_after_a_helper_grant_unlocks_the_lease(
         seen.append(handle)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_core, "Lease", failing_lease)
+    monkeypatch.setattr(_acquire, "Lease", failing_lease)
     with pytest.raises(KeyboardInterrupt):
         mgr.acquire(resource, 60_000, wait_ms=5_000)
     monkeypatch.undo()
@@ -457,7 +457,7 @@ def test_only_waits_on_the_main_thread_run_on_a_helper_thread(
     m = new_manager(cluster.urls)
     m0 = new_manager(cluster.urls, retry_count=0)
     handed: List[str] = []
-    real_call = _core._Call
+    real_call = _acquire._Call
 
     class CountingCall(real_call):  # type: ignore[misc, valid-type]
         __slots__ = ()
@@ -466,7 +466,7 @@ def test_only_waits_on_the_main_thread_run_on_a_helper_thread(
             handed.append(threading.current_thread().name)
             super().run()
 
-    monkeypatch.setattr(_core, "_Call", CountingCall)
+    monkeypatch.setattr(_acquire, "_Call", CountingCall)
     # Direct calls: one attempt (with or without a handle), a retry policy that never pauses,
     # and any call on another thread (Python delivers no signal there).
     m.try_lock(resource, 5_000).unlock()
