@@ -6,7 +6,6 @@ message is raised as is."""
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 from typing import Any, List, NamedTuple, Optional, Tuple, Union
 
@@ -171,10 +170,7 @@ def check(
     if drift_factor is not None:
         if isinstance(drift_factor, bool) or not isinstance(drift_factor, (int, float)):
             raise TypeError(f"drift_factor must be a float, not {type(drift_factor).__name__}")
-        drift = float(drift_factor)
-        if not math.isfinite(drift):
-            # C rejects it too; said here so the message names the Python argument.
-            raise InvalidArgument(f"drift_factor must be finite, got {drift_factor!r}")
+        drift = float(drift_factor)  # its range (finite, in [0, 1)) is the library's to check
     timeouts = _pair(
         "connect_timeout_ms", connect_timeout_ms, _DEFAULT_CONNECT_TIMEOUT_MS,
         "node_timeout_ms", node_timeout_ms, 0,
