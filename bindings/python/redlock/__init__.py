@@ -66,7 +66,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import Cancel, Lease, NodeState, Redlock, Resource, Semaphore, version
+from ._args import Resource
+from ._cancel import Cancel
+from ._core import version
+from ._inspect import NodeState
+from ._lease import Lease
+from ._manager import Redlock
+from ._semaphore import Semaphore
 from ._errors import (
     STATUS_EXCEPTIONS,
     AuthFailed,

@@ -2,7 +2,7 @@
 :meth:`Redlock.aacquire_many`, :meth:`Semaphore.alock` and :meth:`Semaphore.aacquire`,
 :meth:`Lease.aunlock` and :meth:`Lease.aextend`.
 
-Every blocking library call runs on one of the binding's helper threads (``_core._hand_over``,
+Every blocking library call runs on one of the binding's helper threads (``_threads._hand_over``,
 the threads that already keep a main-thread wait interruptible), never on the event loop; the
 loop is woken when the call returns. Not the loop's default executor: it has a few threads
 only (``min(32, cores + 4)``), so a handful of coroutines waiting for a lock would hold every
@@ -29,28 +29,15 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _core
-from ._core import (
-    _ABANDON_WAIT_S,
-    Cancel,
-    Lease,
-    Redlock,
-    _Call,
-    _Many,
-    _Sem,
-    _Target,
-    _cancel_hold,
-    _discard,
-    _fair,
-    _hand_over,
-    _many_key,
-    _owner,
-    _permit_key,
-    _raise,
-    _resource,
-    _ttl,
-    _u32,
-)
-from ._errors import InvalidArgument
+from ._args import Options, _Many, _OptsKey, _Sem, _Target
+from ._cancel import Cancel, _cancel_hold
+from ._core import _raise
+from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over
+
+# The manager (``redlock.Redlock``) and the lease (``redlock.Lease``) are passed in, never
+# imported: their modules import this one (on first use), and not the other way round.
+_Manager = Any
+_Lease = Any
 
 __all__ = ["AsyncLock"]
 
@@ -155,7 +142,7 @@ async def _abandon(call: _Call, fut: "asyncio.Future[None]") -> None:
     """What ``_Call.abandon`` does for a thread, for a coroutine that gives up on ``call``
     (cancelled, or any other exception): the call ends and leaves no key behind, and the
     loop is never blocked meanwhile. The claims on ``call.gate`` are taken on the loop's
-    thread, as the caller's (see :class:`_core._Call`)."""
+    thread, as the caller's (see :class:`_threads._Call`)."""
     gate = call.gate
     if gate.setdefault("start", "caller") == "caller":
         call.release()  # the library was never called
@@ -176,13 +163,13 @@ async def _abandon(call: _Call, fut: "asyncio.Future[None]") -> None:
 
 
 async def _acquire(
-    mgr: Redlock,
+    mgr: _Manager,
     res: bytes,
     ttl_ms: int,
-    key: _core._OptsKey,
+    key: _OptsKey,
     cancel: Optional[Cancel],
     target: Optional[_Target] = None,
-) -> Lease:
+) -> _Lease:
     """``redlock_acquire`` (with a ``target``: ``redlock_acquire_many`` or
     ``redlock_semaphore_acquire``) on a helper thread, awaited; see the module's docstring for
     what a cancellation does."""
@@ -210,52 +197,6 @@ async def _acquire(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _key(
-    resource: Any,
-    ttl_ms: Any,
-    wait_ms: Any,
-    fenced: Any,
-    auto_renew: Any,
-    max_hold_ms: Any,
-    max_extensions: Any,
-    notify: Any,
-    cancel: Any,
-    owner: Any,
-    shared: Any,
-    fair: Any,
-    drop_out_ms: Any,
-) -> Tuple[bytes, int, _core._OptsKey]:
-    """The checks of :meth:`Redlock.acquire`, with the same exceptions (raised before anything
-    is sent): ``(resource bytes, ttl_ms, options key)``."""
-    res = _resource(resource)
-    ttl = _ttl("ttl_ms", ttl_ms)
-    if wait_ms is not None:
-        wait_ms = _u32("wait_ms", wait_ms)
-    hold = _u32("max_hold_ms", 0 if max_hold_ms is None else max_hold_ms)
-    extensions = _u32("max_extensions", 0 if max_extensions is None else max_extensions)
-    if auto_renew is True:
-        renew: Optional[Tuple[int, int]] = (hold, extensions)
-    elif auto_renew is False:
-        if hold or extensions:
-            raise InvalidArgument("max_hold_ms and max_extensions apply only with auto_renew=True")
-        renew = None
-    else:
-        raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
-    if fenced is not True and fenced is not False:
-        raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
-    if notify is not True and notify is not False:
-        raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
-    if cancel is not None and not isinstance(cancel, Cancel):
-        raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-    if shared is not True and shared is not False:
-        raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
-    if shared and owner is not None:
-        raise InvalidArgument("a shared lock has no owner: pass shared=True or owner=, not both")
-    own = None if owner is None else _owner(owner)
-    fair_key = _fair(fair, drop_out_ms, own, shared)
-    return res, ttl, (wait_ms, fenced, renew, notify or not wait_ms, own, shared, fair_key)
-
-
 class AsyncLock:
     """What :meth:`Redlock.alock` returns (and :meth:`Redlock.alock_many` and
     :meth:`Semaphore.alock`): an asynchronous context manager that acquires the lock when
@@ -267,10 +208,10 @@ class AsyncLock:
 
     def __init__(
         self,
-        mgr: Redlock,
+        mgr: _Manager,
         res: bytes,
         ttl_ms: int,
-        key: _core._OptsKey,
+        key: _OptsKey,
         cancel: Optional[Cancel],
         target: Optional[_Target] = None,
     ) -> None:
@@ -280,10 +221,10 @@ class AsyncLock:
         self._ttl = ttl_ms
         self._key = key
         self._cancel = cancel
-        self._lease: Optional[Lease] = None
+        self._lease: Optional[_Lease] = None
         self._entered = False
 
-    async def __aenter__(self) -> Lease:
+    async def __aenter__(self) -> _Lease:
         if self._entered:
             raise RuntimeError("an alock(...) is entered once: call mgr.alock(...) again")
         self._entered = True
@@ -318,31 +259,16 @@ class AsyncLock:
         return f"<redlock.AsyncLock resource={self._res!r} {state}>"
 
 
-def alock(mgr: Redlock, *args: Any) -> AsyncLock:
-    res, ttl, key = _key(*args)
-    return AsyncLock(mgr, res, ttl, key, args[8])
+def alock(
+    mgr: _Manager, res: bytes, ttl_ms: int, opts: Options, target: Optional[_Target] = None
+) -> AsyncLock:
+    """What ``alock`` returns (for a lock, a set, or a permit: ``target``), with its
+    arguments checked already."""
+    return AsyncLock(mgr, res, ttl_ms, opts.key, opts.cancel, target)
 
 
-async def aacquire(mgr: Redlock, *args: Any) -> Lease:
-    res, ttl, key = _key(*args)
-    return await _acquire(mgr, res, ttl, key, args[8])
-
-
-def alock_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> AsyncLock:
-    many, ttl, key = _many_key(resources, ttl_ms, *args)
-    return AsyncLock(mgr, many.resources[0], ttl, key, args[-1], many)
-
-
-async def aacquire_many(mgr: Redlock, resources: Any, ttl_ms: Any, *args: Any) -> Lease:
-    many, ttl, key = _many_key(resources, ttl_ms, *args)
-    return await _acquire(mgr, many.resources[0], ttl, key, args[-1], many)
-
-
-def alock_permit(mgr: Redlock, sem: _Sem, ttl_ms: Any, *args: Any) -> AsyncLock:
-    ttl, key = _permit_key(ttl_ms, *args)
-    return AsyncLock(mgr, sem.name, ttl, key, args[-1], sem)
-
-
-async def aacquire_permit(mgr: Redlock, sem: _Sem, ttl_ms: Any, *args: Any) -> Lease:
-    ttl, key = _permit_key(ttl_ms, *args)
-    return await _acquire(mgr, sem.name, ttl, key, args[-1], sem)
+async def aacquire(
+    mgr: _Manager, res: bytes, ttl_ms: int, opts: Options, target: Optional[_Target] = None
+) -> _Lease:
+    """``aacquire`` (for a lock, a set, or a permit: ``target``), its arguments checked."""
+    return await _acquire(mgr, res, ttl_ms, opts.key, opts.cancel, target)

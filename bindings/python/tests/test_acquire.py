@@ -18,7 +18,7 @@ from typing import Dict, List
 import pytest
 
 import redlock
-from redlock import _core
+from redlock import _acquire, _core
 
 from redis_nodes import key_of, wait_until
 
@@ -441,19 +441,19 @@ def test_the_cache_is_bounded_and_acquisitions_beyond_it_still_work(
     cluster, new_manager, resource
 ):
     m = new_manager(cluster.urls)
-    n = _core._OPTS_CACHE_MAX + 10
+    n = _acquire._OPTS_CACHE_MAX + 10
 
     def body() -> None:
         for wait in range(1, n + 1):
             lk = m.acquire(resource, 2_000, wait_ms=wait)
             lk.unlock()
             lk.close()
-        assert len(m._opts) == _core._OPTS_CACHE_MAX
+        assert len(m._opts) == _acquire._OPTS_CACHE_MAX
         assert counters(m)['redlock_acquire_total{result="granted"}'] == n
         # An uncached combination with a fencing token and renewal, beyond the bound.
         with m.acquire(resource, 2_000, wait_ms=n + 1, fenced=True, auto_renew=True) as lk:
             assert lk.renewing and lk.fencing_token is not None
-        assert len(m._opts) == _core._OPTS_CACHE_MAX
+        assert len(m._opts) == _acquire._OPTS_CACHE_MAX
 
     _on_a_thread(body)
 
@@ -575,7 +575,7 @@ def test_an_exception_while_the_lease_is_built_frees_it(cluster, mgr, resource, 
         seen.append(weakref.ref(handle))
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(_core, "Lease", failing_lease)
+    monkeypatch.setattr(_acquire, "Lease", failing_lease)
     with pytest.raises(RuntimeError, match="boom"):
         mgr.acquire(resource, 500, auto_renew=True)
     monkeypatch.undo()

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 import redlock
-from redlock import _aio, _core
+from redlock import _aio, _core, _threads
 
 from conftest import PACKAGE_ROOT
 from redis_nodes import key_of, wait_until
@@ -501,7 +501,7 @@ def test_a_helper_thread_that_cannot_start_leaves_nothing_held(
             async with m.alock(resource, 5_000, wait_ms=5_000, cancel=c):
                 raise AssertionError("entered")
 
-    monkeypatch.setattr(_core, "_idle_helpers", [])  # no helper thread to reuse
+    monkeypatch.setattr(_threads, "_idle_helpers", [])  # no helper thread to reuse
     with redlock.Cancel() as c:
         monkeypatch.setattr(_core.threading, "Thread", NoThread)
         try:

@@ -26,7 +26,7 @@ from typing import List
 import pytest
 
 import redlock
-from redlock import _core, _errors
+from redlock import _acquire, _core, _errors, _threads
 
 from conftest import PACKAGE_ROOT, TESTS_DIR
 from redis_nodes import key_of, wait_until
@@ -419,7 +419,7 @@ def test_an_exception_after_a_helper_grant_unlocks_the_lease(
         seen.append(handle)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_core, "Lease", failing_lease)
+    monkeypatch.setattr(_acquire, "Lease", failing_lease)
     with pytest.raises(KeyboardInterrupt):
         mgr.acquire(resource, 60_000, wait_ms=5_000)
     monkeypatch.undo()
@@ -439,7 +439,7 @@ def test_a_helper_thread_that_cannot_start_leaves_nothing_held(
         def start(self):
             raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(_core, "_idle_helpers", [])  # no helper thread to reuse
+    monkeypatch.setattr(_threads, "_idle_helpers", [])  # no helper thread to reuse
     monkeypatch.setattr(_core.threading, "Thread", NoThread)
     with redlock.Cancel() as c:
         with pytest.raises(RuntimeError, match="start new thread"):
@@ -457,7 +457,7 @@ def test_only_waits_on_the_main_thread_run_on_a_helper_thread(
     m = new_manager(cluster.urls)
     m0 = new_manager(cluster.urls, retry_count=0)
     handed: List[str] = []
-    real_call = _core._Call
+    real_call = _acquire._Call
 
     class CountingCall(real_call):  # type: ignore[misc, valid-type]
         __slots__ = ()
@@ -466,7 +466,7 @@ def test_only_waits_on_the_main_thread_run_on_a_helper_thread(
             handed.append(threading.current_thread().name)
             super().run()
 
-    monkeypatch.setattr(_core, "_Call", CountingCall)
+    monkeypatch.setattr(_acquire, "_Call", CountingCall)
     # Direct calls: one attempt (with or without a handle), a retry policy that never pauses,
     # and any call on another thread (Python delivers no signal there).
     m.try_lock(resource, 5_000).unlock()
@@ -489,8 +489,8 @@ def test_the_helper_thread_keeps_nothing_and_ends_when_idle(
     cluster, new_manager, resource, monkeypatch
 ):
     m = new_manager(cluster.urls)
-    monkeypatch.setattr(_core, "_idle_helpers", [])  # a helper thread of this test's own
-    monkeypatch.setattr(_core, "_HELPER_IDLE_S", 0.3)
+    monkeypatch.setattr(_threads, "_idle_helpers", [])  # a helper thread of this test's own
+    monkeypatch.setattr(_threads, "_HELPER_IDLE_S", 0.3)
     before = set(threading.enumerate())
     lk = m.lock(resource, 1_000, wait_ms=1_000)
     lk2 = m.lock(resource + ":2", 1_000, wait_ms=1_000)  # the same thread again
@@ -505,7 +505,7 @@ def test_the_helper_thread_keeps_nothing_and_ends_when_idle(
     assert handle() is None  # collected, hence freed
     wait_until(lambda: cluster.present(key_of(resource)) == 0, timeout=10, what="expiry")
     helpers[0].join(10)
-    assert not helpers[0].is_alive() and _core._idle_helpers == []
+    assert not helpers[0].is_alive() and _threads._idle_helpers == []
 
 
 # ---- SIGINT, for real, in a child process ----

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 import redlock
-from redlock import _core
+from redlock import _args
 
 from redis_nodes import key_of
 
@@ -261,12 +261,12 @@ def test_exceptions_hierarchy_and_pickling():
 
 
 def test_internal_u32_helper_bounds():
-    assert _core._u32("x", 0) == 0
-    assert _core._u32("x", 2**32 - 1) == 2**32 - 1
+    assert _args._u32("x", 0) == 0
+    assert _args._u32("x", 2**32 - 1) == 2**32 - 1
     with pytest.raises(redlock.InvalidArgument):
-        _core._u32("x", 2**32)
+        _args._u32("x", 2**32)
     with pytest.raises(TypeError):
-        _core._u32("x", False)
+        _args._u32("x", False)
 
 
 def test_handles_cannot_be_pickled(mgr, resource):

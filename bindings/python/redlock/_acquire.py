@@ -1,0 +1,293 @@
+"""One acquisition of a manager, through the library: ``redlock_acquire`` of a resource,
+``redlock_acquire_many`` of a set, ``redlock_semaphore_acquire`` of a permit, with the
+manager's cached ``redlock_acquire_opts`` objects, or, for a call that carries a cancel
+handle or must stay interruptible, with an options object of its own, on a helper thread
+when it may wait on the main thread."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from . import _core, _ffi
+from ._args import Options, _Many, _OptsKey, _Sem, _Target
+from ._cancel import Cancel, _cancel_hold
+from ._core import _check_status, _err_buf, _raise
+from ._handle import _Handle, _Process
+from ._lease import Lease
+from ._threads import _WAIT_SLICE_S, _Call, _hand_over
+
+#: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
+#: ``(wait_ms, fenced, auto-renewal bounds, notify, shared, fair)`` it was asked for.
+#: ``try_lock``, and ``lock`` without ``wait_ms``, need four at most; a program that passes
+#: ever new ``wait_ms`` values fills the rest, after which each new combination gets an
+#: options object made and freed around its one call.
+_OPTS_CACHE_MAX = 64
+
+_byref = ctypes.byref
+
+
+def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
+    """A new ``redlock_acquire_opts`` set to ``key`` (and cancellable through the C handle
+    ``cancel``, if given); the caller owns (and frees) it."""
+    wait_ms, fenced, renew, notify, owner, shared, fair = key
+    c = _core._c
+    opts = c.redlock_acquire_opts_new()
+    if not opts:
+        raise MemoryError("redlock_acquire_opts_new returned NULL")
+    try:
+        # The defaults are the manager's retry policy, no fencing token, no renewal, waits
+        # woken by releases, an exclusive lock, not fair, no cancel handle.
+        if wait_ms is not None:
+            _check_status(c.redlock_acquire_opts_set_wait_ms(opts, wait_ms))
+        if fenced:
+            _check_status(c.redlock_acquire_opts_set_fenced(opts, True))
+        if renew is not None:
+            _check_status(c.redlock_acquire_opts_set_auto_renew(opts, renew[0], renew[1]))
+        if not notify:
+            _check_status(c.redlock_acquire_opts_set_notify(opts, False))
+        if owner is not None:
+            _check_status(c.redlock_acquire_opts_set_owner(opts, owner, len(owner)))
+        if shared:
+            _check_status(c.redlock_acquire_opts_set_shared(opts, True))
+        if fair is not None:
+            _check_status(c.redlock_acquire_opts_set_fair(opts, True))
+            if fair:
+                _check_status(c.redlock_acquire_opts_set_drop_out_ms(opts, fair))
+        if cancel is not None:
+            _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
+    except BaseException:
+        c.redlock_acquire_opts_free(opts)
+        raise
+    return opts
+
+
+def _manager_free(opts: Dict[_OptsKey, Any]) -> Callable[[Any], None]:
+    """The free function of a manager's handle: frees the manager, then the options objects
+    it cached. It runs once no call is in progress on the manager (see :class:`_Handle`), and
+    every use of a cached options object is inside such a call, so none is freed under a
+    ``redlock_acquire`` that reads it. Takes no lock (it may run as a finalizer)."""
+    free_manager = _core._c.redlock_manager_free
+    free_opts = _core._c.redlock_acquire_opts_free
+
+    def free(ptr: Any) -> None:
+        try:
+            free_manager(ptr)
+        finally:
+            while opts:
+                free_opts(opts.popitem()[1])
+
+    return free
+
+
+def _acquire_args(
+    m: Any,
+    res: bytes,
+    ttl_ms: int,
+    opts: Any,
+    lease_h: "_Handle",
+    err: Any,
+    target: Optional[_Target],
+) -> Tuple[Any, Tuple[Any, ...]]:
+    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``,
+    ``redlock_acquire_many`` of a :class:`_Many`'s resources, or ``redlock_semaphore_acquire``
+    of a :class:`_Sem`'s permit. The error buffer is the last but one."""
+    if target is None:
+        return _core._c.redlock_acquire, (
+            m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
+        )  # fmt: skip
+    if type(target) is _Sem:
+        return _core._c.redlock_semaphore_acquire, (
+            m, target.name, len(target.name), target.permits, ttl_ms, opts,
+            _byref(lease_h._ptr), err, _ffi.ERR_LEN,
+        )  # fmt: skip
+    return _core._c.redlock_acquire_many, (
+        m, target.ptrs, target.lens, len(target.resources), ttl_ms, opts, _byref(lease_h._ptr),
+        err, _ffi.ERR_LEN,
+    )  # fmt: skip
+
+
+def acquire(
+    mgr: Any, res: bytes, ttl_ms: int, opts: Options, target: Optional[_Target] = None
+) -> Lease:
+    """Acquires ``res`` (checked) for ``ttl_ms`` (checked) with the checked ``opts`` through
+    the manager ``mgr``: the hot path, one C call with an options object made once per
+    manager and key. With a ``target``, all of a set's resources (``res`` is the first) or
+    a semaphore's permit (``res`` is its name)."""
+    wait_ms = opts[0]
+    key: _OptsKey = opts[:7]  # type: ignore[assignment]
+    cancel = opts[7]
+    # A call that may wait, on the main thread (the only one where Python delivers a
+    # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
+    waits = (
+        wait_ms != 0
+        and (wait_ms is not None or mgr._retry_pauses)
+        and threading.get_ident() == _Process.main_ident
+    )
+    if waits or cancel is not None:
+        return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target)
+    lease_h = _call(mgr, key, res, ttl_ms, target)
+    return lease_of(mgr, lease_h, res, key, target)
+
+
+def _call(
+    mgr: Any, key: _OptsKey, res: bytes, ttl_ms: int, target: Optional[_Target]
+) -> _Handle:
+    """One acquisition call with the options of ``key`` (made once per manager and key): the
+    granted lease's handle, or the error raised."""
+    c = _core._c
+    # The lease's owner exists before the call and the library writes the new lease's
+    # pointer straight into it: from that moment the pointer is freed exactly once,
+    # whatever happens before the Lease is returned (an exception raised as the call
+    # returns, e.g. a Ctrl-C that arrived during it, drops this handle, whose finalizer
+    # frees it).
+    lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
+    err = _err_buf()
+    temp = None
+    h = mgr._handle
+    m = h.acquire()
+    try:
+        opts = mgr._opts.get(key)
+        if opts is None:
+            opts, temp = _opts_miss(mgr, key)
+        fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
+        st = fn(*args)
+    finally:
+        h.release()
+        if temp is not None:
+            c.redlock_acquire_opts_free(temp)
+    if st:
+        lease_h._freed = True  # nothing was written: nothing to free
+        _raise(st, err)
+    return lease_h
+
+
+def lease_of(
+    mgr: Any, lease_h: _Handle, res: bytes, key: _OptsKey, target: Optional[_Target]
+) -> Lease:
+    """The :class:`Lease` of a granted acquisition made with the options ``key``."""
+    return Lease(
+        lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
+        target.resources if type(target) is _Many else None, type(target) is _Sem,
+        key[6] is not None,
+    )  # fmt: skip
+
+
+def _acquire_cancellable(
+    mgr: Any,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    cancel: Optional[Cancel],
+    waits: bool,
+    target: Optional[_Target],
+) -> Lease:
+    """An acquisition with a cancel handle: the caller's, or one of its own when the call
+    ``waits`` on the main thread. Its options object is made for this call (a handle
+    belongs to one call, while the cached objects are shared) and freed after it. With a
+    ``target``, of all its resources (``redlock_acquire_many``; ``res`` is the first) or
+    of a semaphore's permit (``redlock_semaphore_acquire``; ``res`` is its name)."""
+    c = _core._c
+    ch, cp = _cancel_hold(cancel)
+    try:
+        if waits:
+            call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
+            return _acquire_on_helper(mgr, res, key, call, target)
+        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
+        h = mgr._handle
+        m = h.acquire()
+        try:
+            opts = _new_opts(key, cp)
+        except BaseException:
+            h.release()
+            raise
+        err = _err_buf()
+        try:
+            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
+            st = fn(*args)
+        finally:
+            h.release()
+            c.redlock_acquire_opts_free(opts)
+    finally:
+        ch.release()
+    if st:
+        lease_h._freed = True  # nothing was written: nothing to free
+        _raise(st, err)
+    return lease_of(mgr, lease_h, res, key, target)
+
+
+def new_call(
+    mgr: Any,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    ch: _Handle,
+    cp: Any,
+    target: Optional[_Target] = None,
+) -> _Call:
+    """A :class:`_Call` of ``redlock_acquire`` (with a ``target``: ``redlock_acquire_many``
+    or ``redlock_semaphore_acquire``) for a helper thread, carrying the cancel handle
+    ``ch`` (acquired by the caller as ``cp``, see :func:`_cancel_hold`), with an options
+    object of its own; the call owns a hold on the manager and the options until it is
+    released (:meth:`_Call.release`).
+    Shared by the Ctrl-C path (:func:`_acquire_on_helper`) and the asyncio one
+    (``redlock._aio``)."""
+    lease_h = _Handle(_ffi.LeasePtr(), _core._c.redlock_lease_free, "lease")
+    h = mgr._handle
+    m = h.acquire()
+    try:
+        opts = _new_opts(key, cp)
+    except BaseException:
+        h.release()
+        raise
+    try:
+        err = _ffi.err_buffer()  # the helper's: this thread's may be used meanwhile
+        fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
+        return _Call(h, opts, ch, lease_h, args, fn)  # owns h's hold and opts now
+    except BaseException:
+        h.release()
+        _core._c.redlock_acquire_opts_free(opts)
+        raise
+
+
+def _acquire_on_helper(
+    mgr: Any, res: bytes, key: _OptsKey, call: _Call, target: Optional[_Target] = None
+) -> Lease:
+    """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
+    (any exception a signal handler raises) is seen at once: it then cancels the call,
+    makes sure no key is left (a lease granted all the same is unlocked and freed), and
+    is re-raised."""
+    try:
+        _hand_over(call)
+        done = call.done
+        while not done.wait(_WAIT_SLICE_S):
+            pass
+        st = call.status
+        if st == 0:
+            return lease_of(mgr, call.lease_h, res, key, target)
+    except BaseException:
+        call.abandon()
+        raise
+    if type(st) is not int:
+        raise st  # the call itself raised (not expected)
+    call.lease_h._freed = True  # nothing was written: nothing to free
+    _raise(st, call.err)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _opts_miss(mgr: Any, key: _OptsKey) -> Tuple[Any, Any]:
+    """The options object for ``key``, not found in the cache: ``(opts, None)`` once made
+    and cached, or, when the cache is full, ``(opts, opts)``: made for one call, which
+    frees it. Called with the manager's handle acquired, so the cache is not freed
+    meanwhile (and everything it caches is freed with the manager)."""
+    with mgr._opts_lock:
+        opts = mgr._opts.get(key)
+        if opts is not None:
+            return opts, None
+        opts = _new_opts(key)
+        if len(mgr._opts) < _OPTS_CACHE_MAX and key[4] is None:
+            mgr._opts[key] = opts
+            return opts, None
+    return opts, opts
+

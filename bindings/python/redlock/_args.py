@@ -1,0 +1,380 @@
+"""Argument checks and conversions, before any C call (nothing wraps around through
+``c_uint32``), and :class:`Options`: the acquisition keywords (``wait_ms``, ``fenced``,
+``auto_renew``, ``max_hold_ms``, ``max_extensions``, ``notify``, ``cancel``, ``owner``,
+``shared``, ``fair``, ``drop_out_ms``), checked once by :func:`options` for every method
+that takes them.
+
+What stays here is what only Python knows: the types of the arguments, their conversion to
+C (UTF-8, ``uint32_t`` ranges), and the checks an acquisition that sends nothing must make
+before it is entered or awaited (``alock``). The library checks the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+
+from . import _ffi
+from ._cancel import Cancel
+from ._errors import InvalidArgument
+
+#: A resource name: ``str`` (encoded as UTF-8) or ``bytes`` (used as is).
+Resource = Union[str, bytes]
+
+_UINT32_MAX = _ffi.UINT32_MAX
+
+
+def _u32(name: str, value: object, *, minimum: int = 0) -> int:
+    """``value`` as a C ``uint32_t``: an ``int`` (not a ``bool``) in ``minimum..2**32-1``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not minimum <= value <= _ffi.UINT32_MAX:
+        raise InvalidArgument(f"{name} must be in {minimum}..{_ffi.UINT32_MAX}, got {value}")
+    return int(value)
+
+
+def _ttl(name: str, value: object) -> int:
+    return _u32(name, value, minimum=1)
+
+
+def _resource(resource: object) -> bytes:
+    """A resource name as bytes: ``str`` is UTF-8 encoded; ``bytes``/``bytearray`` as is."""
+    if isinstance(resource, str):
+        try:
+            return resource.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"resource is not encodable as UTF-8: {e}") from None
+    if isinstance(resource, (bytes, bytearray)):
+        return bytes(resource)
+    raise TypeError(f"resource must be str or bytes, not {type(resource).__name__}")
+
+
+def _resource_list(resources: object) -> Tuple[bytes, ...]:
+    """The resources of an ``acquire_many`` call as bytes, in the caller's order: a list (or
+    any iterable but a single ``str``/``bytes``) of 1 to :data:`MAX_RESOURCES` names, each as
+    for :func:`_resource`, no two alike (a ``str`` and its UTF-8 bytes are alike). The length
+    of each name is checked by the library."""
+    if isinstance(resources, (str, bytes, bytearray)):
+        raise TypeError(
+            "resources must be a list of str or bytes, not a single "
+            f"{type(resources).__name__}: wrap it in a list"
+        )
+    try:
+        items = list(resources)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"resources must be a list of str or bytes, not {type(resources).__name__}"
+        ) from None
+    if not items:
+        raise InvalidArgument("resources must name at least one resource, got none")
+    if len(items) > _ffi.MAX_RESOURCES:
+        raise InvalidArgument(
+            f"{len(items)} resources; the limit is {_ffi.MAX_RESOURCES} per call"
+        )
+    names: List[bytes] = []
+    seen: Dict[bytes, int] = {}
+    for i, item in enumerate(items):
+        if type(item) is bytes:
+            name = item
+        elif isinstance(item, (str, bytes, bytearray)):
+            name = _resource(item)
+        else:
+            raise TypeError(
+                f"resources[{i}] must be str or bytes, not {type(item).__name__}"
+            )
+        first = seen.setdefault(name, i)
+        if first != i:
+            raise InvalidArgument(
+                f"resources[{i}] repeats resources[{first}] ({name!r}): name each resource once"
+            )
+        names.append(name)
+    return tuple(names)
+
+
+class _Many(NamedTuple):
+    """The resources of one ``redlock_acquire_many`` call, and the C arrays that pass them:
+    ``ptrs`` (``const uint8_t *const *``; the array keeps each ``bytes`` alive) and ``lens``
+    (``const size_t *``)."""
+
+    resources: Tuple[bytes, ...]
+    ptrs: Any
+    lens: Any
+
+
+def _many(resources: Tuple[bytes, ...]) -> _Many:
+    n = len(resources)
+    ptrs = (ctypes.c_char_p * n)(*resources)
+    lens = (ctypes.c_size_t * n)(*[len(r) for r in resources])
+    return _Many(resources, ptrs, lens)
+
+
+class _Sem(NamedTuple):
+    """The semaphore of one ``redlock_semaphore_acquire`` call: its name (checked by
+    :meth:`Redlock.semaphore`) and its permit count."""
+
+    name: bytes
+    permits: int
+
+
+#: What an acquisition takes when it is not one resource (``None``): a set of resources
+#: (``redlock_acquire_many``) or a permit of a semaphore (``redlock_semaphore_acquire``).
+_Target = Union[_Many, _Sem]
+
+
+def _semaphore_name(name: object) -> bytes:
+    """A semaphore's name as bytes, as a resource's (:func:`_resource`), 1 to
+    :data:`MAX_RESOURCE_LEN` bytes: checked here, as :meth:`Redlock.semaphore` sends nothing.
+    (That its key is outside the library's own namespaces, which only matters with
+    ``key_prefix=""``, is checked by the library, at the first acquisition.)"""
+    res = _resource(name)
+    if not res:
+        raise InvalidArgument("a semaphore's name must not be empty")
+    if len(res) > _ffi.MAX_RESOURCE_LEN:
+        raise InvalidArgument(
+            f"a semaphore's name is {len(res)} bytes; the limit is {_ffi.MAX_RESOURCE_LEN}"
+        )
+    return res
+
+
+def _permits(permits: object) -> int:
+    """A semaphore's permit count: an ``int`` (not a ``bool``) in 1..:data:`MAX_PERMITS`."""
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+    if not 1 <= permits <= _ffi.MAX_PERMITS:
+        raise InvalidArgument(f"a semaphore has 1 to {_ffi.MAX_PERMITS} permits, not {permits}")
+    return int(permits)
+
+
+def _owner(owner: object) -> bytes:
+    """An owner id as bytes, like a resource name; its length is checked by the library."""
+    if isinstance(owner, str):
+        try:
+            return owner.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"owner is not encodable as UTF-8: {e}") from None
+    if isinstance(owner, (bytes, bytearray)):
+        return bytes(owner)
+    raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
+
+
+def _fair(fair: object, drop_out_ms: object, owner: object, shared: object) -> Optional[int]:
+    """The ``fair`` part of an options key, with the checks of :meth:`Redlock.acquire`:
+    ``None`` for a lock that is not fair, else the drop-out time in milliseconds (``0``: the
+    library's default). ``owner`` and ``shared`` are the caller's (checked already)."""
+    if fair is not True and fair is not False:
+        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+    drop_out = 0 if drop_out_ms is None else drop_out_ms
+    if isinstance(drop_out, bool) or not isinstance(drop_out, int):
+        raise TypeError(f"drop_out_ms must be an int, not {type(drop_out).__name__}")
+    if drop_out and not _ffi.MIN_DROP_OUT_MS <= drop_out <= _ffi.MAX_DROP_OUT_MS:
+        raise InvalidArgument(
+            f"drop_out_ms must be in {_ffi.MIN_DROP_OUT_MS}..{_ffi.MAX_DROP_OUT_MS} "
+            f"(0 or None: the default), got {drop_out}"
+        )
+    if not fair:
+        if drop_out:
+            raise InvalidArgument("drop_out_ms applies only with fair=True")
+        return None
+    if owner is not None or shared:
+        raise InvalidArgument(
+            "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / "
+            "shared=True, not both"
+        )
+    return int(drop_out)
+
+
+def _renewal(
+    auto_renew: object, max_hold_ms: object, max_extensions: object
+) -> Optional[Tuple[int, int]]:
+    """The ``renew`` part of an options key (``None``: no auto-renewal), with the checks of
+    :meth:`Redlock.acquire`."""
+    hold = _u32("max_hold_ms", 0 if max_hold_ms is None else max_hold_ms)
+    extensions = _u32("max_extensions", 0 if max_extensions is None else max_extensions)
+    if auto_renew is True:
+        return (hold, extensions)
+    if auto_renew is False:
+        if hold or extensions:
+            raise InvalidArgument("max_hold_ms and max_extensions apply only with auto_renew=True")
+        return None
+    raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
+
+
+#: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared, fair)``,
+#: with ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
+#: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
+#: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), ``owner``
+#: the reentrant lock's owner id (``None``: not reentrant), ``shared`` whether the lock is
+#: shared (a read lock), and ``fair`` ``None`` for a lock that is not fair, else the fair
+#: waiter's drop-out time in milliseconds (``0``: the default). Options with an owner are
+#: never cached (owners are often per request).
+_OptsKey = Tuple[
+    Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool, Optional[int]
+]
+
+
+class Options(NamedTuple):
+    """The acquisition keywords of one call, checked (:func:`options`). The first seven
+    fields are :attr:`key`, the key of the manager's C options object; ``cancel`` is the
+    :class:`Cancel` handle the call carries (``None``: none)."""
+
+    wait_ms: Optional[int]
+    fenced: bool
+    renew: Optional[Tuple[int, int]]
+    notify: bool
+    owner: Optional[bytes]
+    shared: bool
+    fair: Optional[int]
+    cancel: Optional[Cancel]
+
+    @property
+    def key(self) -> _OptsKey:
+        return self[:7]  # type: ignore[return-value]
+
+
+def options(
+    wait_ms: Any = None,
+    fenced: Any = False,
+    auto_renew: Any = False,
+    max_hold_ms: Any = 0,
+    max_extensions: Any = 0,
+    notify: Any = True,
+    cancel: Any = None,
+    owner: Any = None,
+    shared: Any = False,
+    fair: Any = False,
+    drop_out_ms: Any = None,
+) -> Options:
+    """The acquisition keywords of :meth:`Redlock.acquire` (and of every method that takes
+    some of them: the others pass their fixed values), checked with the exceptions it
+    documents: cheap exact-type checks first, the full ones only to word an error."""
+    if wait_ms is not None and (type(wait_ms) is not int or not 0 <= wait_ms <= _UINT32_MAX):
+        wait_ms = _u32("wait_ms", wait_ms)
+    if fenced is not True and fenced is not False:
+        raise TypeError(f"fenced must be a bool, not {type(fenced).__name__}")
+    if (
+        auto_renew is False
+        and (max_hold_ms is None or (type(max_hold_ms) is int and max_hold_ms == 0))
+        and (max_extensions is None or (type(max_extensions) is int and max_extensions == 0))
+    ):
+        renew = None
+    else:
+        renew = _renewal(auto_renew, max_hold_ms, max_extensions)
+    if notify is not True and notify is not False:
+        raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
+    if cancel is not None and not isinstance(cancel, Cancel):
+        raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
+    if shared is not False:
+        if shared is not True:
+            raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
+        if owner is not None:
+            raise InvalidArgument(
+                "a shared lock has no owner: pass shared=True or owner=, not both"
+            )
+    if owner is not None:
+        owner = _owner(owner)
+    fair_key = None
+    if fair is not False or drop_out_ms is not None:
+        fair_key = _fair(fair, drop_out_ms, owner, shared)
+    # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
+    return Options(wait_ms, fenced, renew, notify or not wait_ms, owner, shared, fair_key, cancel)
+
+
+def target(resource: Any, ttl_ms: Any) -> Tuple[bytes, int]:
+    """The resource (as bytes) and the TTL of one acquisition, checked."""
+    res = resource if type(resource) is bytes else _resource(resource)
+    if type(ttl_ms) is not int or not 0 < ttl_ms <= _UINT32_MAX:
+        ttl_ms = _ttl("ttl_ms", ttl_ms)
+    return res, ttl_ms
+
+
+def many(resources: object, ttl_ms: object) -> Tuple[_Many, int]:
+    """The resources of :meth:`Redlock.acquire_many` and their C arrays, and the TTL,
+    checked."""
+    return _many(_resource_list(resources)), _ttl("ttl_ms", ttl_ms)
+
+
+#: The arguments of :meth:`Redlock.acquire`, as its docstring shows them (written once: the
+#: other methods refer to them).
+ACQUIRE_ARGS_DOC = """\
+        Args:
+            resource: 1 to 1024 bytes; a ``str`` is UTF-8 encoded. Any bytes are fine.
+            ttl_ms: the lock's time to live in milliseconds, at most the manager's
+                ``max_ttl_ms`` (default 60000); it must exceed its own drift allowance
+                ``ttl_ms × drift_factor + 2``, so 1 and 2 are refused.
+            wait_ms: how long to keep trying while the resource is held elsewhere. ``None``
+                (the default): the manager's retry policy (``retry_count`` more attempts, each
+                after a random pause of up to ``retry_delay_ms``); ``0``: one attempt, no
+                retry; ``> 0``: attempt again whenever the holder releases the resource (or
+                its TTL runs out) until ``wait_ms`` milliseconds have passed, whatever the
+                retry count (no attempt starts after that). See ``notify``.
+            notify: with ``wait_ms`` > 0, ``True`` (the default) sleeps until the holder's
+                release is announced (one subscriber connection per node and manager, shared
+                by every waiter, opened on the first wait), so the lock changes hands within
+                a round trip of the release; ``False`` polls instead, after random pauses of
+                up to ``retry_delay_ms``. No effect otherwise.
+            cancel: a :class:`Cancel` handle: firing it (from any thread) ends the
+                acquisition with :class:`Cancelled`, at once while it waits, leaving no key
+                behind; a handle that has already fired raises :class:`Cancelled` without
+                contacting any node. A Ctrl-C that interrupts the acquisition fires it.
+            owner: makes the lock **reentrant** for this owner id (1 to 512 bytes; a ``str``
+                is UTF-8 encoded), for example a job id or ``host:pid:thread``. While the
+                owner holds the lock, its next acquisition succeeds at once, with a lease of
+                its own; the resource stays held until every lease of the owner has been
+                released (or has expired), and another owner, or a plain lock, is refused
+                meanwhile. The owner is the identity: another thread or process presenting
+                it is the same owner (a restarted worker reclaims its job's lock at once;
+                never share an owner id between workers). With ``fenced``, every lease of one
+                tenure carries the same token. ``None`` (the default): not reentrant.
+            shared: ``True`` takes a **shared** (read) lock, as ``flock(LOCK_SH)``: any number
+                of shared holders hold ``resource`` together, while an exclusive lock of it
+                (plain, fenced or reentrant, and :meth:`acquire_many` of a set naming it)
+                excludes them all and is excluded by them. A waiting exclusive locker is not
+                starved: once refused by shared holders it queues an intent, and new shared
+                acquisitions wait behind it while the holders already in finish. Extension,
+                auto-renewal, fencing and waiting work as for an exclusive lock;
+                :attr:`Lease.is_shared` is true. A shared lock has no owner: ``shared=True``
+                with ``owner`` is an :class:`InvalidArgument`. ``False`` (the default):
+                exclusive.
+            fair: ``True`` makes the lock **fair** (first come, first served;
+                ``redlock_acquire_opts_set_fair``): waiters are granted it in the order they
+                asked for it, across every process and node, and a release wakes the next
+                waiter alone. A refused fair acquisition takes a ticket and queues it on every
+                node (the hash ``redlock-fair:`` + the lock key; one more round trip);
+                :attr:`Lease.ticket` gives it. With ``wait_ms=0`` it takes the lock only when
+                it is free and nobody is queued, and queues nothing. A waiter that gives up
+                (``wait_ms`` over, ``cancel``, Ctrl-C) leaves the queue at once. Fair and
+                plain locks of a resource exclude each other, but a plain acquisition does
+                not queue: it may take the lock ahead of fair waiters. A fair lock has no
+                ``owner`` and is not ``shared`` (either is an :class:`InvalidArgument`).
+                ``False`` (the default): not fair.
+            drop_out_ms: with ``fair=True``, the waiter's drop-out time: the longest a waiter
+                that stops refreshing its place (it died, or is paused) holds up the waiters
+                behind it; it refreshes at least every fifth of it. :data:`MIN_DROP_OUT_MS`
+                (20) to :data:`MAX_DROP_OUT_MS` (3600000); ``None`` or ``0`` (the default):
+                ``ttl_ms`` or :data:`DEFAULT_DROP_OUT_MS` (5000), whichever is shorter.
+                Non-zero without ``fair=True`` is an :class:`InvalidArgument`.
+            fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
+                than that of every earlier fenced grant of ``resource``. It costs a second
+                round trip to the nodes per acquisition.
+            auto_renew: turn on auto-renewal as soon as the lock is granted, exactly as
+                :meth:`Lease.auto_renew` with ``max_hold_ms`` and ``max_extensions`` would
+                right after the grant: the lease is returned with :attr:`Lease.renewing`
+                true, and :attr:`Lease.lost`, :attr:`Lease.lost_reason`,
+                :meth:`Lease.wait_lost`, :meth:`Lease.stop_renewal` and :meth:`Lease.unlock`
+                behave as after that call. If renewal cannot be started, the lock is released
+                and the error raised. For an ``on_lost`` callback, call
+                :meth:`Lease.auto_renew` on the lease (it replaces these settings; the hold
+                time still counts from the acquisition).
+            max_hold_ms: with ``auto_renew``, stop renewing (the lease is then lost) this long
+                after the acquisition; ``0`` or ``None``: the library's default, one hour.
+            max_extensions: with ``auto_renew``, at most this many automatic extensions;
+                ``0`` or ``None``: no limit besides the hold time. Either bound given
+                (non-zero) without ``auto_renew=True`` is an :class:`InvalidArgument`.
+"""
+
+
+def with_acquire_args(fn: Any) -> Any:
+    """Puts :data:`ACQUIRE_ARGS_DOC` in place of the ``<ARGS>`` line of ``fn``'s docstring."""
+    if fn.__doc__:
+        fn.__doc__ = fn.__doc__.replace("        <ARGS>\n", ACQUIRE_ARGS_DOC)
+    return fn
