@@ -6,7 +6,8 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 
 use crate::EXIT_ERROR;
 use crate::args::{Opt, next, string, unexpected};
@@ -104,44 +105,38 @@ fn shell(program: &str, args: &[&str]) -> Command {
     c
 }
 
-fn demo(own_nodes: Option<String>) -> Result<(), String> {
-    let me: PathBuf =
-        std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let rl = program_name(&me);
-    let mut cluster = None;
-    let nodes = match own_nodes {
-        Some(n) => n,
-        None => {
-            if Command::new(server_program())
-                .arg("--version")
-                .stdout(Stdio::null())
-                .output()
-                .is_err()
-            {
-                return Err(
-                    "redis-server not found on the PATH (apt-get install redis-server)".into(),
-                );
-            }
-            println!("starting 3 local redis-server nodes...");
-            let started = LocalNodes::start(3)?;
-            let urls = started.urls().join(",");
-            cluster = Some(started);
-            urls
-        }
-    };
-    println!("nodes: {nodes}");
-    println!("(each command below is complete and runs exactly as printed)\n");
+/// The nodes the demo uses: the user's, or three local ones it starts (and stops when the
+/// returned handle is dropped).
+fn nodes_for(own_nodes: Option<String>) -> Result<(String, Option<LocalNodes>), String> {
+    if let Some(n) = own_nodes {
+        return Ok((n, None));
+    }
+    if Command::new(server_program())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .output()
+        .is_err()
+    {
+        return Err("redis-server not found on the PATH (apt-get install redis-server)".into());
+    }
+    println!("starting 3 local redis-server nodes...");
+    let started = LocalNodes::start(3)?;
+    Ok((started.urls().join(","), Some(started)))
+}
 
+/// Runs the first `redlock run`, which holds the lock for 2 s, and returns once its command
+/// says it holds it; its output goes on through a thread of ours.
+fn start_holder(rl: &str, nodes: &str) -> Result<(Child, JoinHandle<()>), String> {
     // The holder: its output comes through us, so we go on only once it holds the lock.
     let child_script = "echo \"  [child] holding $REDLOCK_RESOURCE, fencing token \
                         $REDLOCK_FENCING_TOKEN, $REDLOCK_VALIDITY_MS ms of validity\"; \
                         sleep 2; echo \"  [child] done\"";
     let mut holder = shell(
-        &rl,
+        rl,
         &[
             "run",
             "-n",
-            &nodes,
+            nodes,
             "-r",
             RESOURCE,
             "-t",
@@ -171,6 +166,19 @@ fn demo(own_nodes: Option<String>) -> Result<(), String> {
             println!("{line}");
         }
     });
+
+    Ok((holder, echo))
+}
+
+fn demo(own_nodes: Option<String>) -> Result<(), String> {
+    let me: PathBuf =
+        std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let rl = program_name(&me);
+    let (nodes, cluster) = nodes_for(own_nodes)?;
+    println!("nodes: {nodes}");
+    println!("(each command below is complete and runs exactly as printed)\n");
+
+    let (mut holder, echo) = start_holder(&rl, &nodes)?;
 
     println!();
     let mut second = shell(

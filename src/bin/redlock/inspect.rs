@@ -108,6 +108,12 @@ pub fn main(args: Vec<OsString>) -> u8 {
     if let Some(r) = resource {
         return holders(&mgr, &r);
     }
+    scan_and_report(&mgr, &prefix, max_ttl, fail_on_leak)
+}
+
+/// Scans every node for lock keys and fencing counters under `prefix` and prints them, and
+/// the keys that outlive the maximum TTL (leaks); the exit status.
+fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak: bool) -> u8 {
     let scanned = mgr
         .scan(KeyKind::Lock, prefix.as_bytes())
         .and_then(|locks| Ok((locks, mgr.scan(KeyKind::FencingCounter, prefix.as_bytes())?)));
@@ -125,7 +131,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
         );
     }
     let addrs = mgr.node_addrs();
-    print_locks(&locks.keys, &addrs, &prefix);
+    print_locks(&locks.keys, &addrs, prefix);
     let leaked = print_leaks(&locks.keys, &addrs, max_ttl);
     println!(
         "{} fencing counter(s) (redlock-fence:*; they never expire, by design)",

@@ -169,6 +169,38 @@ fn parse(args: Vec<OsString>) -> Result<Option<Opts>, String> {
     resolve(f).map(Some)
 }
 
+/// The library's own checks, made here so that the message names the flag: a TTL must
+/// outlast its clock-drift allowance (2 ms + 1 %) and stay within the maximum TTL, and a
+/// resource name must fit.
+fn check_lock(resource: &str, ttl: u64, max_ttl: u64) -> Result<(), String> {
+    if ttl < 3 {
+        return Err(format!(
+            "--ttl must be at least 3ms (it must outlast its clock-drift allowance of 2ms + \
+             1 %), got {}",
+            show_ms(ttl)
+        ));
+    }
+    if resource.is_empty() {
+        return Err("--resource must not be empty".into());
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(format!(
+            "--resource is {} bytes long; the limit is {MAX_RESOURCE_LEN}",
+            resource.len()
+        ));
+    }
+    if ttl > max_ttl {
+        return Err(format!(
+            "--ttl {} is above the maximum TTL, {}: raise the maximum with --max-ttl (or \
+             REDLOCK_MAX_TTL), or keep the TTL short: the lock is renewed every TTL/3 while \
+             the command runs",
+            show_ms(ttl),
+            show_ms(max_ttl)
+        ));
+    }
+    Ok(())
+}
+
 /// Fills the options the command line left out from the environment, applies the defaults
 /// and checks the values, naming the flag (or the variable) at fault.
 fn resolve(mut f: Flags) -> Result<Opts, String> {
@@ -199,34 +231,7 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
     if f.cmd.is_empty() {
         return Err("no command given: put it after `--`".into());
     }
-    // The library's own checks, made here so that the message names the flag: a TTL must
-    // outlast its clock-drift allowance (2 ms + 1 %), and a resource name must fit.
-    if ttl < 3 {
-        return Err(format!(
-            "--ttl must be at least 3ms (it must outlast its clock-drift allowance of 2ms + \
-             1 %), got {}",
-            show_ms(ttl)
-        ));
-    }
-    if resource.is_empty() {
-        return Err("--resource must not be empty".into());
-    }
-    if resource.len() > MAX_RESOURCE_LEN {
-        return Err(format!(
-            "--resource is {} bytes long; the limit is {MAX_RESOURCE_LEN}",
-            resource.len()
-        ));
-    }
-    let max_ttl = f.nodes.max_ttl_ms();
-    if ttl > max_ttl {
-        return Err(format!(
-            "--ttl {} is above the maximum TTL, {}: raise the maximum with --max-ttl (or \
-             REDLOCK_MAX_TTL), or keep the TTL short: the lock is renewed every TTL/3 while \
-             the command runs",
-            show_ms(ttl),
-            show_ms(max_ttl)
-        ));
-    }
+    check_lock(&resource, ttl, f.nodes.max_ttl_ms())?;
     let max_hold = duration_or_env(f.max_hold, "REDLOCK_MAX_HOLD")?.unwrap_or(3_600_000);
     if max_hold == 0 {
         return Err("--max-hold must be more than 0".into());
