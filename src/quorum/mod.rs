@@ -328,8 +328,8 @@ impl Cluster {
                     if s.starting {
                         wait = wait.saturating_add(self.settings.connect_timeout);
                     }
-                    // One day stands for "no bound but the cap" (an extension's wait is its
-                    // validity, which the cap already enforces).
+                    // A wait is at most days (a u32 of milliseconds and the allowances), so
+                    // this never saturates in practice; it must not panic if it did.
                     let d = start
                         .checked_add(wait)
                         .unwrap_or(start + Duration::from_secs(86_400));
