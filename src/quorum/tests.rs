@@ -177,7 +177,7 @@ fn early_return_counts_owed_replies_and_discards_them() {
     let r = cluster
         .round(&req(A), &any_reply, Limits::quorum(Duration::from_secs(5)))
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(start.elapsed() < Duration::from_millis(2500));
     assert_eq!(r.outcomes[2], NodeOutcome::Pending);
     assert_eq!(r.successes(), 2);
     assert_eq!(cluster.owed(2), Some(1));
@@ -212,7 +212,7 @@ fn closed_and_garbage_peers_fail_without_waiting() {
     let r = cluster
         .round(&req(A), &any_reply, all(Duration::from_secs(5)))
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(start.elapsed() < Duration::from_millis(2500));
     assert!(
         matches!(&r.outcomes[0], NodeOutcome::Unreachable(_)),
         "{:?}",
@@ -391,7 +391,7 @@ fn cap_shortens_the_deadline() {
     };
     let r = cluster.round(&req(b"X\r\n"), &any_reply, limits).unwrap();
     assert_eq!(r.outcomes[0], NodeOutcome::Timeout);
-    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(start.elapsed() < Duration::from_millis(2500));
 }
 
 #[test]
@@ -747,7 +747,7 @@ fn a_connection_closed_between_parts_fails_the_call() {
     let r = cluster
         .round(&req3(P3), &any_reply, all(Duration::from_secs(5)))
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(start.elapsed() < Duration::from_millis(2500));
     h1.join().unwrap();
     p0.join().unwrap();
     assert_eq!(r.replies[0], ints(&[1, 2, 3]));
