@@ -1,14 +1,16 @@
-//! Builds the C example and the C test program (`bindings/c`) against the release library and
-//! `include/redlock.h`, and runs them against real redis-server nodes: the test program both
-//! plain and under `valgrind --leak-check=full --error-exitcode=1`. Runs the README's "Build
-//! and link" lines as written (read from README.md): an install into a temporary prefix, then
-//! a static and a dynamic program through pkg-config, checked with `ldd` and run.
+//! Builds the C example and the C test programs (`bindings/c`) against the release library and
+//! `include/redlock.h`, and runs them against real redis-server nodes: each test program both
+//! plain and under `valgrind --leak-check=full --error-exitcode=1`. The test programs that share
+//! `bindings/c/harness.h`, one per concern, each get their own tests (`test_lock::…`), so a
+//! failure names the concern. Runs the README's "Build and link" lines as written (read from
+//! README.md): an install into a temporary prefix, then a static and a dynamic program through
+//! pkg-config, checked with `ldd` and run.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use support::Cluster;
@@ -52,7 +54,21 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-fn run_test_program(bin: &Path, valgrind: bool) {
+/// Runs one test program against three fresh nodes. One program at a time per way of running
+/// (static, dynamic, valgrind): as many at once as when they were one program, so that the
+/// programs' timing bounds see the load they always did.
+fn run_test_program(bin: &Path, how: &str) {
+    static STATIC: Mutex<()> = Mutex::new(());
+    static DYNAMIC: Mutex<()> = Mutex::new(());
+    static VALGRIND: Mutex<()> = Mutex::new(());
+    let valgrind = how == "valgrind";
+    let one_at_a_time = match how {
+        "static" => &STATIC,
+        "dynamic" => &DYNAMIC,
+        _ => &VALGRIND,
+    };
+    // A failed test poisons the lock; the next program runs all the same.
+    let _turn = one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::start(3);
     let mut cmd = if valgrind {
         let mut c = Command::new("valgrind");
@@ -77,18 +93,7 @@ fn run_test_program(bin: &Path, valgrind: bool) {
     }
 }
 
-#[test]
-fn c_test_program_passes_statically_linked() {
-    run_test_program(&build("static").join("test_redlock"), false);
-}
-
-#[test]
-fn c_test_program_passes_dynamically_linked() {
-    run_test_program(&build("dynamic").join("test_redlock"), false);
-}
-
-#[test]
-fn c_test_program_is_clean_under_valgrind() {
+fn require_valgrind() {
     let have = Command::new("valgrind")
         .arg("--version")
         .output()
@@ -97,8 +102,43 @@ fn c_test_program_is_clean_under_valgrind() {
         have,
         "valgrind not found: the C API's memory checks need it (apt-get install valgrind)"
     );
-    run_test_program(&build("static").join("test_redlock"), true);
 }
+
+/// The tests of one C test program (bindings/c/<name>.c, in the Makefile's TESTS): statically
+/// and dynamically linked, and statically linked under valgrind.
+macro_rules! c_test_program {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn passes_statically_linked() {
+                run_test_program(&build("static").join(stringify!($name)), "static");
+            }
+
+            #[test]
+            fn passes_dynamically_linked() {
+                run_test_program(&build("dynamic").join(stringify!($name)), "dynamic");
+            }
+
+            #[test]
+            fn is_clean_under_valgrind() {
+                require_valgrind();
+                run_test_program(&build("static").join(stringify!($name)), "valgrind");
+            }
+        }
+    )*};
+}
+
+c_test_program!(
+    test_inputs,
+    test_lock,
+    test_renew,
+    test_wait,
+    test_shared_many,
+    test_semaphore,
+    test_fair,
+);
 
 /// Runs `test_tls` (bindings/c/test_tls.c) against three nodes that serve TLS only and
 /// require a client certificate, with a CA and certificates made for this run. Under valgrind,

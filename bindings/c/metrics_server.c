@@ -207,6 +207,52 @@ static int parse_num(const char *s, double min, double max, double *out) {
   return 0;
 }
 
+/* One lock and unlock, so that the acquire, hold, unlock and per-node series are not all 0.
+ * A failure is counted too: serve anyway. */
+static void lock_once(redlock_manager *mgr) {
+  char err[512];
+  const char *resource = "metrics_server:example";
+  redlock_lease *lease = NULL;
+  redlock_status st =
+      redlock_lock(mgr, (const uint8_t *)resource, strlen(resource), 10000, &lease, err, sizeof err);
+  if (st == REDLOCK_STATUS_OK) {
+    st = redlock_unlock(lease, err, sizeof err);
+    if (st != REDLOCK_STATUS_OK) fprintf(stderr, "metrics_server: unlock: %s\n", err);
+    redlock_lease_free(lease);
+  } else {
+    fprintf(stderr, "metrics_server: lock: %s: %s\n", redlock_status_str(st), err);
+  }
+}
+
+/* Serves /metrics on lfd until serve_for_s have passed or `requests` were answered (0: no
+ * limit), counting them in *served; 0 unless printing the address or poll failed. */
+static int serve(int lfd, redlock_manager *mgr, double serve_for_s, double requests, long long *served) {
+  int rc = 0;
+  if (print_serving(lfd) != 0) rc = 1;
+  long long deadline = now_ms() + (long long)(serve_for_s * 1000);
+  while (rc == 0 && (requests == 0 || *served < (long long)requests)) {
+    /* Wait for a client no longer than the time left, recomputed after every wake-up. */
+    long long left = deadline - now_ms();
+    if (left <= 0) break;
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      fprintf(stderr, "metrics_server: poll: %s\n", strerror(errno));
+      rc = 1;
+      break;
+    }
+    if (n == 0) continue;
+    int cfd = accept(lfd, NULL, NULL);
+    if (cfd < 0) continue; /* the client gave up meanwhile, or EINTR */
+    int r = answer(cfd, mgr);
+    close(cfd);
+    if (r == 1) (*served)++;
+    else if (r < 0) fprintf(stderr, "metrics_server: a request failed\n");
+  }
+  return rc;
+}
+
 int main(int argc, char **argv) {
   const char *nodes = NULL, *listen_addr = "127.0.0.1:9464";
   double serve_for_s = 60, requests = 0; /* requests 0: no limit */
@@ -265,44 +311,10 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  /* One lock and unlock, so that the acquire, hold, unlock and per-node series are not all 0.
-   * A failure is counted too: serve anyway. */
-  const char *resource = "metrics_server:example";
-  redlock_lease *lease = NULL;
-  st = redlock_lock(mgr, (const uint8_t *)resource, strlen(resource), 10000, &lease, err,
-                    sizeof err);
-  if (st == REDLOCK_STATUS_OK) {
-    st = redlock_unlock(lease, err, sizeof err);
-    if (st != REDLOCK_STATUS_OK) fprintf(stderr, "metrics_server: unlock: %s\n", err);
-    redlock_lease_free(lease);
-  } else {
-    fprintf(stderr, "metrics_server: lock: %s: %s\n", redlock_status_str(st), err);
-  }
+  lock_once(mgr);
 
-  int rc = 0;
   long long served = 0;
-  if (print_serving(lfd) != 0) rc = 1;
-  long long deadline = now_ms() + (long long)(serve_for_s * 1000);
-  while (rc == 0 && (requests == 0 || served < (long long)requests)) {
-    /* Wait for a client no longer than the time left, recomputed after every wake-up. */
-    long long left = deadline - now_ms();
-    if (left <= 0) break;
-    struct pollfd p = {.fd = lfd, .events = POLLIN};
-    int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      fprintf(stderr, "metrics_server: poll: %s\n", strerror(errno));
-      rc = 1;
-      break;
-    }
-    if (n == 0) continue;
-    int cfd = accept(lfd, NULL, NULL);
-    if (cfd < 0) continue; /* the client gave up meanwhile, or EINTR */
-    int r = answer(cfd, mgr);
-    close(cfd);
-    if (r == 1) served++;
-    else if (r < 0) fprintf(stderr, "metrics_server: a request failed\n");
-  }
+  int rc = serve(lfd, mgr, serve_for_s, requests, &served);
   close(lfd);
   redlock_manager_free(mgr);
   if (rc == 0) printf("served %lld /metrics requests\n", served);
