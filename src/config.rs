@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::timing::{Budget, drift};
+use crate::timing::Budget;
 use crate::tls::TlsOptions;
 
 mod addr;
@@ -529,55 +529,6 @@ impl Config {
     }
 }
 
-/// Checks a TTL against a manager's configuration: at most its maximum TTL, and see
-/// [`check_ttl`].
-pub(crate) fn check_ttl_for(ttl: Duration, cfg: &Config) -> Result<(), Error> {
-    check_ttl(ttl, cfg.drift_factor)?;
-    if ttl > cfg.max_ttl {
-        return Err(Error::invalid(format!(
-            "TTL of {} ms exceeds this manager's maximum TTL of {} ms (raise it with \
-             Config::max_ttl, redlock_config_set_max_ttl, max_ttl_ms or WithMaxTTL; or hold \
-             locks longer with auto-renewal)",
-            ttl.as_millis(),
-            cfg.max_ttl.as_millis()
-        )));
-    }
-    Ok(())
-}
-
-/// Checks a TTL: at least 1 ms, at most [`MAX_TTL`], and longer than its own drift allowance
-/// (otherwise no acquisition could ever leave a positive validity).
-pub(crate) fn check_ttl(ttl: Duration, factor: f64) -> Result<(), Error> {
-    if ttl < Duration::from_millis(1) {
-        return Err(Error::invalid(format!(
-            "TTL must be at least 1 ms, got {} µs",
-            ttl.as_micros()
-        )));
-    }
-    if ttl > MAX_TTL {
-        return Err(Error::invalid(format!(
-            "TTL must be at most {} ms, got {} ms",
-            MAX_TTL.as_millis(),
-            ttl.as_millis()
-        )));
-    }
-    if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
-        return Err(Error::invalid(format!(
-            "TTL must be a whole number of milliseconds (Redis PX), got {} µs",
-            ttl.as_micros()
-        )));
-    }
-    let d = drift(ttl, factor);
-    if ttl <= d {
-        return Err(Error::invalid(format!(
-            "TTL of {} ms is not longer than its clock-drift allowance of {} µs",
-            ttl.as_millis(),
-            d.as_micros()
-        )));
-    }
-    Ok(())
-}
-
 /// Checks a resource name: 1 to [`MAX_RESOURCE_LEN`] bytes, any bytes.
 pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
     if resource.is_empty() {
@@ -758,20 +709,6 @@ mod tests {
         assert!(!format!("{a:?}").contains("topsecret"));
         let a = NodeAddr::parse("redis://:topsecret@127.0.0.1:7001").unwrap();
         assert_eq!(a.to_string(), ":***@127.0.0.1:7001");
-    }
-
-    #[test]
-    fn ttl_rules() {
-        assert!(check_ttl(Duration::ZERO, 0.01).is_err());
-        assert!(check_ttl(Duration::from_millis(2), 0.01).is_err());
-        assert!(check_ttl(Duration::from_millis(3), 0.01).is_ok());
-        assert!(check_ttl(Duration::from_micros(1500), 0.0).is_err());
-        assert!(check_ttl(MAX_TTL, 0.01).is_ok());
-        assert!(check_ttl(MAX_TTL + Duration::from_millis(1), 0.01).is_err());
-        assert_eq!(
-            drift(Duration::from_secs(10), 0.01),
-            Duration::from_millis(102)
-        );
     }
 
     #[test]

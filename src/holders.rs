@@ -12,8 +12,24 @@ use crate::error::{Error, NodeOutcome};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
 use crate::resp::Reply;
-use crate::scripts::HOLDER_SCRIPT;
+use crate::script::Script;
 use crate::token;
+
+/// Who holds a resource ([`Redlock::holders`](crate::Redlock::holders)): for the key
+/// `KEYS[1]`, returns `{type, value, since, PTTL, now}`: the key's type (`none` when absent);
+/// a string's value, or a hash's `owner` field (nil otherwise); a hash's `since` field (nil
+/// otherwise); its `PTTL`; and the node's own clock in milliseconds, so that how long the
+/// lock has been held is measured on one clock. Read-only; sent as `EVAL`.
+pub const HOLDER: &str = "local t = redis.call('time') \
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+local k = KEYS[1] local ty = redis.call('type', k)['ok'] \
+local v = false local s = false \
+if ty == 'string' then v = redis.call('get', k) \
+elseif ty == 'hash' then v = redis.call('hget', k, 'owner') s = redis.call('hget', k, 'since') end \
+return {ty, v, s, redis.call('pttl', k), now}";
+
+/// [`HOLDER`], for calls.
+pub(crate) static HOLDER_SCRIPT: Script = Script::new(HOLDER);
 
 /// What kind of key holds a resource on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -76,10 +76,12 @@ mod quorum;
 mod renew;
 mod resp;
 mod scan;
+mod script;
 pub mod scripts;
 mod timing;
 mod tls;
 mod token;
+mod ttl;
 
 pub use acquire::{LockOptions, Wait};
 pub use config::{

@@ -29,9 +29,7 @@ use crate::lease::{
 };
 use crate::quorum::{Cmd, Limits, Request, Round, Until};
 use crate::resp::Reply;
-use crate::scripts::{
-    REENTRANT_ACQUIRE_SCRIPT, REENTRANT_RENEW_SCRIPT, RENEW_SCRIPT, SEMAPHORE_ACQUIRE_SCRIPT,
-};
+use crate::ttl::{Px, Ttl};
 
 /// The most keys one renewal command carries; more are split over several commands.
 const MAX_KEYS_PER_COMMAND: usize = 1000;
@@ -65,10 +63,10 @@ impl Lease {
         }
         let last = inner
             .expires_at()
-            .map(|e| sh.budget.confirmed_at(e, st.ttl))
+            .map(|e| sh.budget.confirmed_at(e, st.ttl.duration()))
             .unwrap_or_else(|| sh.now());
         start_thread(sh)?;
-        st.renewal = Some(Renewal::new(opts, last, st.ttl));
+        st.renewal = Some(Renewal::new(opts, last, st.ttl.duration()));
         inner.sync_flags(&st);
         drop(st);
         let mut reg = sh.renewals.lock();
@@ -133,7 +131,9 @@ fn examine(inner: &LeaseInner, st: &LeaseState, now: Instant, tick: bool) -> Ver
             held: now.duration_since(inner.acquired_at),
         });
     }
-    let lost_at = exp.checked_sub(lost_margin(st.ttl)).unwrap_or(exp);
+    let lost_at = exp
+        .checked_sub(lost_margin(st.ttl.duration()))
+        .unwrap_or(exp);
     if now >= lost_at {
         let report = rs.last_failure.clone().unwrap_or_else(|| {
             inner.shared.no_io(
@@ -154,7 +154,7 @@ fn examine(inner: &LeaseInner, st: &LeaseState, now: Instant, tick: bool) -> Ver
         return Verdict::Later(rs.next_due.min(lost_at).min(hold_end));
     }
     let early = if tick && rs.last_failure.is_none() {
-        st.ttl.mul_f64(rs.renew_after() / 2.0)
+        st.ttl.duration().mul_f64(rs.renew_after() / 2.0)
     } else {
         Duration::ZERO
     };
@@ -248,10 +248,19 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
             held.push((l, st));
         }
     }
-    // Plain and reentrant leases renew through different scripts: one batch of each.
-    let (mut plain, mut reentrant): (Vec<Held<'_>>, Vec<Held<'_>>) =
-        held.into_iter().partition(|(l, _)| l.owner.is_none());
-    for batch in [&mut plain, &mut reentrant] {
+    // Each kind names its renewal script: one batch per script (plain keys, holds in a hash).
+    let mut batches: Vec<Vec<Held<'_>>> = Vec::new();
+    for h in held {
+        let script = h.0.kind.renewing().script;
+        match batches
+            .iter_mut()
+            .find(|b| std::ptr::eq(b[0].0.kind.renewing().script, script))
+        {
+            Some(b) => b.push(h),
+            None => batches.push(vec![h]),
+        }
+    }
+    for batch in &mut batches {
         // Up to 1000 keys per command; a lease over several resources is never split.
         let mut rest = &mut batch[..];
         while !rest.is_empty() {
@@ -273,14 +282,11 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
     }
 }
 
-/// One renewal round for up to 1000 keys, all plain or all reentrant. A lease's keys are
+/// One renewal round for up to 1000 keys, all renewed by the same script. A lease's keys are
 /// consecutive items of the command (one, or each resource's for a lease over several).
 fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result<(), Error> {
     let n = chunk.len();
-    let ttls: Vec<String> = chunk
-        .iter()
-        .map(|(_, st)| st.ttl.as_millis().to_string())
-        .collect();
+    let ttls: Vec<Px> = chunk.iter().map(|(_, st)| st.ttl.px()).collect();
     let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
     let mut args: Vec<&[u8]> = Vec::with_capacity(3 * n);
     let mut spans = Vec::with_capacity(n);
@@ -290,18 +296,16 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         for key in own {
             keys.push(key);
             args.push(l.token.as_bytes());
-            args.push(ttl.as_bytes());
-            if let Some(owner) = &l.owner {
-                args.push(owner);
+            args.push(ttl);
+            if let Some(extra) = l.kind.renewing().extra {
+                args.push(extra);
             }
         }
     }
-    let script = if chunk.first().is_some_and(|(l, _)| l.owner.is_some()) {
-        &REENTRANT_RENEW_SCRIPT
-    } else {
-        &RENEW_SCRIPT
+    let Some(first) = chunk.first().map(|h| &h.0) else {
+        return Ok(());
     };
-    let (sha, eval) = script.calls(&keys, &args);
+    let (sha, eval) = first.kind.renewing().script.calls(&keys, &args);
     let req = Request {
         cmd: Cmd::Same(&sha),
         fallback: Some(&eval),
@@ -310,7 +314,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         work: keys.len(),
     };
     // The shortest TTL's: the tightest bound of the batch.
-    let shortest = chunk.iter().map(|(_, st)| st.ttl).min();
+    let shortest = chunk.iter().map(|(_, st)| st.ttl.duration()).min();
     // One round renews the whole batch and waits for every node: the acquire bound (plus the
     // batch's work), not the validity, so that a dead node does not hold the renewal thread
     // until the leases are nearly lost.
@@ -322,7 +326,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         .iter()
         .filter_map(|(l, st)| {
             l.expires_at()
-                .and_then(|e| e.checked_sub(lost_margin(st.ttl) / 2))
+                .and_then(|e| e.checked_sub(lost_margin(st.ttl.duration()) / 2))
         })
         .min();
     let limits = Limits {
@@ -399,7 +403,7 @@ fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, f
         .collect();
     let successes = outcomes.iter().filter(|o| o.is_success()).count();
     let now = sh.now();
-    let ttl = st.ttl;
+    let ttl = st.ttl.duration();
     let q = sh.cluster.quorum();
     if successes >= q && l.expires_at().is_some_and(|o| now < o) {
         l.set_expires(Some(sh.budget.expiry(round.start, ttl)));
@@ -408,7 +412,7 @@ fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, f
         // it (a restart without persistence), never over another owner's (NX).
         let restored = missing.iter().flatten().filter(|m| **m).count();
         if restored > 0 {
-            restore(sh, l, ttl, &missing);
+            restore(sh, l, st.ttl, &missing);
             s.restored.fetch_add(restored as u64, Ordering::Relaxed);
             log::info!("renewal restored the lock key on {restored} node(s) that had lost it");
         }
@@ -440,42 +444,12 @@ fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, f
     }
 }
 
-/// `SET key token PX ttl NX` for each key of the lease on the nodes where it was missing
-/// (`missing[node][k]`), without waiting; for a reentrant lease, its hold added where the key
-/// is missing or is its owner's (the acquisition script, without marker or fencing), never
-/// over another owner's; for a semaphore's permit, its own slot, where that slot is free.
-fn restore(sh: &Shared, l: &LeaseInner, ttl: Duration, missing: &[Vec<bool>]) {
-    let mut digits = [0u8; 20];
-    let ttl_ms = crate::resp::decimal(ttl.as_millis() as u64, &mut digits);
-    if let Some(owner) = &l.owner {
-        let fence_key = [crate::config::FENCE_PREFIX, &l.resource].concat();
-        let (sha, eval) = match l.permit {
-            // A semaphore's permit takes its own slot back, where that slot is free.
-            Some(p) => SEMAPHORE_ACQUIRE_SCRIPT.calls(
-                &[&l.key, &fence_key],
-                &[
-                    l.token.as_bytes(),
-                    ttl_ms,
-                    p.permits.to_string().as_bytes(),
-                    p.slot.to_string().as_bytes(),
-                    b"0",
-                    owner,
-                    b"1",
-                ],
-            ),
-            None => REENTRANT_ACQUIRE_SCRIPT.calls(
-                &[&l.key, &fence_key],
-                &[l.token.as_bytes(), ttl_ms, owner, b"0"],
-            ),
-        };
-        sh.cluster.detach(&sha, Some(&eval), 1, &|i| missing[i][0]);
-        return;
-    }
-    for (k, key) in l.keys().into_iter().enumerate() {
-        let mut cmd = Vec::new();
-        let args: [&[u8]; 6] = [b"SET", key, l.token.as_bytes(), b"PX", ttl_ms, b"NX"];
-        crate::resp::pack(&args, &mut cmd);
-        sh.cluster.detach(&cmd, None, 1, &|i| missing[i][k]);
+/// Puts the lease's keys back on the nodes where they were missing (`missing[node][k]`),
+/// without waiting, with the commands its kind gives (never over another owner's key).
+fn restore(sh: &Shared, l: &LeaseInner, ttl: Ttl, missing: &[Vec<bool>]) {
+    for (k, cmd, eval) in l.kind.restore(l, &ttl.px()) {
+        sh.cluster
+            .detach(&cmd, eval.as_deref(), 1, &|i| missing[i][k]);
     }
 }
 

@@ -9,7 +9,25 @@ use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
 use crate::resp::Reply;
-use crate::scripts::SCAN_SCRIPT;
+use crate::script::Script;
+
+/// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
+/// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the
+/// next cursor, then for each key found its name, its `PTTL` and its value if it is a string
+/// (nil otherwise). Read-only; not loaded by the handshake (sent as `EVAL`).
+pub const SCAN_KEYS: &str = "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3]) \
+local out = {r[1]} \
+for _, k in ipairs(r[2]) do \
+local v = false \
+if redis.call('TYPE', k)['ok'] == 'string' then v = redis.call('GET', k) end \
+out[#out + 1] = k \
+out[#out + 1] = redis.call('PTTL', k) \
+out[#out + 1] = v \
+end \
+return out";
+
+/// [`SCAN_KEYS`], for calls.
+pub(crate) static SCAN_SCRIPT: Script = Script::new(SCAN_KEYS);
 
 /// Which keys [`Redlock::scan`](crate::Redlock::scan) looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,19 +7,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::error::{Error, NodeOutcome, Op, Report};
 use crate::notify::Listener;
 use crate::quorum::{Cluster, Cmd, Limits, Request};
-use crate::resp::{self, Reply};
-use crate::scripts::{
-    EXTEND_SCRIPT, FAIR_RELEASE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT,
-    REENTRANT_EXTEND_SCRIPT, REENTRANT_RELEASE_SCRIPT, RELEASE_SCRIPT,
-};
+use crate::resp::Reply;
 use crate::timing::{Budget, Epoch, remaining, work_allowance};
+use crate::ttl::Ttl;
 
+mod kind;
 mod renewal;
 
+pub(crate) use kind::{Calls, Kind, Renewing, Restore, owned_calls};
 pub use renewal::{LostCallback, LostReason, RenewOptions};
 pub(crate) use renewal::{Renewal, Renewals};
 
@@ -67,7 +66,7 @@ impl Drop for Shared {
 
 pub(crate) struct LeaseState {
     pub(crate) released: bool,
-    pub(crate) ttl: Duration,
+    pub(crate) ttl: Ttl,
     /// Set once the lease is known lost (renewal failed or reached its bound); never cleared.
     pub(crate) lost: Option<LostReason>,
     /// Present while auto-renewal is on.
@@ -79,41 +78,14 @@ pub(crate) struct Granted {
     pub resource: Vec<u8>,
     pub key: Vec<u8>,
     pub token: String,
-    /// The owner of a reentrant lock (whose key holds one hold per lease, named by `token`).
-    pub owner: Option<Vec<u8>>,
+    /// What kind of lease it is: how it is released, extended and renewed.
+    pub kind: Box<dyn Kind>,
     pub fencing_token: Option<u64>,
-    pub ttl: Duration,
+    pub ttl: Ttl,
     /// When the acquiring step started: validity and hold time count from here.
     pub start: Instant,
     pub expires: Instant,
     pub acquisition: Report,
-    /// For a lease over several resources, all of them (the first is `resource`).
-    pub many: Option<Many>,
-    /// For a semaphore's permit, which slot it holds.
-    pub permit: Option<Permit>,
-    /// For a fair lock, its queue and ticket.
-    pub fair: Option<FairQueue>,
-}
-
-/// A fair lock's queue key, and the ticket its lease queued with (none when the lock was free
-/// and nobody was queued: granted at the first attempt).
-pub(crate) struct FairQueue {
-    pub queue: Vec<u8>,
-    pub tickets: Vec<u8>,
-    pub ticket: Option<u64>,
-}
-
-/// A semaphore permit's slot, and the semaphore's permit count.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Permit {
-    pub slot: u32,
-    pub permits: u32,
-}
-
-/// The resources of a lease over several of them, and their lock keys, in the caller's order.
-pub(crate) struct Many {
-    pub resources: Vec<Vec<u8>>,
-    pub keys: Vec<Vec<u8>>,
 }
 
 pub(crate) struct LeaseInner {
@@ -121,15 +93,8 @@ pub(crate) struct LeaseInner {
     pub(crate) resource: Vec<u8>,
     pub(crate) key: Vec<u8>,
     pub(crate) token: String,
-    /// The owner of a reentrant lock (empty for a shared one); `token` is then this lease's
-    /// hold id.
-    pub(crate) owner: Option<Vec<u8>>,
-    /// Every resource and key of a lease over several resources.
-    pub(crate) many: Option<Box<Many>>,
-    /// A semaphore permit's slot.
-    pub(crate) permit: Option<Permit>,
-    /// A fair lock's queue and ticket.
-    pub(crate) fair: Option<Box<FairQueue>>,
+    /// What kind of lease it is (see `lease::kind`).
+    pub(crate) kind: Box<dyn Kind>,
     fencing_token: Option<u64>,
     /// When the validity ends, as an epoch offset (see `timing::Epoch`); 0 once released or
     /// lost. Read without locking.
@@ -203,55 +168,15 @@ impl LeaseInner {
         Some(Error::NotHeld(self.shared.no_io(op, detail)))
     }
 
-    /// The `EVALSHA` and `EVAL` forms of the owner-checked script `s` on this lease's key: the
-    /// token, then `extra`, then the owner of a reentrant lock.
-    fn script(&self, s: &crate::scripts::Script, extra: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
-        let mut args: Vec<&[u8]> = vec![self.token.as_bytes()];
-        args.extend_from_slice(extra);
-        if let Some(owner) = &self.owner {
-            args.push(owner);
-        }
-        match &self.many {
-            Some(m) => {
-                let keys: Vec<&[u8]> = m.keys.iter().map(Vec::as_slice).collect();
-                s.calls(&keys, &args)
-            }
-            None => s.calls(&[&self.key], &args),
-        }
-    }
-
-    /// The release script's `EVALSHA` and `EVAL` forms for this lease's kind.
-    fn release_commands(&self) -> (Vec<u8>, Vec<u8>) {
-        match (&self.owner, &self.many, &self.fair) {
-            (Some(_), _, _) => self.script(&REENTRANT_RELEASE_SCRIPT, &[b"1"]),
-            (None, Some(_), _) => self.script(&MULTI_RELEASE_SCRIPT, &[b"1"]),
-            // A fair release also takes this lease's entry out of the queue and wakes the
-            // next ticket's waiter (see scripts::FAIR_RELEASE).
-            (None, None, Some(f)) => FAIR_RELEASE_SCRIPT.calls(
-                &[&self.key, &f.queue, &f.tickets],
-                &[self.token.as_bytes(), b"1"],
-            ),
-            (None, None, None) => self.script(&RELEASE_SCRIPT, &[]),
-        }
-    }
-
     /// The work a release or an extension of this lease asks of each node, in keys or slots
-    /// (see `timing::WORK_ALLOWANCE`): each resource's key, or a semaphore's slots, which its
-    /// scripts read.
+    /// (see `timing::WORK_ALLOWANCE`).
     pub(crate) fn work(&self) -> usize {
-        match (&self.many, self.permit) {
-            (Some(m), _) => m.keys.len(),
-            (None, Some(p)) => p.permits as usize,
-            (None, None) => 1,
-        }
+        self.kind.work()
     }
 
     /// Every lock key of this lease: one, or each resource's for a lease over several.
     pub(crate) fn keys(&self) -> Vec<&[u8]> {
-        match &self.many {
-            Some(m) => m.keys.iter().map(Vec::as_slice).collect(),
-            None => vec![&self.key],
-        }
+        self.kind.keys(self)
     }
 }
 
@@ -283,10 +208,7 @@ impl Lease {
             resource: g.resource,
             key: g.key,
             token: g.token,
-            owner: g.owner,
-            many: g.many.map(Box::new),
-            permit: g.permit,
-            fair: g.fair.map(Box::new),
+            kind: g.kind,
             fencing_token: g.fencing_token,
             expires: AtomicU64::new(shared.epoch.offset(g.expires)),
             state: Mutex::new(LeaseState {
@@ -315,10 +237,7 @@ impl Lease {
     /// Every resource this lease holds, in the caller's order: one, or all of those given to
     /// [`Redlock::acquire_many`](crate::Redlock::acquire_many).
     pub fn resources(&self) -> Vec<&[u8]> {
-        match &self.inner.many {
-            Some(m) => m.resources.iter().map(Vec::as_slice).collect(),
-            None => vec![&self.inner.resource],
-        }
+        self.inner.kind.resources(&self.inner)
     }
 
     /// The Redis key that holds the lock on every node: the key prefix (`redlock:` by
@@ -330,17 +249,14 @@ impl Lease {
     /// True for a shared lease ([`LockOptions::shared`](crate::LockOptions::shared)): others
     /// may hold shared leases on the resource at the same time, nobody an exclusive one.
     pub fn is_shared(&self) -> bool {
-        self.inner
-            .owner
-            .as_deref()
-            .is_some_and(|o| o == config::SHARED_OWNER)
+        self.inner.kind.is_shared()
     }
 
     /// For a permit of a semaphore ([`Redlock::semaphore`](crate::Redlock::semaphore)): the
     /// semaphore's permit count P, and which of its P slots (0 to P − 1) this permit holds. No
     /// two valid permits hold the same slot. `None` for a lock.
     pub fn permit(&self) -> Option<(u32, u32)> {
-        self.inner.permit.map(|p| (p.slot, p.permits))
+        self.inner.kind.permit()
     }
 
     /// The random token (40 hex characters) that makes this lease unique. A plain lock stores
@@ -375,17 +291,17 @@ impl Lease {
     /// values). `None` for a fair lock granted at once, with nobody queued, and for every
     /// other lease.
     pub fn ticket(&self) -> Option<u64> {
-        self.inner.fair.as_ref().and_then(|f| f.ticket)
+        self.inner.kind.fair_ticket().flatten()
     }
 
     /// Whether this is a fair lock's lease ([`LockOptions::fair`](crate::LockOptions::fair)).
     pub fn is_fair(&self) -> bool {
-        self.inner.fair.is_some()
+        self.inner.kind.fair_ticket().is_some()
     }
 
     /// The TTL of the last successful acquisition or extension.
     pub fn ttl(&self) -> Duration {
-        self.inner.lock_state().ttl
+        self.inner.lock_state().ttl.duration()
     }
 
     /// The remaining validity: how much longer the holder may assume it holds the lock. Zero
@@ -472,7 +388,7 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = inner.release_commands();
+        let (sha_cmd, eval_cmd) = inner.kind.release(inner);
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
@@ -490,12 +406,8 @@ impl Lease {
         drop(st);
         let round = round?;
         let successes = round.successes();
-        // A reentrant release frees the resource only where no other hold is left (2).
-        let freed = inner.owner.is_none()
-            || round
-                .replies
-                .iter()
-                .any(|r| matches!(r, Some(Reply::Int(2))));
+        // A reentrant release frees the resource only where no other hold is left.
+        let freed = inner.kind.frees(&round.replies);
         if successes >= sh.cluster.quorum() && freed {
             // The nodes announce the release too; this wakes a waiter of this manager without
             // waiting for their message.
@@ -538,7 +450,7 @@ impl Lease {
     fn extend_inner(&self, ttl: Duration) -> Result<(), Error> {
         let inner = &self.inner;
         let sh = &inner.shared;
-        config::check_ttl_for(ttl, &sh.cfg)?;
+        let ttl = Ttl::new(ttl, &sh.cfg)?;
         let mut st = inner.lock_state();
         let start = sh.now();
         if let Some(e) = inner.not_held_locally(&st, Op::Extend, start) {
@@ -548,13 +460,7 @@ impl Lease {
             return Err(e);
         }
         let old = inner.expires_at().expect("checked above");
-        let mut digits = [0u8; 20];
-        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
-        let (sha_cmd, eval_cmd) = match (&inner.owner, &inner.many) {
-            (Some(_), _) => inner.script(&REENTRANT_EXTEND_SCRIPT, &[ttl_ms]),
-            (None, Some(_)) => inner.script(&MULTI_EXTEND_SCRIPT, &[ttl_ms]),
-            (None, None) => inner.script(&EXTEND_SCRIPT, &[ttl_ms]),
-        };
+        let (sha_cmd, eval_cmd) = inner.kind.extend(inner, &ttl.px());
         let req = Request {
             cmd: Cmd::Same(&sha_cmd),
             fallback: Some(&eval_cmd),
@@ -573,14 +479,14 @@ impl Lease {
             .cluster
             .round(&req, &|_, r| confirmed(Op::Extend, r), limits)?;
         let now = sh.now();
-        let new = sh.budget.expiry(round.start, ttl);
+        let new = sh.budget.expiry(round.start, ttl.duration());
         let successes = round.successes();
         let q = sh.cluster.quorum();
         if successes >= q && now < old && now < new {
             inner.set_expires(Some(new));
             st.ttl = ttl;
             if let Some(r) = st.renewal.as_mut() {
-                r.renewed(round.start, ttl);
+                r.renewed(round.start, ttl.duration());
             }
             return Ok(());
         }

@@ -25,13 +25,120 @@ use std::time::Duration;
 
 use crate::config::{FAIR_PREFIX, FAIR_TICKETS_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome};
-use crate::lease::{FairQueue, Lease, Shared};
+use crate::lease::{Calls, Kind, Lease, LeaseInner, Renewing, Shared, owned_calls};
 use crate::quorum::{Cmd, Limits, Request, Round};
-use crate::resp::{self, Reply};
-use crate::scripts::{FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT};
+use crate::resp::Reply;
+use crate::script::Script;
 use crate::token;
+use crate::ttl::Ttl;
 
+use super::plain::{EXTEND_SCRIPT, Plain};
 use super::{Attempt, counter, decide, fence_key_for, granted_fenced};
+
+/// Lua shared by the fair lock's scripts (lock::fair), after the counter functions. A fair lock's
+/// queue is a hash on each node, `redlock-fair:<lock key>`: one field per waiter, named by the
+/// waiter's lock value, holding `"<ticket> <expiry>"`, where the expiry is the server time in
+/// milliseconds at which the entry drops out unless refreshed. Beside it, the key
+/// `redlock-fair-tickets:<lock key>` holds the highest ticket queued there. `now()` is that
+/// time.
+/// `before(a, b)` compares two byte strings byte by byte (never by the server's locale).
+/// `head(q, n, t)` deletes the entries of `q` that have expired at `t`, sets the TTL of `q`
+/// and of its ticket counter `n` to the latest expiry left, and returns the head: the member with the lowest ticket (ties: the
+/// lower member), and its expiry; nil when no live entry is left, and then it deletes both
+/// (with nobody queued there is no order to keep).
+macro_rules! fair_lua {
+    () => {
+        "local function now() local t = redis.call('time') \
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end \
+local function before(a, b) \
+for i = 1, math.min(#a, #b) do local x, y = string.byte(a, i), string.byte(b, i) \
+if x ~= y then return x < y end end return #a < #b end \
+local function head(q, n, t) local all = redis.call('hgetall', q) \
+local ht, hm, he, last = nil, nil, nil, nil \
+for i = 1, #all, 2 do \
+local tt, e = string.match(all[i + 1], '^(%d+) (%d+)$') \
+e = tonumber(e) \
+if tt == nil or e == nil or e <= t then redis.call('hdel', q, all[i]) else \
+if last == nil or e > last then last = e end \
+if ht == nil or gt(ht, tt) or (ht == tt and before(all[i], hm)) then ht, hm, he = tt, all[i], e end end end \
+if last ~= nil then redis.call('pexpire', q, last - t) redis.call('pexpire', n, last - t) \
+else redis.call('del', q, n) end \
+return hm, he end "
+    };
+}
+
+/// A **fair** acquisition (lock::fair). `KEYS[1]` the lock key, `KEYS[2]` the fencing counter,
+/// `KEYS[3]` the queue hash, `KEYS[4]` its ticket counter, `KEYS[5]` (optional) the node's
+/// restart-quarantine marker, checked
+/// as [`ACQUIRE`](crate::scripts::ACQUIRE) does; `ARGV[1]` the waiter's lock value (its name in the queue), `ARGV[2]` the
+/// TTL in ms, `ARGV[3]` its ticket ("" before it has one), `ARGV[4]` the entry's life in ms,
+/// `ARGV[5]` "1" for a fenced acquisition.
+///
+/// With a ticket it first writes (or refreshes) the waiter's entry, to expire `ARGV[4]` ms from
+/// now, and raises the ticket counter to the ticket (never lowers it). Then, after dropping expired
+/// entries, it grants (`SET KEYS[1] ARGV[1] PX ARGV[2]`) when the key is absent and the waiter
+/// is the head of the queue, or the queue is empty; or when the key already holds the waiter's
+/// value. It returns 1, or fenced, the fencing counter as a decimal string ("0" when absent).
+/// Otherwise it refuses with `{-2 - ms, tickets}`: `ms` the key's remaining TTL, or, when the
+/// key is free and another waiter is the head, the time until the head's entry drops out (-1
+/// instead when the key has no TTL); `tickets` the ticket counter ("0" when absent), from which a waiter without a ticket proposes one (one more than the largest of a
+/// quorum's). Tickets have a counter of their own: raising the fencing counter while a
+/// reentrant tenure holds the lock would end that tenure's token.
+///
+/// Why a queue never stalls the lock on a dead waiter, and never deadlocks: an entry lives only
+/// while its waiter refreshes it; a node that lacks a waiter's ticket (it restarted, it missed
+/// the message) gets it with that waiter's next attempt; and the order (ticket, then value) is
+/// total and the same on every node, so the lowest live waiter is the head on every node that
+/// has heard from it. Mutual exclusion is the lock's: the key is the plain lock's, set only
+/// where it is absent, and a grant counts only with a quorum.
+pub const FAIR_ACQUIRE: &str = concat!(
+    crate::script::counter_lua!(),
+    fair_lua!(),
+    "if #KEYS > 4 and redis.call('exists', KEYS[5]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local k, q, me, tk = KEYS[1], KEYS[3], ARGV[1], ARGV[3] local t = now() \
+local n = redis.call('get', KEYS[4]) or '0' \
+if not canon(n) then return redis.error_reply('ERR the ticket counter is not a decimal number below 2^64') end \
+if tk ~= '' then \
+if not canon(tk) then return redis.error_reply('ERR a ticket is a decimal number below 2^64') end \
+redis.call('hset', q, me, tk .. ' ' .. string.format('%d', t + tonumber(ARGV[4]))) \
+if gt(tk, n) then redis.call('set', KEYS[4], tk) n = tk end end \
+local hm, he = head(q, KEYS[4], t) \
+local ty = redis.call('type', k)['ok'] local v = false \
+if ty == 'string' then v = redis.call('get', k) end \
+if (ty == 'none' and (hm == nil or hm == me)) or v == me then \
+redis.call('set', k, me, 'PX', ARGV[2]) \
+if ARGV[5] == '1' then return redis.call('get', KEYS[2]) or '0' end return 1 end \
+local p = -1 \
+if ty ~= 'none' then p = redis.call('pttl', k) else p = he - t end \
+if p < 0 then return {-1, n} end \
+return {-2 - p, n}"
+);
+
+/// Releases a fair lock, or takes a waiter out of the queue. `KEYS[1]` the lock key, `KEYS[2]`
+/// the queue, `KEYS[3]` its ticket counter; `ARGV[1]` the lock value, `ARGV[2]` "1" to release (delete the key if it holds
+/// the value, announcing it on the key's channel as [`RELEASE`](crate::scripts::RELEASE) does) or "0" to leave the
+/// queue only. Either way the value's entry is removed; then, if the key is free and this call
+/// deleted the key or the entry, it announces on the channel of the new head only,
+/// `<queue>:<head's value>`: the one waiter whose turn it is. Returns 1 when it deleted the key
+/// (release) or the entry (leave), else 0.
+pub const FAIR_RELEASE: &str = concat!(
+    crate::script::counter_lua!(),
+    fair_lua!(),
+    "local k, q, me = KEYS[1], KEYS[2], ARGV[1] local r = 0 \
+if ARGV[2] == '1' and redis.call('get', k) == me then \
+redis.call('del', k) redis.call('publish', k, me) r = 1 end \
+local left = redis.call('hdel', q, me) \
+if (r == 1 or left == 1) and redis.call('exists', k) == 0 then \
+local hm = head(q, KEYS[3], now()) \
+if hm then redis.call('publish', q .. ':' .. hm, me) end end \
+if ARGV[2] == '1' then return r end return left"
+);
+
+/// [`FAIR_ACQUIRE`], for calls.
+pub(crate) static FAIR_ACQUIRE_SCRIPT: Script = Script::new(FAIR_ACQUIRE);
+/// [`FAIR_RELEASE`], for calls.
+pub(crate) static FAIR_RELEASE_SCRIPT: Script = Script::new(FAIR_RELEASE);
 
 /// The queue key of a lock key: `redlock-fair:` followed by it.
 pub(crate) fn queue_key(key: &[u8]) -> Vec<u8> {
@@ -146,7 +253,7 @@ impl Fair {
     pub(crate) fn attempt(
         &mut self,
         sh: &Arc<Shared>,
-        ttl: Duration,
+        ttl: Ttl,
         fenced: bool,
     ) -> Result<Lease, Error> {
         let round = self.round(sh, ttl, fenced)?;
@@ -178,9 +285,8 @@ impl Fair {
         sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
     }
 
-    fn round(&self, sh: &Arc<Shared>, ttl: Duration, fenced: bool) -> Result<Round, Error> {
-        let mut digits = [0u8; 20];
-        let ttl_ms = resp::decimal(ttl.as_millis() as u64, &mut digits);
+    fn round(&self, sh: &Arc<Shared>, ttl: Ttl, fenced: bool) -> Result<Round, Error> {
+        let ttl_ms = &ttl.px();
         let ticket = self.ticket.map(|t| t.to_string()).unwrap_or_default();
         let args: [&[u8]; 5] = [
             self.value.as_bytes(),
@@ -209,7 +315,7 @@ impl Fair {
             grants: true,
             work: 1,
         };
-        let limits = Limits::quorum(sh.budget.acquire_bound(ttl));
+        let limits = Limits::quorum(sh.budget.acquire_bound(ttl.duration()));
         sh.cluster
             .round(&req, &|_, r: &Reply| judge(r, fenced), limits)
     }
@@ -219,7 +325,7 @@ impl Fair {
         &self,
         sh: &Arc<Shared>,
         round: Round,
-        ttl: Duration,
+        ttl: Ttl,
         fenced: bool,
     ) -> Result<Lease, Error> {
         let a = Attempt {
@@ -232,12 +338,45 @@ impl Fair {
             shared: false,
         };
         let (round, expires) = decide(sh, as_plain(round), ttl, &|to| a.release_on(to))?;
-        let fair = FairQueue {
+        let fair = FairHold {
             queue: self.queue.clone(),
             tickets: self.tickets.clone(),
             ticket: self.ticket,
         };
-        a.granted(&self.resource, round, expires, fenced, Some(fair))
+        a.granted(&self.resource, round, expires, fenced, Box::new(fair))
+    }
+}
+
+/// A fair lock's lease: the plain lock's key, plus its queue (and ticket counter) on each
+/// node, and the ticket it queued with (none when it was granted with nobody queued).
+pub(crate) struct FairHold {
+    pub queue: Vec<u8>,
+    pub tickets: Vec<u8>,
+    pub ticket: Option<u64>,
+}
+
+impl Kind for FairHold {
+    /// A fair release also takes this lease's entry out of the queue and wakes the next
+    /// ticket's waiter (see [`FAIR_RELEASE`]).
+    fn release(&self, l: &LeaseInner) -> Calls {
+        owned_calls(
+            &FAIR_RELEASE_SCRIPT,
+            &[&l.key, &self.queue, &self.tickets],
+            l,
+            &[b"1"],
+        )
+    }
+
+    fn extend(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Calls {
+        owned_calls(&EXTEND_SCRIPT, &[&l.key], l, &[ttl_ms])
+    }
+
+    fn renewing(&self) -> Renewing<'_> {
+        Plain.renewing()
+    }
+
+    fn fair_ticket(&self) -> Option<Option<u64>> {
+        Some(self.ticket)
     }
 }
 

@@ -12,11 +12,12 @@
 //! Waiting, retries and auto-renewal are the acquisition driver's (acquire.rs); release and
 //! extension are the lease's.
 
-mod fair;
-mod multi;
-mod reentrant;
-mod semaphore;
-mod shared;
+pub(crate) mod fair;
+pub(crate) mod multi;
+pub(crate) mod plain;
+pub(crate) mod reentrant;
+pub(crate) mod semaphore;
+pub(crate) mod shared;
 
 pub(crate) use fair::Fair;
 pub(crate) use multi::attempt as attempt_many;
@@ -28,11 +29,15 @@ use std::time::Duration;
 
 use crate::config::{FENCE_PREFIX, MARKER_KEY};
 use crate::error::{Error, NodeOutcome, Op};
-use crate::lease::{Granted, Lease, Shared, confirmed};
+use crate::lease::{Granted, Kind, Lease, Shared, confirmed};
 use crate::quorum::{Cmd, Combine, Limits, Request, Round};
 use crate::resp::{self, Reply};
-use crate::scripts::{DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT};
 use crate::token;
+use crate::ttl::Ttl;
+
+use plain::{DISCARD_SCRIPT, FENCE_WRITE_SCRIPT, FENCED_ACQUIRE_SCRIPT, Plain};
+use reentrant::Reentrant;
+use shared::SharedHold;
 
 /// The fencing counter of a resource: `redlock-fence:` followed by its bytes.
 fn fence_key_for(resource: &[u8]) -> Vec<u8> {
@@ -155,7 +160,7 @@ fn held_for(sh: &Shared, round: &Round) -> Option<Duration> {
 /// One attempt at one resource.
 struct Attempt<'a> {
     sh: &'a Arc<Shared>,
-    ttl: Duration,
+    ttl: Ttl,
     key: Vec<u8>,
     fence_key: Vec<u8>,
     /// The key's value for a plain lock; the hold's id for a reentrant one.
@@ -177,7 +182,7 @@ pub(crate) fn attempt(
     sh: &Arc<Shared>,
     resource: &[u8],
     key: &[u8],
-    ttl: Duration,
+    ttl: Ttl,
     fenced: bool,
     owner: Option<&[u8]>,
     shared: bool,
@@ -198,7 +203,12 @@ pub(crate) fn attempt(
     };
     let round = a.first_round(fenced)?;
     let (round, expires) = decide(sh, round, ttl, &|to| a.release_on(to))?;
-    a.granted(resource, round, expires, fenced, None)
+    let kind: Box<dyn Kind> = match owner {
+        _ if shared => Box::new(SharedHold),
+        Some(o) => Box::new(Reentrant { owner: o.to_vec() }),
+        None => Box::new(Plain),
+    };
+    a.granted(resource, round, expires, fenced, kind)
 }
 
 /// Takes an attempt's grants back on the nodes a predicate selects, without waiting.
@@ -212,10 +222,10 @@ type Undo<'a> = dyn Fn(&dyn Fn(usize) -> bool) + 'a;
 fn decide(
     sh: &Shared,
     round: Round,
-    ttl: Duration,
+    ttl: Ttl,
     undo: &Undo<'_>,
 ) -> Result<(Round, std::time::Instant), Error> {
-    let expires = sh.budget.expiry(round.start, ttl);
+    let expires = sh.budget.expiry(round.start, ttl.duration());
     let q = sh.cluster.quorum();
     let granted = round.successes();
     if granted >= q && expires > sh.now() {
@@ -226,7 +236,7 @@ fn decide(
         format!(
             "validity exhausted: the quorum answered after {} ms of a {} ms TTL",
             sh.now().saturating_duration_since(round.start).as_millis(),
-            ttl.as_millis()
+            ttl.duration().as_millis()
         )
     });
     let expires_in = held_for(sh, &round);
@@ -248,8 +258,7 @@ impl Attempt<'_> {
         if let Some(owner) = self.owner {
             return reentrant::first_round(self, owner, fenced);
         }
-        let mut digits = [0u8; 20];
-        let ttl_ms = resp::decimal(self.ttl.as_millis() as u64, &mut digits);
+        let ttl_ms = &self.ttl.px();
         let checked = self.sh.cfg.restart_quarantine;
         let args: [&[u8]; 2] = [self.token.as_bytes(), ttl_ms];
         let (cmd, fallback, combine) = if fenced {
@@ -296,7 +305,7 @@ impl Attempt<'_> {
                 granted_checked(r)
             }
         };
-        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl));
+        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl.duration()));
         self.sh.cluster.round(&req, &judge, limits)
     }
 
@@ -350,7 +359,7 @@ impl Attempt<'_> {
         };
         let limits = Limits {
             cap: Some(expires),
-            ..Limits::quorum(sh.budget.acquire_bound(self.ttl))
+            ..Limits::quorum(sh.budget.acquire_bound(self.ttl.duration()))
         };
         let round = sh
             .cluster
@@ -375,14 +384,14 @@ impl Attempt<'_> {
 
     /// The lease for a round the decide rule granted (valid until `expires`), after the
     /// fencing round if `fenced`; grants from quarantined nodes, which did not count, are
-    /// taken back at once. `fair`: a fair lock's queue and ticket.
+    /// taken back at once. `kind`: what the lease is a lease on.
     fn granted(
         self,
         resource: &[u8],
         round: Round,
         expires: std::time::Instant,
         fenced: bool,
-        fair: Option<crate::lease::FairQueue>,
+        kind: Box<dyn Kind>,
     ) -> Result<Lease, Error> {
         let sh = self.sh;
         let fencing_token = if fenced {
@@ -411,15 +420,12 @@ impl Attempt<'_> {
                 resource: resource.to_vec(),
                 key: self.key,
                 token: self.token,
-                owner: self.owner.map(<[u8]>::to_vec),
+                kind,
                 fencing_token,
                 ttl: self.ttl,
                 start: round.start,
                 expires,
                 acquisition,
-                many: None,
-                permit: None,
-                fair,
             },
         ))
     }

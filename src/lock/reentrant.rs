@@ -24,13 +24,147 @@
 
 use crate::config::MARKER_KEY;
 use crate::error::{Error, NodeOutcome};
+use crate::lease::{Calls, Kind, LeaseInner, Renewing, Restore, owned_calls};
 use crate::quorum::{Cmd, Limits, Request, Round};
-use crate::resp::{self, Reply};
-use crate::scripts::{
-    REENTRANT_ACQUIRE_SCRIPT, REENTRANT_FENCE_WRITE_SCRIPT, REENTRANT_RELEASE_SCRIPT,
-};
+use crate::resp::Reply;
+use crate::script::Script;
 
 use super::{Attempt, counter, granted_checked, granted_fenced};
+
+/// Reentrant acquisition. `KEYS[1]` the lock key, `KEYS[2]` the fencing counter, `KEYS[3]`
+/// (optional) the node's restart-quarantine marker, checked as [`ACQUIRE`](crate::scripts::ACQUIRE) does; `ARGV[1]`
+/// the new hold's id, `ARGV[2]` its TTL in ms, `ARGV[3]` the owner, `ARGV[4]` "1" for a fenced
+/// acquisition. When the key is absent, it creates it with the owner and `since`, the server
+/// time of the tenure's start (read by [`HOLDER`](crate::scripts::HOLDER)). When the key is absent, or is a reentrant
+/// lock of the same owner, it adds the hold (expiring `ARGV[2]` ms from now) and sets the key's TTL to the latest expiry of its
+/// live holds; it returns 1, or, fenced, `{counter, tenure token or ""}`. Otherwise it refuses
+/// with `-2 - PTTL` (or -1 when the key has no TTL), like [`ACQUIRE`](crate::scripts::ACQUIRE); a plain lock's key,
+/// which is a string, is always another owner's.
+///
+/// Why holds and not a count (Redisson's `RLock` keeps owner → count): a count is not
+/// idempotent. If a re-entry's increment is lost on some nodes (a reply lost, a node paused),
+/// the later decrements delete the key there while the owner still believes it holds the lock,
+/// and enough such nodes leave it a minority without knowing. A hold is named by its lease:
+/// adding it twice is adding it once, and removing it where it never landed removes nothing,
+/// so no message, lost or repeated, ever removes another lease's hold. A node frees the key
+/// only when no live hold of any lease is left on it. A re-entry that does not reach a quorum
+/// is undone with [`REENTRANT_RELEASE`] wherever it was sent, which removes only its own hold.
+pub const REENTRANT_ACQUIRE: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end ",
+    crate::script::reentrant_hold!()
+);
+
+/// Removes the hold `ARGV[1]` from the reentrant lock `KEYS[1]` of owner `ARGV[3]`. When no
+/// live hold is left, deletes the key and, if `ARGV[2]` is "1", announces the release as
+/// [`RELEASE`](crate::scripts::RELEASE) does (a failed attempt's undo passes "0"), and returns 2; when other holds are
+/// left, sets the key's TTL to the latest of theirs and returns 1; returns 0 when the hold was
+/// not there (never landed, already removed, expired) or the key is not this owner's. A
+/// semaphore's hash ([`SEMAPHORE_ACQUIRE`](crate::scripts::SEMAPHORE_ACQUIRE), which has a `permits` field) frees a permit with
+/// every hold it loses: there every release is announced and returns 2.
+pub const REENTRANT_RELEASE: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) or redis.call('hdel', k, 'hold:' .. ARGV[1]) == 0 then return 0 end \
+local t = now() \
+local sem = redis.call('hexists', k, 'permits') == 1 \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) else redis.call('pexpire', k, max - t) end \
+if max ~= nil and not sem then return 1 end \
+if ARGV[2] == '1' then redis.call('publish', k, ARGV[1]) end return 2"
+);
+
+/// Sets the hold `ARGV[1]` of owner `ARGV[3]` on `KEYS[1]` to expire `ARGV[2]` ms from now, and
+/// the key's TTL to the latest expiry of its live holds; returns 1. Returns 0, changing
+/// nothing, when the hold is not there or has expired, or the key is not this owner's. It
+/// never creates a key or a hold.
+pub const REENTRANT_EXTEND: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) then return 0 end \
+local t = now() \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) return 0 end \
+local h = 'hold:' .. ARGV[1] \
+if redis.call('hexists', k, h) == 0 then redis.call('pexpire', k, max - t) return 0 end \
+local e = t + tonumber(ARGV[2]) \
+redis.call('hset', k, h, string.format('%d', e)) \
+redis.call('pexpire', k, prune(k, t) - t) return 1"
+);
+
+/// Renews a batch of reentrant holds, as [`RENEW`](crate::scripts::RENEW) does plain locks: `KEYS[i]` with hold
+/// `ARGV[3i-2]`, TTL `ARGV[3i-1]` ms and owner `ARGV[3i]`. For each it returns 1 if the hold
+/// was live (it now expires TTL from now, and the key lives until its latest hold), 2 if the
+/// key is missing or is this owner's without this hold (what a restart without persistence
+/// leaves), 0 if it is another owner's lock (a plain lock included), and -1 if the key holds a
+/// value of another type. It never creates a key or a hold.
+pub const REENTRANT_RENEW: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "local out = {} local t = now() \
+for i = 1, #KEYS do \
+local k = KEYS[i] local h = 'hold:' .. ARGV[3 * i - 2] \
+local ty = redis.call('type', k)['ok'] \
+if ty == 'none' then out[i] = 2 \
+elseif ty == 'string' then out[i] = 0 \
+elseif ty ~= 'hash' then out[i] = -1 \
+elseif redis.call('hget', k, 'owner') ~= ARGV[3 * i] then out[i] = 0 \
+else \
+local max = prune(k, t) \
+if max == nil then redis.call('del', k) out[i] = 2 \
+elseif redis.call('hexists', k, h) == 0 then redis.call('pexpire', k, max - t) out[i] = 2 \
+else redis.call('hset', k, h, string.format('%d', t + tonumber(ARGV[3 * i - 1]))) \
+redis.call('pexpire', k, prune(k, t) - t) out[i] = 1 end end \
+end \
+return out"
+);
+
+/// The second step of a fenced reentrant acquisition: if `KEYS[1]` is owner `ARGV[3]`'s and
+/// holds the hold `ARGV[1]`, raises the counter `KEYS[2]` and the tenure's token (the hash's
+/// `fence` field) to `ARGV[2]` (never lowering either) and returns 1; else 0. Counters are
+/// compared exactly, as in [`FENCE_WRITE`](crate::scripts::FENCE_WRITE).
+pub const REENTRANT_FENCE_WRITE: &str = concat!(
+    crate::script::counter_lua!(),
+    crate::script::reentrant_lua!(),
+    "local k = KEYS[1] \
+if not ours(k, ARGV[3]) or redis.call('hexists', k, 'hold:' .. ARGV[1]) == 0 then return 0 end \
+local c = redis.call('get', KEYS[2]) or '0' \
+local f = redis.call('hget', k, 'fence') or '0' \
+local tok = ARGV[2] \
+if not canon(c) or not canon(f) or not canon(tok) then \
+return redis.error_reply('ERR the fencing counter is not a decimal number below 2^64') end \
+if gt(tok, c) then redis.call('set', KEYS[2], tok) end \
+if gt(tok, f) then redis.call('hset', k, 'fence', tok) end \
+return 1"
+);
+
+/// The storage side of fencing for a **reentrant** lock, whose leases of one tenure share a
+/// token ([`REENTRANT_ACQUIRE`]): as [`FENCED_STORE_WRITE`](crate::scripts::FENCED_STORE_WRITE), but a token *equal* to the last
+/// one is accepted too (the same tenure writing again: an outer lease after an inner one has
+/// returned, or the owner's next acquisition while one of its holds remained, which is the
+/// same tenure). Lower tokens are refused. Returns 1 when written, 0 for a stale token. In SQL:
+/// `... WHERE id = $3 AND fence <= $1`.
+pub const FENCED_STORE_WRITE_REENTRANT: &str = concat!(
+    crate::script::counter_lua!(),
+    "local last = redis.call('hget', KEYS[1], 'fence') or '0' \
+local t = ARGV[1] \
+if not canon(t) then return redis.error_reply('ERR a fencing token is a decimal number below 2^64') end \
+if not canon(last) then return redis.error_reply('ERR the stored fence is not a decimal number below 2^64') end \
+if not gt(last, t) then \
+redis.call('hset', KEYS[1], 'fence', t, 'value', ARGV[2]) return 1 end \
+return 0"
+);
+
+/// [`REENTRANT_ACQUIRE`], for calls.
+pub(crate) static REENTRANT_ACQUIRE_SCRIPT: Script = Script::new(REENTRANT_ACQUIRE);
+/// [`REENTRANT_RELEASE`], for calls.
+pub(crate) static REENTRANT_RELEASE_SCRIPT: Script = Script::new(REENTRANT_RELEASE);
+/// [`REENTRANT_EXTEND`], for calls.
+pub(crate) static REENTRANT_EXTEND_SCRIPT: Script = Script::new(REENTRANT_EXTEND);
+/// [`REENTRANT_RENEW`], for calls.
+pub(crate) static REENTRANT_RENEW_SCRIPT: Script = Script::new(REENTRANT_RENEW);
+/// [`REENTRANT_FENCE_WRITE`], for calls.
+pub(crate) static REENTRANT_FENCE_WRITE_SCRIPT: Script = Script::new(REENTRANT_FENCE_WRITE);
 
 /// What a node's reply to the fenced reentrant acquisition means: granted with
 /// `{counter, tenure token or ""}`, else as the plain scripts.
@@ -51,8 +185,7 @@ fn granted_fenced_reentrant(reply: &Reply) -> NodeOutcome {
 /// The first round of a reentrant attempt: the reentrant acquisition script on every node
 /// (the shared one for a shared attempt, whose owner is empty).
 pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result<Round, Error> {
-    let mut digits = [0u8; 20];
-    let ttl_ms = resp::decimal(a.ttl.as_millis() as u64, &mut digits);
+    let ttl_ms = &a.ttl.px();
     let flag: &[u8] = if fenced { b"1" } else { b"0" };
     let args: [&[u8]; 4] = [a.token.as_bytes(), ttl_ms, owner, flag];
     let (cmd, fallback) = if a.shared {
@@ -76,7 +209,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
             granted_checked(r)
         }
     };
-    let limits = Limits::quorum(a.sh.budget.acquire_bound(a.ttl));
+    let limits = Limits::quorum(a.sh.budget.acquire_bound(a.ttl.duration()));
     a.sh.cluster.round(&req, &judge, limits)
 }
 
@@ -108,8 +241,76 @@ pub(super) fn fence_write(a: &Attempt<'_>, owner: &[u8], t: &str) -> (Vec<u8>, V
 }
 
 /// The undo of a failed attempt: removes this attempt's hold only, without announcing.
-pub(super) fn discard(a: &Attempt<'_>, owner: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    REENTRANT_RELEASE_SCRIPT.calls(&[&a.key], &[a.token.as_bytes(), b"0", owner])
+pub(super) fn discard(a: &Attempt<'_>, owner: &[u8]) -> Calls {
+    discard_hold(&a.key, &a.token, owner)
+}
+
+/// Removes hold `token` of `owner` from `key` without announcing (a failed attempt's undo).
+pub(crate) fn discard_hold(key: &[u8], token: &str, owner: &[u8]) -> Calls {
+    REENTRANT_RELEASE_SCRIPT.calls(&[key], &[token.as_bytes(), b"0", owner])
+}
+
+/// A reentrant lock's lease: its hold (named by the token) in the hash of `owner`.
+pub(crate) struct Reentrant {
+    pub(crate) owner: Vec<u8>,
+}
+
+impl Kind for Reentrant {
+    fn release(&self, l: &LeaseInner) -> Calls {
+        release_hold(l, &self.owner)
+    }
+
+    fn extend(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Calls {
+        extend_hold(l, ttl_ms, &self.owner)
+    }
+
+    fn renewing(&self) -> Renewing<'_> {
+        renewing_hold(&self.owner)
+    }
+
+    fn restore(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Vec<Restore> {
+        restore_hold(l, ttl_ms, &self.owner)
+    }
+
+    fn frees(&self, replies: &[Option<Reply>]) -> bool {
+        last_hold(replies)
+    }
+}
+
+/// The release of hold `l` of `owner` ([`REENTRANT_RELEASE`], announcing when it was the
+/// last), for every kind of lease that is a hold in a hash: reentrant, shared, a permit.
+pub(crate) fn release_hold(l: &LeaseInner, owner: &[u8]) -> Calls {
+    owned_calls(&REENTRANT_RELEASE_SCRIPT, &[&l.key], l, &[b"1", owner])
+}
+
+/// The extension of hold `l` of `owner` to `ttl_ms` ([`REENTRANT_EXTEND`]).
+pub(crate) fn extend_hold(l: &LeaseInner, ttl_ms: &[u8], owner: &[u8]) -> Calls {
+    owned_calls(&REENTRANT_EXTEND_SCRIPT, &[&l.key], l, &[ttl_ms, owner])
+}
+
+/// How a hold of `owner` renews: in the batch of [`REENTRANT_RENEW`].
+pub(crate) fn renewing_hold(owner: &[u8]) -> Renewing<'_> {
+    Renewing {
+        script: &REENTRANT_RENEW_SCRIPT,
+        extra: Some(owner),
+    }
+}
+
+/// Puts hold `l` of `owner` back on a node that lost it: the acquisition script without
+/// marker or fencing, which adds the hold where the key is missing or is the owner's, never
+/// over another owner's.
+pub(crate) fn restore_hold(l: &LeaseInner, ttl_ms: &[u8], owner: &[u8]) -> Vec<Restore> {
+    let fence_key = super::fence_key_for(&l.resource);
+    let (sha, eval) = REENTRANT_ACQUIRE_SCRIPT.calls(
+        &[&l.key, &fence_key],
+        &[l.token.as_bytes(), ttl_ms, owner, b"0"],
+    );
+    vec![(0, sha, Some(eval))]
+}
+
+/// Whether a release freed the resource: some node answered 2, no hold left there.
+pub(crate) fn last_hold(replies: &[Option<Reply>]) -> bool {
+    replies.iter().any(|r| matches!(r, Some(Reply::Int(2))))
 }
 
 #[cfg(test)]

@@ -18,17 +18,90 @@
 //! a lock of the same name uses; each slot's tokens rise strictly from holder to holder.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::config::{MARKER_KEY, SEMAPHORE_OWNER};
 use crate::error::{Error, NodeOutcome, Op};
-use crate::lease::{Granted, Lease, Permit, Shared};
+use crate::lease::{Calls, Granted, Kind, Lease, LeaseInner, Renewing, Restore, Shared};
 use crate::quorum::{Cmd, Limits, Request, Round};
-use crate::resp::{self, Reply};
-use crate::scripts::{REENTRANT_RELEASE_SCRIPT, SEMAPHORE_ACQUIRE_SCRIPT};
+use crate::resp::Reply;
+use crate::script::Script;
 use crate::token;
+use crate::ttl::Ttl;
 
-use super::{Attempt, counter, decide, fence_key_for, granted_checked};
+use super::{Attempt, counter, decide, fence_key_for, granted_checked, reentrant};
+
+/// A **semaphore** acquisition on one node. `KEYS[1]` the semaphore's hash, `KEYS[2]` its
+/// fencing counter, `KEYS[3]` (optional) the node's restart-quarantine marker, checked as
+/// [`ACQUIRE`](crate::scripts::ACQUIRE) does; `ARGV[1]` the new hold's id (the lease's token), `ARGV[2]` its TTL in ms,
+/// `ARGV[3]` the permit count P, `ARGV[4]` a slot `s` (0 to P − 1), `ARGV[5]` "1" for a fenced
+/// acquisition, `ARGV[6]` the semaphore owner tag, `ARGV[7]` "1" to take slot `s` only.
+///
+/// The hash: `owner` (the tag), `permits` (P), `since`, and as the reentrant lock one field
+/// `hold:<id>` per lease, the server time at which it expires; and `slot:<i>` = the id of the
+/// hold that has slot i. Slot i is taken on this node while that hold is live. The key lives
+/// until its last hold expires, as a reentrant lock's does, and releasing, extending and
+/// renewing a hold are the reentrant scripts' with the owner tag.
+///
+/// It prunes expired holds (deleting the key when none is left), then refuses with the error
+/// `PERMITS <n>` when live holds recorded another count. Otherwise it takes the first free slot
+/// from `s` on, wrapping (only `s` with `ARGV[7]`), moving this hold there if it had another
+/// slot: it returns `{slot, free, counter}`, where `free` has one character per slot, "1" for
+/// each this hold could take (the one it took included), and `counter` is the fencing counter
+/// as a decimal string when fenced ("0" when absent), else "". When no slot it may take is
+/// free it drops this hold's slot and hold, if it had them, and refuses as [`ACQUIRE`](crate::scripts::ACQUIRE) does:
+/// `-2 - ms`, the time until the first taken slot's hold expires.
+///
+/// Why never more than P valid leases: a lease is one slot `i` granted to its hold by a quorum
+/// of nodes (lock::semaphore), and each node gives slot `i` to at most one live hold at a time,
+/// for which it keeps the hold's key alive. Two leases valid at once on slot `i` would need a
+/// node in both quorums (any two majorities meet) that gave `i` to both at once: impossible, as
+/// for the lock. So valid leases have distinct slots. Callers that name the same P have P
+/// slots; a caller that names another P is refused by every node that has live holds of the
+/// first count, and a valid lease has live holds on a quorum, which meets the caller's quorum:
+/// all the leases valid at one instant named the same P.
+pub const SEMAPHORE_ACQUIRE: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "if #KEYS > 2 and redis.call('exists', KEYS[3]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local k = KEYS[1] local tok = ARGV[1] local p = tonumber(ARGV[3]) local t = now() \
+local ty = redis.call('type', k)['ok'] local f = {} \
+if ty == 'hash' then local all = redis.call('hgetall', k) \
+for i = 1, #all, 2 do f[all[i]] = all[i + 1] end \
+if f['owner'] ~= ARGV[6] then return redis.error_reply('WRONGTYPE not a semaphore') end \
+elseif ty ~= 'none' then return redis.error_reply('WRONGTYPE not a semaphore') end \
+local live = false local last = t \
+for name, v in pairs(f) do if string.sub(name, 1, 5) == 'hold:' then \
+local e = tonumber(v) \
+if e == nil or e <= t then redis.call('hdel', k, name) f[name] = nil \
+else live = true if e > last then last = e end end end end \
+if ty == 'hash' and not live then redis.call('del', k) f = {} ty = 'none' end \
+if live and f['permits'] ~= ARGV[3] then \
+return redis.error_reply('PERMITS ' .. tostring(f['permits'])) end \
+local free = {} local mine = nil local soon = nil \
+for i = 0, p - 1 do local h = f['slot:' .. i] \
+if h == tok then mine = i free[i] = true \
+elseif h == nil or f['hold:' .. h] == nil then free[i] = true \
+else local e = tonumber(f['hold:' .. h]) if soon == nil or e < soon then soon = e end end end \
+local s = tonumber(ARGV[4]) local pick = nil \
+if ARGV[7] == '1' then if free[s] then pick = s end \
+else for j = 0, p - 1 do local i = (s + j) % p if free[i] then pick = i break end end end \
+if mine ~= nil and mine ~= pick then redis.call('hdel', k, 'slot:' .. mine) end \
+if pick == nil then \
+if f['hold:' .. tok] then redis.call('hdel', k, 'hold:' .. tok) end \
+if soon == nil then return -1 end return -2 - (soon - t) end \
+local e = t + tonumber(ARGV[2]) \
+if ty == 'none' then \
+redis.call('hset', k, 'owner', ARGV[6], 'permits', ARGV[3], 'since', string.format('%d', t)) end \
+redis.call('hset', k, 'slot:' .. pick, tok, 'hold:' .. tok, string.format('%d', e)) \
+if e > last then last = e end \
+redis.call('pexpire', k, last - t) \
+local map = {} for i = 0, p - 1 do map[i + 1] = free[i] and '1' or '0' end \
+local c = '' if ARGV[5] == '1' then c = redis.call('get', KEYS[2]) or '0' end \
+return {pick, table.concat(map), c}"
+);
+
+/// [`SEMAPHORE_ACQUIRE`], for calls.
+pub(crate) static SEMAPHORE_ACQUIRE_SCRIPT: Script = Script::new(SEMAPHORE_ACQUIRE);
 
 /// A node's grant: the slot it gave, the slots it could have given ('1' each), its counter.
 struct Grant<'r> {
@@ -92,8 +165,8 @@ struct Sem<'a> {
     key: &'a [u8],
     fence_key: Vec<u8>,
     permits: u32,
-    ttl: Duration,
-    ttl_ms: Vec<u8>,
+    ttl: Ttl,
+    ttl_ms: crate::ttl::Px,
     token: String,
     fenced: bool,
 }
@@ -110,7 +183,7 @@ impl Sem<'_> {
             // The script reads the semaphore's hash, one field per slot.
             work: self.permits as usize,
         };
-        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl));
+        let limits = Limits::quorum(self.sh.budget.acquire_bound(self.ttl.duration()));
         let (p, fenced) = (self.permits, self.fenced);
         self.sh
             .cluster
@@ -169,8 +242,7 @@ impl Sem<'_> {
     /// Removes this attempt's hold (and with it its slot) on the nodes `to` selects, without
     /// announcing anything and without waiting.
     fn discard(&self, to: &dyn Fn(usize) -> bool) {
-        let (sha, eval) = REENTRANT_RELEASE_SCRIPT
-            .calls(&[self.key], &[self.token.as_bytes(), b"0", SEMAPHORE_OWNER]);
+        let (sha, eval) = reentrant::discard_hold(self.key, &self.token, SEMAPHORE_OWNER);
         self.sh
             .cluster
             .detach(&sha, Some(&eval), self.permits as usize, to);
@@ -231,17 +303,16 @@ pub(crate) fn attempt(
     name: &[u8],
     key: &[u8],
     permits: u32,
-    ttl: Duration,
+    ttl: Ttl,
     fenced: bool,
 ) -> Result<Lease, Error> {
-    let mut digits = [0u8; 20];
     let s = Sem {
         sh,
         key,
         fence_key: fence_key_for(name),
         permits,
         ttl,
-        ttl_ms: resp::decimal(ttl.as_millis() as u64, &mut digits).to_vec(),
+        ttl_ms: ttl.px(),
         token: token::new_token()?,
         fenced,
     };
@@ -287,15 +358,12 @@ pub(crate) fn attempt(
             resource: name.to_vec(),
             key: key.to_vec(),
             token: s.token,
-            owner: Some(SEMAPHORE_OWNER.to_vec()),
+            kind: Box::new(Permit { slot, permits }),
             fencing_token,
             ttl,
             start,
             expires,
             acquisition,
-            many: None,
-            permit: Some(Permit { slot, permits }),
-            fair: None,
         },
     ))
 }
@@ -351,6 +419,60 @@ fn fence(s: &Sem<'_>, round: &Round, expires: std::time::Instant) -> Result<u64,
         shared: false,
     };
     a.fence(&offers, expires)
+}
+
+/// A semaphore's permit: a hold in the semaphore's hash, owned by [`SEMAPHORE_OWNER`], on
+/// slot `slot` of `permits`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Permit {
+    pub slot: u32,
+    pub permits: u32,
+}
+
+impl Kind for Permit {
+    fn release(&self, l: &LeaseInner) -> Calls {
+        reentrant::release_hold(l, SEMAPHORE_OWNER)
+    }
+
+    fn extend(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Calls {
+        reentrant::extend_hold(l, ttl_ms, SEMAPHORE_OWNER)
+    }
+
+    fn renewing(&self) -> Renewing<'_> {
+        reentrant::renewing_hold(SEMAPHORE_OWNER)
+    }
+
+    /// The permit takes its own slot back, where that slot is free.
+    fn restore(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Vec<Restore> {
+        let fence_key = fence_key_for(&l.resource);
+        let (permits, slot) = (self.permits.to_string(), self.slot.to_string());
+        let (sha, eval) = SEMAPHORE_ACQUIRE_SCRIPT.calls(
+            &[&l.key, &fence_key],
+            &[
+                l.token.as_bytes(),
+                ttl_ms,
+                permits.as_bytes(),
+                slot.as_bytes(),
+                b"0",
+                SEMAPHORE_OWNER,
+                b"1",
+            ],
+        );
+        vec![(0, sha, Some(eval))]
+    }
+
+    fn frees(&self, replies: &[Option<Reply>]) -> bool {
+        reentrant::last_hold(replies)
+    }
+
+    /// The script reads the semaphore's hash, one field per slot.
+    fn work(&self) -> usize {
+        self.permits as usize
+    }
+
+    fn permit(&self) -> Option<(u32, u32)> {
+        Some((self.slot, self.permits))
+    }
 }
 
 #[cfg(test)]

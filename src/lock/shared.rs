@@ -20,15 +20,73 @@
 //! that dies leaves it to expire.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 pub(crate) use crate::config::SHARED_OWNER;
 use crate::config::{INTENT_PREFIX, MARKER_KEY};
-use crate::lease::Shared;
-use crate::scripts::{INTENT_DROP_SCRIPT, INTENT_QUEUE_SCRIPT, SHARED_ACQUIRE_SCRIPT};
+use crate::lease::{Calls, Kind, LeaseInner, Renewing, Restore, Shared};
+use crate::resp::Reply;
+use crate::script::Script;
 use crate::token;
+use crate::ttl::Ttl;
 
-use super::Attempt;
+use super::{Attempt, reentrant};
+
+/// A **shared** (read) acquisition. A shared lock is the reentrant lock of the empty owner,
+/// which no caller can name (an owner id has 1 to 512 bytes): every shared holder adds its own
+/// hold to one hash, the key lives until the last hold has been released or has expired, and
+/// release, extension, renewal and fencing are the reentrant scripts'. `KEYS[1]` the lock key,
+/// `KEYS[2]` the fencing counter, `KEYS[3]` the resource's *intent* key, `KEYS[4]` (optional)
+/// the node's restart-quarantine marker; `ARGV` as [`REENTRANT_ACQUIRE`](crate::scripts::REENTRANT_ACQUIRE) with `ARGV[3]` empty.
+///
+/// Refuses, as the acquisition scripts do (`-2 - PTTL`, here the longer of the key's and the
+/// intent's), while an exclusive waiter's intent ([`INTENT_QUEUE`]) is on the node: once an
+/// exclusive locker waits, new shared holders wait behind it, and the ones already in finish.
+///
+/// Why shared and exclusive exclude each other across the quorum: a node holds at most one of
+/// a string (an exclusive grant, `SET NX`) and a hash of the empty owner (shared holds) under
+/// one key, and each script grants only when the key is absent or of its own kind. A shared
+/// holder's quorum and an exclusive holder's quorum would have a node in common (any two
+/// majorities of N intersect), and that node granted both: impossible. Shared holders
+/// together hold no quorum more than one of them does, so any number may overlap.
+pub const SHARED_ACQUIRE: &str = concat!(
+    crate::script::reentrant_lua!(),
+    "if #KEYS > 3 and redis.call('exists', KEYS[4]) == 0 then \
+return redis.error_reply('NOMARKER no restart-quarantine marker on this node') end \
+local q = redis.call('pttl', KEYS[3]) \
+if q ~= -2 then local p = redis.call('pttl', KEYS[1]) \
+if q < 0 or p == -1 then return -1 end \
+if p > q then q = p end return -2 - q end ",
+    crate::script::reentrant_hold!()
+);
+
+/// An exclusive waiter's **intent**, queued after a refused attempt: if the lock key `KEYS[1]`
+/// holds shared holds (a hash of the empty owner), sets the intent key `KEYS[2]` to the
+/// waiter's id `ARGV[1]`, unless another waiter's intent is there, to expire `ARGV[2]` ms
+/// after the last of those holds; returns 1 when it set or refreshed it, else 0. While it
+/// stands, [`SHARED_ACQUIRE`] refuses new shared holds, so a stream of overlapping readers
+/// cannot starve the writer. It lives at most as long as the holds it waits for plus the
+/// waiter's TTL; each refused attempt of the waiter renews it, and [`INTENT_DROP`] removes it
+/// when the waiter gets the lock or gives up.
+pub const INTENT_QUEUE: &str = "local k = KEYS[1] \
+if redis.call('type', k)['ok'] ~= 'hash' or redis.call('hget', k, 'owner') ~= '' then return 0 end \
+local v = redis.call('get', KEYS[2]) \
+if v and v ~= ARGV[1] then return 0 end \
+local p = redis.call('pttl', k) if p < 0 then p = 0 end \
+redis.call('set', KEYS[2], ARGV[1], 'PX', p + tonumber(ARGV[2])) return 1";
+
+/// Removes the intent `KEYS[2]` if it is waiter `ARGV[1]`'s, and if `ARGV[2]` is "1" (a
+/// waiter that gave up) announces on the lock key's channel `KEYS[1]`, which wakes the shared
+/// waiters that the intent held back. Returns 1 when it removed it, else 0.
+pub const INTENT_DROP: &str = "if redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end \
+redis.call('del', KEYS[2]) \
+if ARGV[2] == '1' then redis.call('publish', KEYS[1], ARGV[1]) end return 1";
+
+/// [`SHARED_ACQUIRE`], for calls.
+pub(crate) static SHARED_ACQUIRE_SCRIPT: Script = Script::new(SHARED_ACQUIRE);
+/// [`INTENT_QUEUE`], for calls.
+pub(crate) static INTENT_QUEUE_SCRIPT: Script = Script::new(INTENT_QUEUE);
+/// [`INTENT_DROP`], for calls.
+pub(crate) static INTENT_DROP_SCRIPT: Script = Script::new(INTENT_DROP);
 
 /// The intent key of a lock key: `redlock-intent:` followed by it.
 pub(crate) fn intent_key(key: &[u8]) -> Vec<u8> {
@@ -51,14 +109,14 @@ pub(super) fn acquire_call(a: &Attempt<'_>, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>
 /// costs nothing more.
 pub(crate) struct Intent<'k> {
     keys: &'k [Vec<u8>],
-    ttl: Duration,
+    ttl: Ttl,
     /// The waiter's id, drawn at the first refusal.
     id: Option<String>,
 }
 
 impl<'k> Intent<'k> {
     /// The intent of an exclusive acquisition of `keys` for `ttl`; nothing is sent yet.
-    pub(crate) fn new(keys: &'k [Vec<u8>], ttl: Duration) -> Intent<'k> {
+    pub(crate) fn new(keys: &'k [Vec<u8>], ttl: Ttl) -> Intent<'k> {
         Intent {
             keys,
             ttl,
@@ -79,11 +137,10 @@ impl<'k> Intent<'k> {
             }
         }
         let id = self.id.as_deref().unwrap_or_default();
-        let ttl_ms = self.ttl.as_millis().to_string();
+        let ttl_ms = &self.ttl.px();
         for key in self.keys {
             let intent = intent_key(key);
-            let (sha, eval) =
-                INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms.as_bytes()]);
+            let (sha, eval) = INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms]);
             sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
         }
     }
@@ -100,5 +157,34 @@ impl<'k> Intent<'k> {
             let (sha, eval) = INTENT_DROP_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), flag]);
             sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
         }
+    }
+}
+/// A shared lease: a hold in the hash of the empty owner, released, extended, renewed and
+/// restored by the reentrant scripts.
+pub(crate) struct SharedHold;
+
+impl Kind for SharedHold {
+    fn release(&self, l: &LeaseInner) -> Calls {
+        reentrant::release_hold(l, SHARED_OWNER)
+    }
+
+    fn extend(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Calls {
+        reentrant::extend_hold(l, ttl_ms, SHARED_OWNER)
+    }
+
+    fn renewing(&self) -> Renewing<'_> {
+        reentrant::renewing_hold(SHARED_OWNER)
+    }
+
+    fn restore(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Vec<Restore> {
+        reentrant::restore_hold(l, ttl_ms, SHARED_OWNER)
+    }
+
+    fn frees(&self, replies: &[Option<Reply>]) -> bool {
+        reentrant::last_hold(replies)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 }

@@ -20,6 +20,11 @@ use crate::scan::{self, KeyKind, Scan};
 use crate::scripts;
 use crate::timing::{Clock, SystemClock};
 
+mod semaphore;
+
+use crate::ttl::Ttl;
+pub use semaphore::Semaphore;
+
 /// What a manager knows of one node (see [`Redlock::node_states`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeState {
@@ -277,29 +282,29 @@ impl Redlock {
         let checked = sh
             .cfg
             .lock_key(resource)
-            .and_then(|key| config::check_ttl_for(ttl, &sh.cfg).map(|_| key))
-            .and_then(|key| {
+            .and_then(|key| Ttl::new(ttl, &sh.cfg).map(|ttl| (key, ttl)))
+            .and_then(|kt| {
                 opts.auto_renew
                     .as_ref()
                     .map_or(Ok(()), |r| r.validate())
-                    .map(|_| key)
+                    .map(|_| kt)
             })
-            .and_then(|key| {
+            .and_then(|kt| {
                 opts.owner
                     .as_deref()
                     .map_or(Ok(()), config::check_owner)
-                    .map(|_| key)
+                    .map(|_| kt)
             })
-            .and_then(|key| match (opts.shared, &opts.owner) {
+            .and_then(|kt| match (opts.shared, &opts.owner) {
                 (true, Some(_)) => Err(Error::invalid(
                     "a shared lock has no owner: ask for shared or for an owner (reentrant), \
                      not both",
                 )),
-                _ => Ok(key),
+                _ => Ok(kt),
             })
-            .and_then(|key| check_fair(opts).map(|_| key));
-        let key = match checked {
-            Ok(key) => key,
+            .and_then(|kt| check_fair(opts).map(|_| kt));
+        let (key, ttl) = match checked {
+            Ok(kt) => kt,
             Err(e) => return Err(self.refused_input(e)),
         };
         if opts.fair {
@@ -337,13 +342,15 @@ impl Redlock {
         &self,
         resource: &[u8],
         key: &[u8],
-        ttl: Duration,
+        ttl: Ttl,
         opts: &LockOptions,
     ) -> Result<Lease, Error> {
         let sh = &self.shared;
-        let drop_out = opts
-            .drop_out
-            .unwrap_or(ttl.min(config::DEFAULT_DROP_OUT).max(config::MIN_DROP_OUT));
+        let drop_out = opts.drop_out.unwrap_or(
+            ttl.duration()
+                .min(config::DEFAULT_DROP_OUT)
+                .max(config::MIN_DROP_OUT),
+        );
         let mut fair = lock::Fair::new(sh, resource, key, drop_out, opts.wait != Wait::No)?;
         let mut opts = opts.clone();
         opts.refresh = Some(drop_out / 5);
@@ -393,8 +400,8 @@ impl Redlock {
     ) -> Result<Lease, Error> {
         let sh = &self.shared;
         let resources: Vec<Vec<u8>> = resources.iter().map(|r| r.as_ref().to_vec()).collect();
-        let keys = match self.check_many(&resources, ttl, opts) {
-            Ok(keys) => keys,
+        let (keys, ttl) = match self.check_many(&resources, ttl, opts) {
+            Ok(checked) => checked,
             Err(e) => return Err(self.refused_input(e)),
         };
         let mut intent = match opts.wait {
@@ -421,7 +428,7 @@ impl Redlock {
         resources: &[Vec<u8>],
         ttl: Duration,
         opts: &LockOptions,
-    ) -> Result<Vec<Vec<u8>>, Error> {
+    ) -> Result<(Vec<Vec<u8>>, Ttl), Error> {
         let cfg = &self.shared.cfg;
         if resources.is_empty() {
             return Err(Error::invalid("no resources: name at least one"));
@@ -450,7 +457,7 @@ impl Redlock {
                  each resource on its own"
             )));
         }
-        config::check_ttl_for(ttl, cfg)?;
+        let ttl = Ttl::new(ttl, cfg)?;
         if let Some(r) = &opts.auto_renew {
             r.validate()?;
         }
@@ -469,39 +476,7 @@ impl Redlock {
             }
             keys.push(key);
         }
-        Ok(keys)
-    }
-
-    /// The counting semaphore `name` with `permits` permits: at most that many valid leases
-    /// of it at any instant, under the same assumptions as the lock. Nothing is sent until
-    /// [`Semaphore::acquire`]. Every caller of one name must name the same count; see
-    /// [`Semaphore`].
-    ///
-    /// Errors: [`Error::InvalidInput`] for an invalid name (as a resource's) or a count outside
-    /// 1 to [`MAX_PERMITS`](crate::MAX_PERMITS).
-    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore, Error> {
-        let name = name.as_ref();
-        let key = config::check_permits(permits)
-            .and_then(|_| self.shared.cfg.semaphore_key(name))
-            .map_err(|e| self.refused_input(e))?;
-        Ok(Semaphore {
-            mgr: self.clone(),
-            name: name.to_vec(),
-            key,
-            permits,
-        })
-    }
-
-    /// Takes one permit of the semaphore `name` of `permits` permits for `ttl`:
-    /// [`semaphore`](Self::semaphore) and then [`Semaphore::acquire`].
-    pub fn semaphore_acquire(
-        &self,
-        name: impl AsRef<[u8]>,
-        permits: u32,
-        ttl: Duration,
-        opts: &LockOptions,
-    ) -> Result<Lease, Error> {
-        self.semaphore(name, permits)?.acquire(ttl, opts)
+        Ok((keys, ttl))
     }
 
     fn with_wait(
@@ -589,107 +564,6 @@ impl Redlock {
     }
 }
 
-/// A counting semaphore over the quorum ([`Redlock::semaphore`]): at most
-/// [`permits`](Self::permits) valid leases at any instant, each one a *permit*. A holder that
-/// dies gives its permit back when its TTL runs out.
-///
-/// A permit is one of P slots held by a quorum of nodes exactly as a lock is, so the mutual
-/// exclusion of each slot bounds the count; counting how many nodes admitted a caller would not
-/// (see [`scripts::SEMAPHORE_ACQUIRE`] for the proof). An acquisition is one round trip when
-/// the nodes agree on which slots are free, and two when they picked different ones.
-///
-/// A permit's [`Lease`] unlocks, extends, auto-renews and reports its validity as a lock's
-/// does; with [`LockOptions::fenced`] it carries a fencing token, strictly greater than every
-/// earlier holder's of the same slot ([`Lease::permit`] names the slot). A release wakes one
-/// waiter of the semaphore in each process that waits (by notification, as for a lock).
-///
-/// The permit count is recorded on each node with the holds. A caller that names another
-/// count while permits of the recorded one are held is refused with [`Error::InvalidInput`],
-/// naming the recorded count; once none is held, a new count applies. A semaphore's keys
-/// (`redlock-sem:` and the lock key of its name) never meet a lock's: a semaphore and a lock
-/// of the same name are independent.
-///
-/// ```no_run
-/// # fn main() -> Result<(), redlock::Error> {
-/// use std::time::Duration;
-/// use redlock::{Config, LockOptions, Redlock, Wait};
-/// let mgr = Redlock::new(Config::new(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]))?;
-/// let exports = mgr.semaphore("exports", 4)?;
-/// let wait = LockOptions::new().wait(Wait::For(Duration::from_secs(30)));
-/// let permit = exports.acquire(Duration::from_secs(60), &wait)?;
-/// // ... at most 4 of these run at once ...
-/// permit.unlock()?;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct Semaphore {
-    mgr: Redlock,
-    name: Vec<u8>,
-    key: Vec<u8>,
-    permits: u32,
-}
-
-impl fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &String::from_utf8_lossy(&self.name))
-            .field("permits", &self.permits)
-            .finish()
-    }
-}
-
-impl Semaphore {
-    /// The semaphore's name, as given.
-    pub fn name(&self) -> &[u8] {
-        &self.name
-    }
-
-    /// How many permits it has.
-    pub fn permits(&self) -> u32 {
-        self.permits
-    }
-
-    /// The semaphore's key on every node (`redlock-sem:` and the lock key of its name), which
-    /// is also the channel its releases are announced on.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// Takes one permit for `ttl`, waiting as `opts` say (one attempt, the retry policy, or
-    /// until a deadline, woken by releases), with a fencing token, auto-renewal and
-    /// cancellation as for a lock.
-    ///
-    /// Errors: [`Error::InvalidInput`] (TTL out of range, bad renewal options,
-    /// [`owner`](LockOptions::owner) or [`shared`](LockOptions::shared) given: nothing is
-    /// sent; or another permit count recorded on the nodes), [`Error::NotAcquired`] (every
-    /// permit is held), [`Error::Unavailable`], [`Error::Cancelled`], [`Error::Internal`].
-    pub fn acquire(&self, ttl: Duration, opts: &LockOptions) -> Result<Lease, Error> {
-        let mgr = &self.mgr;
-        let sh = &mgr.shared;
-        let checked = config::check_ttl_for(ttl, &sh.cfg)
-            .and_then(|_| opts.auto_renew.as_ref().map_or(Ok(()), |r| r.validate()))
-            .and_then(|_| match (&opts.owner, opts.shared, opts.fair) {
-                (None, false, false) if opts.drop_out.is_none() => Ok(()),
-                _ => Err(Error::invalid(
-                    "a semaphore's permit is neither reentrant, shared nor fair: leave out \
-                     owner, shared, fair and drop_out",
-                )),
-            });
-        if let Err(e) = checked {
-            return Err(mgr.refused_input(e));
-        }
-        acquire::acquire(sh, opts, &self.key, || {
-            lock::attempt_permit(sh, &self.name, &self.key, self.permits, ttl, opts.fenced)
-        })
-    }
-
-    /// One attempt to take a permit for `ttl`, with no retry.
-    pub fn try_acquire(&self, ttl: Duration) -> Result<Lease, Error> {
-        self.acquire(ttl, &LockOptions::new().wait(Wait::No))
-    }
-}
-
 /// Checks the options of a fair acquisition: not reentrant, not shared, a valid drop-out time.
 fn check_fair(opts: &LockOptions) -> Result<(), Error> {
     if !opts.fair {
@@ -746,15 +620,12 @@ mod tests {
                 resource: b"r".to_vec(),
                 key: b"redlock:r".to_vec(),
                 token: "0".repeat(40),
-                owner: None,
+                kind: Box::new(crate::lock::plain::Plain),
                 fencing_token: None,
-                ttl,
+                ttl: Ttl::new(ttl, &sh.cfg).unwrap(),
                 start,
                 expires: sh.budget.expiry(start, ttl),
                 acquisition: sh.no_io(crate::Op::Acquire, "test"),
-                many: None,
-                permit: None,
-                fair: None,
             },
         );
         // drift = 10 ms + 2 ms
