@@ -16,7 +16,8 @@ import (
 // *Many methods): options and arguments checked, then the one C call under the manager's
 // read lock.
 
-// checkResource rejects names too long for the library before copying them. Empty names are
+// checkResource rejects names too long for the call's scratch buffer (newScratch) before
+// copying them. Empty names are
 // left to the library, which rejects them with its own message.
 func checkResource(resource string) error {
 	if len(resource) > MaxResourceLen {
@@ -59,20 +60,11 @@ func (m *Manager) acquireMany(ctx context.Context, method string, resources []st
 	if err != nil {
 		return nil, err
 	}
-	if o.shared || o.ownerSet || o.fenced || o.fair {
-		what := "fenced"
-		switch {
-		case o.shared:
-			what = "shared"
-		case o.ownerSet:
-			what = "reentrant (WithOwner)"
-		case o.fair:
-			what = "fair (WithFair)"
-		}
-		return nil, invalidf("%s takes exclusive, unfenced locks without an owner only; acquire %s locks one resource at a time", method, what)
-	}
-	if err := checkResources(resources); err != nil {
-		return nil, err
+	// The library checks the set (at least one, none twice, each name valid) and the options
+	// a multi-resource lock takes; its message reaches the caller unchanged. Only the count is
+	// checked here, as it bounds the C memory the call makes for the names.
+	if len(resources) > MaxResources {
+		return nil, invalidf("%d resources, more than the maximum of %d per call", len(resources), MaxResources)
 	}
 	if err := contextWait(ctx, &o); err != nil {
 		return nil, err
@@ -117,29 +109,6 @@ func acquireMethod(method string) string {
 		return "AcquireMany"
 	}
 	return "Acquire"
-}
-
-// checkResources checks the resources of a *Many call before anything is copied or sent: 1
-// to MaxResources of them, each at most MaxResourceLen bytes, none named twice. (Empty names
-// are left to the library, as for one resource.)
-func checkResources(resources []string) error {
-	switch {
-	case len(resources) == 0:
-		return invalidf("no resources: name at least one")
-	case len(resources) > MaxResources:
-		return invalidf("%d resources, more than the maximum of %d per call", len(resources), MaxResources)
-	}
-	seen := make(map[string]int, len(resources))
-	for i, r := range resources {
-		if len(r) > MaxResourceLen {
-			return invalidf("resource %d is %d bytes, more than the maximum of %d", i, len(r), MaxResourceLen)
-		}
-		if j, dup := seen[r]; dup {
-			return invalidf("resource %q is named twice (at %d and %d)", r, j, i)
-		}
-		seen[r] = i
-	}
-	return nil
 }
 
 // acquireFunc is the C call of an acquisition, made by acquireCall with the C options to

@@ -108,8 +108,8 @@ func (m *Manager) newOwnedAcquireOpts(o *lockOptions) (*C.redlock_acquire_opts, 
 			return nil, &Error{Status: Status(st), Message: "setting the owner id failed"}
 		}
 	}
-	if o.fair {
-		st := C.redlock_acquire_opts_set_fair(opts, true)
+	if o.fair || o.dropOutMs != 0 {
+		st := C.redlock_acquire_opts_set_fair(opts, C.bool(o.fair))
 		if st == C.REDLOCK_STATUS_OK && o.dropOutMs != 0 {
 			st = C.redlock_acquire_opts_set_drop_out_ms(opts, C.uint32_t(o.dropOutMs))
 		}
@@ -130,7 +130,7 @@ func (m *Manager) freeAcquireOpts(o *C.redlock_acquire_opts) {
 // else shared options of the manager, or, when temp is true, options made for this call that
 // the caller frees after it. The caller holds m.mu's read lock, with m.ptr non-nil.
 func (m *Manager) acquireOpts(o *lockOptions) (opts *C.redlock_acquire_opts, temp bool, err error) {
-	if o.ownerSet || o.fair {
+	if o.ownerSet || o.fair || o.dropOutMs != 0 {
 		// Owners are often per request or per job: never kept. Fair acquisitions (which
 		// queue, and so are slow next to making options) get options of their own too.
 		opts, err = m.newOwnedAcquireOpts(o)

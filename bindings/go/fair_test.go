@@ -404,7 +404,7 @@ func TestFairBadInput(t *testing.T) {
 		{"drop-out of 1 ns", []redlock.LockOption{fair, redlock.WithDropOut(time.Nanosecond)}, "drop-out time must be"},
 		{"drop-out above the maximum", []redlock.LockOption{fair, redlock.WithDropOut(redlock.MaxDropOut + time.Millisecond)}, "drop-out time must be"},
 		{"negative drop-out", []redlock.LockOption{fair, redlock.WithDropOut(-time.Second)}, "drop-out time must be"},
-		{"drop-out without WithFair", []redlock.LockOption{redlock.WithDropOut(time.Second)}, "add the WithFair option"},
+		{"drop-out without WithFair", []redlock.LockOption{redlock.WithDropOut(time.Second)}, "a drop-out time is for a fair lock's waiters"},
 		{"WithFair and WithOwner", []redlock.LockOption{fair, redlock.WithOwner("job-1")}, "neither reentrant nor shared"},
 		{"WithOwner and WithFair", []redlock.LockOption{redlock.WithOwner("job-1"), fair}, "neither reentrant nor shared"},
 		{"WithFair and WithShared", []redlock.LockOption{redlock.WithShared(), fair}, "neither reentrant nor shared"},
@@ -436,7 +436,7 @@ func TestFairBadInput(t *testing.T) {
 	many := []string{res + "/a", res + "/b"}
 	_, err := m.AcquireMany(many, time.Second, fair)
 	wantIs(t, "AcquireMany(WithFair)", err, redlock.ErrInvalidArgument)
-	if !strings.Contains(err.Error(), "fair (WithFair)") {
+	if !strings.Contains(err.Error(), "for fair locks, acquire each resource on its own") {
 		t.Fatalf("AcquireMany(WithFair): message %q", err)
 	}
 	_, err = m.TryLockMany(many, time.Second, fair, redlock.WithDropOut(time.Second))

@@ -115,12 +115,16 @@ type cNames struct {
 	n    C.size_t
 }
 
-// newCNames copies names (1 to MaxResources of them, which every caller checks first) into C
-// memory.
+// newCNames copies names (at most MaxResources of them, which every caller checks first: the
+// bound on the C memory a call makes) into C memory. No names: NULL arrays of count 0, which
+// the library refuses with its own message.
 func newCNames(names []string) cNames {
 	n := len(names)
-	if n == 0 || n > MaxResources {
+	if n > MaxResources {
 		panic("redlock: internal error: a resource count out of range reached newCNames")
+	}
+	if n == 0 {
+		return cNames{}
 	}
 	total := 0
 	for _, r := range names {
@@ -142,7 +146,11 @@ func newCNames(names []string) cNames {
 	return cNames{p: p, ptrs: &ptrs[0], lens: &lens[0], n: C.size_t(n)}
 }
 
-func (c cNames) free() { C.free(c.p) }
+func (c cNames) free() {
+	if c.p != nil {
+		C.free(c.p)
+	}
+}
 
 // withCString calls f with a C copy of v (NUL-terminated: v holds no NUL, which every caller
 // checks first), freed after the call.

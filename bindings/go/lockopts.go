@@ -77,15 +77,8 @@ func applyLockOptions(opts []LockOption) (lockOptions, error) {
 	if !o.renew && (o.onLost != nil || o.extSet) {
 		return o, invalidf("OnLost and MaxExtensions apply to auto-renewal: add the AutoRenew option")
 	}
-	if o.shared && o.ownerSet {
-		return o, invalidf("WithShared and WithOwner do not combine: a shared lock has no owner")
-	}
-	if o.fair && (o.shared || o.ownerSet) {
-		return o, invalidf("WithFair does not combine with WithShared or WithOwner: a fair lock is neither reentrant nor shared")
-	}
-	if o.dropOutMs != 0 && !o.fair {
-		return o, invalidf("WithDropOut applies to a fair lock's waiters: add the WithFair option")
-	}
+	// Which options combine (shared, owner, fair, drop-out) is the library's rule: it checks
+	// them at the acquisition, and its message reaches the caller unchanged.
 	return o, nil
 }
 

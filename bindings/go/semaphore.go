@@ -173,16 +173,7 @@ func (s *Semaphore) acquire(ctx context.Context, method string, ttl time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	if o.shared || o.ownerSet {
-		opt := "WithShared"
-		if o.ownerSet {
-			opt = "WithOwner"
-		}
-		return nil, invalidf("%s does not take %s: a semaphore's permit is neither reentrant nor shared", method, opt)
-	}
-	if o.fair {
-		return nil, invalidf("%s does not take WithFair: a semaphore's permits are not handed out in a queue", method)
-	}
+	// Which options a permit takes is the library's rule; its message reaches the caller.
 	if err := contextWait(ctx, &o); err != nil {
 		return nil, err
 	}

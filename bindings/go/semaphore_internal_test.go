@@ -76,13 +76,14 @@ func TestSemaphoreOptionsAndLibraryRefusal(t *testing.T) {
 	}
 	m.cancelMu.Unlock()
 
-	// Refused in Go: nothing made.
+	// Refused by the library: the owner's options are the call's own and freed; the shared
+	// wait's are kept by the manager, as any wait duration's.
 	for what, opt := range map[string]LockOption{"WithShared": WithShared(), "WithOwner": WithOwner("o")} {
 		if _, err := sem.AcquireWait(time.Second, 7*time.Second, opt); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("AcquireWait with %s: %v", what, err)
 		}
 	}
-	if got, want := live(), len(m.fixedOpts)+1; got != want {
+	if got, want := live(), len(m.fixedOpts)+2; got != want {
 		t.Fatalf("after refused calls the manager holds %d options, want %d", got, want)
 	}
 
@@ -127,9 +128,9 @@ func TestSemaphoreOptionsAndLibraryRefusal(t *testing.T) {
 	if after := attempts(); after != before || before == "" {
 		t.Fatalf("attempts for options the library refused: %q, then %q", before, after)
 	}
-	// Options made for the one call (owner, fair, context) are freed; the shared-and-wait set is
-	// kept.
-	if got, want := live(), len(m.fixedOpts)+2; got != want {
+	// Options made for the one call (owner, fair, context) are freed; the shared-and-wait sets
+	// (3 s here, 7 s above) are kept.
+	if got, want := live(), len(m.fixedOpts)+3; got != want {
 		t.Fatalf("after the library's refusals the manager holds %d options, want %d", got, want)
 	}
 }

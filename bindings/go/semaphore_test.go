@@ -545,9 +545,9 @@ func TestSemaphoreBadInput(t *testing.T) {
 		opts    []redlock.LockOption
 		message string // after the method's name, "" for any
 	}{
-		{"WithOwner", time.Second, []redlock.LockOption{redlock.WithOwner("job-1")}, " does not take WithOwner: a semaphore's permit is neither reentrant nor shared"},
-		{"WithShared", time.Second, []redlock.LockOption{redlock.WithShared()}, " does not take WithShared: a semaphore's permit is neither reentrant nor shared"},
-		{"WithShared, Fenced", time.Second, []redlock.LockOption{redlock.Fenced(), redlock.WithShared()}, " does not take WithShared"},
+		{"WithOwner", time.Second, []redlock.LockOption{redlock.WithOwner("job-1")}, "a semaphore's permit is neither reentrant, shared nor fair"},
+		{"WithShared", time.Second, []redlock.LockOption{redlock.WithShared()}, "a semaphore's permit is neither reentrant, shared nor fair"},
+		{"WithShared, Fenced", time.Second, []redlock.LockOption{redlock.Fenced(), redlock.WithShared()}, "a semaphore's permit is neither reentrant, shared nor fair"},
 		{"WithOwner and WithShared", time.Second, []redlock.LockOption{redlock.WithOwner("job-1"), redlock.WithShared()}, ""},
 		{"TTL 0", 0, nil, ""},
 		{"TTL 2ms", 2 * time.Millisecond, nil, ""},
@@ -560,8 +560,12 @@ func TestSemaphoreBadInput(t *testing.T) {
 				t.Fatalf("%s(%s) returned a permit", method, c.what)
 			}
 			wantIs(t, method+"("+c.what+")", err, redlock.ErrInvalidArgument)
-			if c.message != "" && !strings.Contains(err.Error(), method+c.message) {
-				t.Fatalf("%s(%s): message %q, want it to contain %q", method, c.what, err, method+c.message)
+			want := c.message
+			if strings.HasPrefix(want, " ") { // the binding's own message names the method
+				want = method + want
+			}
+			if want != "" && !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s(%s): message %q, want it to contain %q", method, c.what, err, want)
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func TestSharedWithOwnerInvalid(t *testing.T) {
 				t.Fatalf("%s returned a lock", method)
 			}
 			wantIs(t, method+" with WithShared and WithOwner", err, redlock.ErrInvalidArgument)
-			if !strings.Contains(err.Error(), "WithShared and WithOwner") {
+			if !strings.Contains(err.Error(), "a shared lock has no owner") {
 				t.Fatalf("%s: message %q", method, err)
 			}
 		}
@@ -642,8 +642,8 @@ func TestLockManyBadInput(t *testing.T) {
 		{"nil", nil, time.Second, nil, "no resources"},
 		{"empty list", []string{}, time.Second, nil, "no resources"},
 		{"too many", many(redlock.MaxResources + 1), time.Second, nil, "1001 resources, more than the maximum of 1000"},
-		{"duplicate", dup, time.Second, nil, fmt.Sprintf("resource %q is named twice (at 2 and 5)", base+":2")},
-		{"too long", []string{base, strings.Repeat("r", redlock.MaxResourceLen+1)}, time.Second, nil, "resource 1 is 1025 bytes"},
+		{"duplicate", dup, time.Second, nil, fmt.Sprintf("resource 5 (%q) is resource 2 again", base+":2")},
+		{"too long", []string{base, strings.Repeat("r", redlock.MaxResourceLen+1)}, time.Second, nil, "resource 1: resource name is 1025 bytes"},
 		{"empty name", []string{base, ""}, time.Second, nil, ""},
 		{"TTL 0", many(2), 0, nil, "TTL"},
 		{"TTL above the maximum", many(2), redlock.DefaultMaxTTL + time.Millisecond, nil, ""},
