@@ -15,7 +15,7 @@ from ._args import Options, _Many, _OptsKey, _Sem, _Target
 from ._cancel import Cancel, _cancel_hold
 from ._core import _check_status, _err_buf, _raise
 from ._handle import _Handle, _Process
-from ._lease import Lease
+from ._lease import Lease, _start_watch
 from ._threads import _WAIT_SLICE_S, _Call, _hand_over
 
 #: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
@@ -118,6 +118,7 @@ def acquire(
     wait_ms = opts[0]
     key: _OptsKey = opts[:7]  # type: ignore[assignment]
     cancel = opts[7]
+    on_lost = opts[8]
     # A call that may wait, on the main thread (the only one where Python delivers a
     # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
     waits = (
@@ -126,9 +127,9 @@ def acquire(
         and threading.get_ident() == _Process.main_ident
     )
     if waits or cancel is not None:
-        return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target)
+        return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target, on_lost)
     lease_h = _call(mgr, key, res, ttl_ms, target)
-    return lease_of(mgr, lease_h, res, key, target)
+    return lease_of(mgr, lease_h, res, key, target, on_lost)
 
 
 def _call(
@@ -164,14 +165,25 @@ def _call(
 
 
 def lease_of(
-    mgr: Any, lease_h: _Handle, res: bytes, key: _OptsKey, target: Optional[_Target]
+    mgr: Any,
+    lease_h: _Handle,
+    res: bytes,
+    key: _OptsKey,
+    target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
-    """The :class:`Lease` of a granted acquisition made with the options ``key``."""
-    return Lease(
+    """The :class:`Lease` of a granted acquisition made with the options ``key``; with an
+    ``on_lost`` callback (the options had auto-renewal), its watcher is started, as
+    ``Lease.auto_renew(on_lost=...)`` right after the grant would. An exception raised here
+    (the watcher thread could not start) leaves the lease to the caller's clean-up."""
+    lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
         target.resources if type(target) is _Many else None, type(target) is _Sem,
         key[6] is not None,
     )  # fmt: skip
+    if on_lost is not None:
+        _start_watch(lease, lease_h, lease._renew_gen, on_lost)
+    return lease
 
 
 def _acquire_cancellable(
@@ -182,6 +194,7 @@ def _acquire_cancellable(
     cancel: Optional[Cancel],
     waits: bool,
     target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """An acquisition with a cancel handle: the caller's, or one of its own when the call
     ``waits`` on the main thread. Its options object is made for this call (a handle
@@ -193,7 +206,7 @@ def _acquire_cancellable(
     try:
         if waits:
             call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
-            return _acquire_on_helper(mgr, res, key, call, target)
+            return _acquire_on_helper(mgr, res, key, call, target, on_lost)
         lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
         h = mgr._handle
         m = h.acquire()
@@ -214,7 +227,7 @@ def _acquire_cancellable(
     if st:
         lease_h._freed = True  # nothing was written: nothing to free
         _raise(st, err)
-    return lease_of(mgr, lease_h, res, key, target)
+    return lease_of(mgr, lease_h, res, key, target, on_lost)
 
 
 def new_call(
@@ -252,7 +265,12 @@ def new_call(
 
 
 def _acquire_on_helper(
-    mgr: Any, res: bytes, key: _OptsKey, call: _Call, target: Optional[_Target] = None
+    mgr: Any,
+    res: bytes,
+    key: _OptsKey,
+    call: _Call,
+    target: Optional[_Target] = None,
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
     (any exception a signal handler raises) is seen at once: it then cancels the call,
@@ -265,7 +283,7 @@ def _acquire_on_helper(
             pass
         st = call.status
         if st == 0:
-            return lease_of(mgr, call.lease_h, res, key, target)
+            return lease_of(mgr, call.lease_h, res, key, target, on_lost)
     except BaseException:
         call.abandon()
         raise

@@ -169,6 +169,7 @@ async def _acquire(
     key: _OptsKey,
     cancel: Optional[Cancel],
     target: Optional[_Target] = None,
+    on_lost: Optional[Callable[[_Lease], None]] = None,
 ) -> _Lease:
     """``redlock_acquire`` (with a ``target``: ``redlock_acquire_many`` or
     ``redlock_semaphore_acquire``) on a helper thread, awaited; see the module's docstring for
@@ -184,7 +185,7 @@ async def _acquire(
             await asyncio.shield(fut)
             st = call.status
             if st == 0:
-                return mgr._lease(call.lease_h, res, key, target)
+                return mgr._lease(call.lease_h, res, key, target, on_lost)
         except BaseException:
             await _abandon(call, fut)
             raise
@@ -204,7 +205,9 @@ class AsyncLock:
     and closes it when the block ends, each off the event loop. Entered once: call
     :meth:`Redlock.alock` again for another acquisition. Not constructed directly."""
 
-    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_target", "_lease", "_entered")
+    __slots__ = (
+        "_mgr", "_res", "_ttl", "_key", "_cancel", "_target", "_on_lost", "_lease", "_entered",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -214,8 +217,10 @@ class AsyncLock:
         key: _OptsKey,
         cancel: Optional[Cancel],
         target: Optional[_Target] = None,
+        on_lost: Optional[Callable[[_Lease], None]] = None,
     ) -> None:
         self._mgr = mgr
+        self._on_lost = on_lost
         self._res = res
         self._target = target
         self._ttl = ttl_ms
@@ -229,8 +234,9 @@ class AsyncLock:
             raise RuntimeError("an alock(...) is entered once: call mgr.alock(...) again")
         self._entered = True
         lease = await _acquire(
-            self._mgr, self._res, self._ttl, self._key, self._cancel, self._target
-        )
+            self._mgr, self._res, self._ttl, self._key, self._cancel, self._target,
+            self._on_lost,
+        )  # fmt: skip
         self._lease = lease
         return lease
 
@@ -264,11 +270,11 @@ def alock(
 ) -> AsyncLock:
     """What ``alock`` returns (for a lock, a set, or a permit: ``target``), with its
     arguments checked already."""
-    return AsyncLock(mgr, res, ttl_ms, opts.key, opts.cancel, target)
+    return AsyncLock(mgr, res, ttl_ms, opts.key, opts.cancel, target, opts.on_lost)
 
 
 async def aacquire(
     mgr: _Manager, res: bytes, ttl_ms: int, opts: Options, target: Optional[_Target] = None
 ) -> _Lease:
     """``aacquire`` (for a lock, a set, or a permit: ``target``), its arguments checked."""
-    return await _acquire(mgr, res, ttl_ms, opts.key, opts.cancel, target)
+    return await _acquire(mgr, res, ttl_ms, opts.key, opts.cancel, target, opts.on_lost)

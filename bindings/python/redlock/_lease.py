@@ -388,8 +388,8 @@ class Lease:
 
         :meth:`unlock` stops renewal first. Calling this again replaces the settings (and the
         callback; ``on_lost=None`` then means no callback). ``Redlock.acquire(...,
-        auto_renew=True)`` does the same as this call (without ``on_lost``) right after the
-        grant; call this on such a lease to add an ``on_lost`` callback.
+        auto_renew=True, on_lost=...)`` (and ``lock``, ``try_lock``, the semaphore's,
+        multi-resource and asyncio forms) does the same as this call right after the grant.
 
         Raises:
             NotHeld: the lease was unlocked, lost or has expired.

@@ -348,7 +348,10 @@ def test_arguments_are_keyword_only(mgr, resource):
     with pytest.raises(TypeError):
         mgr.acquire(resource, 1_000, 0)  # wait_ms must be named
     with pytest.raises(TypeError):
-        mgr.acquire(resource, 1_000, wait_ms=0, on_lost=print)  # not an acquire option
+        mgr.acquire(resource, 1_000, 0, True)  # so must every other option
+    # on_lost is an acquire option (issue #39), only with auto-renewal.
+    with pytest.raises(redlock.InvalidArgument, match="on_lost"):
+        mgr.acquire(resource, 1_000, wait_ms=0, on_lost=print)
 
 
 def test_bounds_of_zero_or_none_mean_the_defaults(cluster, mgr, resource):
