@@ -129,7 +129,7 @@ def acquire(
     if waits or cancel is not None:
         return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target, on_lost)
     lease_h = _call(mgr, key, res, ttl_ms, target)
-    return lease_of(mgr, lease_h, res, key, target, on_lost)
+    return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
 
 
 def _call(
@@ -168,18 +168,20 @@ def lease_of(
     mgr: Any,
     lease_h: _Handle,
     res: bytes,
+    ttl_ms: int,
     key: _OptsKey,
     target: Optional[_Target],
     on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
-    """The :class:`Lease` of a granted acquisition made with the options ``key``; with an
+    """The :class:`Lease` of a granted acquisition for ``ttl_ms`` made with the options
+    ``key``; with an
     ``on_lost`` callback (the options had auto-renewal), its watcher is started, as
     ``Lease.auto_renew(on_lost=...)`` right after the grant would. An exception raised here
     (the watcher thread could not start) leaves the lease to the caller's clean-up."""
     lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
         target.resources if type(target) is _Many else None, type(target) is _Sem,
-        key[6] is not None,
+        key[6] is not None, ttl_ms,
     )  # fmt: skip
     if on_lost is not None:
         _start_watch(lease, lease_h, lease._renew_gen, on_lost)
@@ -206,7 +208,7 @@ def _acquire_cancellable(
     try:
         if waits:
             call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
-            return _acquire_on_helper(mgr, res, key, call, target, on_lost)
+            return _acquire_on_helper(mgr, res, ttl_ms, key, call, target, on_lost)
         lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
         h = mgr._handle
         m = h.acquire()
@@ -227,7 +229,7 @@ def _acquire_cancellable(
     if st:
         lease_h._freed = True  # nothing was written: nothing to free
         _raise(st, err)
-    return lease_of(mgr, lease_h, res, key, target, on_lost)
+    return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
 
 
 def new_call(
@@ -267,6 +269,7 @@ def new_call(
 def _acquire_on_helper(
     mgr: Any,
     res: bytes,
+    ttl_ms: int,
     key: _OptsKey,
     call: _Call,
     target: Optional[_Target] = None,
@@ -283,7 +286,7 @@ def _acquire_on_helper(
             pass
         st = call.status
         if st == 0:
-            return lease_of(mgr, call.lease_h, res, key, target, on_lost)
+            return lease_of(mgr, call.lease_h, res, ttl_ms, key, target, on_lost)
     except BaseException:
         call.abandon()
         raise

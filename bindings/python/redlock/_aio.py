@@ -185,7 +185,7 @@ async def _acquire(
             await asyncio.shield(fut)
             st = call.status
             if st == 0:
-                return mgr._lease(call.lease_h, res, key, target, on_lost)
+                return mgr._lease(call.lease_h, res, ttl_ms, key, target, on_lost)
         except BaseException:
             await _abandon(call, fut)
             raise

@@ -680,10 +680,11 @@ class Redlock:
         # For ``redlock._aio``, which imports neither this module nor ``_acquire``.
         return _acquire.new_call(self, res, ttl_ms, key, ch, cp, target)
 
-    def _lease(self, lease_h: Any, res: bytes, key: _OptsKey, target: Optional[_Target],
+    def _lease(self, lease_h: Any, res: bytes, ttl_ms: int, key: _OptsKey,
+               target: Optional[_Target],
                on_lost: Optional[Callable[[Lease], None]] = None) -> Lease:
         # For ``redlock._aio``, as ``_new_call``.
-        return _acquire.lease_of(self, lease_h, res, key, target, on_lost)
+        return _acquire.lease_of(self, lease_h, res, ttl_ms, key, target, on_lost)
 
     def close(self) -> None:
         """Frees the manager (and its cached acquisition options) and closes its idle
