@@ -212,7 +212,11 @@ class Lease:
 
     @property
     def token(self) -> str:
-        """This lock's owner token: 40 hex characters, the value stored on the nodes."""
+        """This lease's random token, 40 hex characters, unique to it. It is **not** what the
+        nodes store under the lock's key: that is :attr:`value`, which for a plain lock
+        begins with the token (``<token>.<unix ms>[ label]``). For a reentrant or shared lock
+        and a semaphore's permit, the token names the lease's hold on the nodes (and
+        :attr:`value` is the token itself)."""
         token = self._token
         if type(token) is not str:
             token = self._token = token.decode("ascii") if token else ""
@@ -220,9 +224,11 @@ class Lease:
 
     @property
     def value(self) -> str:
-        """What this lease stored on the nodes (``redlock_lease_value``): for a plain lock,
-        :attr:`token`, then ``.`` and the wall-clock milliseconds at which the attempt started,
-        then a space and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
+        """What this lease stored on the nodes (``redlock_lease_value``), the proof of ownership
+        that every unlock and extension compares: for a plain lock (each key of an
+        :meth:`Redlock.acquire_many` set too), ``<token>.<unix ms>[ label]``: :attr:`token`,
+        then ``.`` and the wall-clock milliseconds at which the attempt started, then a space
+        and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
         web-1:4242"``); for a reentrant lock (``owner=``), :attr:`token` (the nodes show its
         owner id instead); for a shared lock and a :class:`Semaphore`'s permit, :attr:`token`
         (the nodes keep one hold per lease, named by it). A plain lock's value is the identity

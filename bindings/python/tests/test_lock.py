@@ -153,6 +153,22 @@ def test_a_released_lease_still_answers_what_it_was(cluster, mgr, resource):
         s.command("DEL", key)
 
 
+def test_token_and_value_say_which_is_stored_on_the_nodes(cluster, mgr, resource):
+    # The nodes store lease.value ("<token>.<unix ms>[ label]"), not lease.token: the
+    # documentation must say which is which (issue #39, item 3).
+    key = key_of(resource)
+    with mgr.lock(resource, ttl_ms=10_000) as lk:
+        assert cluster.holding(key, lk.value) >= 2
+        assert cluster.holding(key, lk.token) == 0
+        token, _, millis = lk.value.partition(".")
+        assert token == lk.token and millis.isdigit()
+    token_doc = " ".join((redlock.Lease.token.__doc__ or "").split())
+    value_doc = " ".join((redlock.Lease.value.__doc__ or "").split())
+    assert "stored on the nodes" not in token_doc, token_doc
+    assert ":attr:`value`" in token_doc, token_doc
+    assert "<token>.<unix ms>" in value_doc, value_doc
+
+
 def test_a_lost_lease_still_reads_lost_after_close(cluster, mgr, resource):
     lk = mgr.lock(resource, ttl_ms=300, auto_renew=True, max_extensions=1)
     assert lk.wait_lost(20_000)
