@@ -16,7 +16,7 @@ from ._cancel import Cancel, _cancel_hold
 from ._core import _check_status, _err_buf, _raise
 from ._handle import _Handle, _Process
 from ._lease import Lease, _start_watch
-from ._threads import _WAIT_SLICE_S, _Call, _hand_over
+from ._threads import _WAIT_SLICE_S, _Call, _drop, _hand_over
 
 #: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
 #: ``(wait_ms, fenced, auto-renewal bounds, notify, shared, fair)`` it was asked for.
@@ -114,7 +114,12 @@ def acquire(
     """Acquires ``res`` (checked) for ``ttl_ms`` (checked) with the checked ``opts`` through
     the manager ``mgr``: the hot path, one C call with an options object made once per
     manager and key. With a ``target``, all of a set's resources (``res`` is the first) or
-    a semaphore's permit (``res`` is its name)."""
+    a semaphore's permit (``res`` is its name).
+
+    Whichever way the call runs, an exception that comes after the library granted the lock
+    and before the lease is returned (a Ctrl-C delivered as the call returns, as a cancel
+    handle is let go, as the :class:`Lease` is built) unlocks and frees the lease before it
+    is raised: the caller either owns the lease or no key is left."""
     wait_ms = opts[0]
     key: _OptsKey = opts[:7]  # type: ignore[assignment]
     cancel = opts[7]
@@ -128,30 +133,57 @@ def acquire(
     )
     if waits or cancel is not None:
         return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target, on_lost)
-    lease_h = _call(mgr, key, res, ttl_ms, target)
-    return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
+    return _direct(mgr, res, ttl_ms, key, target, on_lost)
+
+
+def _direct(
+    mgr: Any,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]],
+    cancel_ptr: Any = None,
+) -> Lease:
+    """One acquisition on this thread (:func:`_call`), and its :class:`Lease`. The lease's
+    owner exists before the call and the library writes the new lease's pointer straight
+    into it; any exception from then until the lease is returned (a Ctrl-C that arrived
+    during the call is delivered as it returns, before its status is even stored) unlocks
+    and frees the lease (:func:`_drop`: only if it was written)."""
+    lease_h = _Handle(_ffi.LeasePtr(), _core._c.redlock_lease_free, "lease")
+    try:
+        _call(mgr, key, res, ttl_ms, target, lease_h, cancel_ptr)
+        return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
+    except BaseException:
+        _drop(lease_h)
+        raise
 
 
 def _call(
-    mgr: Any, key: _OptsKey, res: bytes, ttl_ms: int, target: Optional[_Target]
-) -> _Handle:
-    """One acquisition call with the options of ``key`` (made once per manager and key): the
-    granted lease's handle, or the error raised."""
+    mgr: Any,
+    key: _OptsKey,
+    res: bytes,
+    ttl_ms: int,
+    target: Optional[_Target],
+    lease_h: _Handle,
+    cancel_ptr: Any = None,
+) -> None:
+    """One acquisition call into ``lease_h``, or the error raised: with the options of
+    ``key`` (made once per manager and key), or, with the C cancel handle ``cancel_ptr``,
+    with an options object made and freed around the call (a handle belongs to one call,
+    while the cached objects are shared)."""
     c = _core._c
-    # The lease's owner exists before the call and the library writes the new lease's
-    # pointer straight into it: from that moment the pointer is freed exactly once,
-    # whatever happens before the Lease is returned (an exception raised as the call
-    # returns, e.g. a Ctrl-C that arrived during it, drops this handle, whose finalizer
-    # frees it).
-    lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
     err = _err_buf()
     temp = None
     h = mgr._handle
     m = h.acquire()
     try:
-        opts = mgr._opts.get(key)
-        if opts is None:
-            opts, temp = _opts_miss(mgr, key)
+        if cancel_ptr is None:
+            opts = mgr._opts.get(key)
+            if opts is None:
+                opts, temp = _opts_miss(mgr, key)
+        else:
+            opts = temp = _new_opts(key, cancel_ptr)
         fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
         st = fn(*args)
     finally:
@@ -161,7 +193,6 @@ def _call(
     if st:
         lease_h._freed = True  # nothing was written: nothing to free
         _raise(st, err)
-    return lease_h
 
 
 def lease_of(
@@ -174,10 +205,10 @@ def lease_of(
     on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """The :class:`Lease` of a granted acquisition for ``ttl_ms`` made with the options
-    ``key``; with an
-    ``on_lost`` callback (the options had auto-renewal), its watcher is started, as
-    ``Lease.auto_renew(on_lost=...)`` right after the grant would. An exception raised here
-    (the watcher thread could not start) leaves the lease to the caller's clean-up."""
+    ``key``; with an ``on_lost`` callback (the options had auto-renewal), its watcher is
+    started, as ``Lease.auto_renew(on_lost=...)`` right after the grant would. An exception
+    raised here (the watcher thread could not start) leaves the lease to the caller's
+    clean-up."""
     lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
         target.resources if type(target) is _Many else None, type(target) is _Sem,
@@ -199,37 +230,30 @@ def _acquire_cancellable(
     on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """An acquisition with a cancel handle: the caller's, or one of its own when the call
-    ``waits`` on the main thread. Its options object is made for this call (a handle
-    belongs to one call, while the cached objects are shared) and freed after it. With a
-    ``target``, of all its resources (``redlock_acquire_many``; ``res`` is the first) or
-    of a semaphore's permit (``redlock_semaphore_acquire``; ``res`` is its name)."""
-    c = _core._c
+    ``waits`` on the main thread (it then runs on a helper thread). Its options object is
+    made for this call and freed after it. With a ``target``, of all its resources
+    (``redlock_acquire_many``; ``res`` is the first) or of a semaphore's permit
+    (``redlock_semaphore_acquire``; ``res`` is its name).
+
+    The cancel handle is let go only once the lease exists; an exception raised then (a
+    Ctrl-C delivered as it is let go) unlocks and frees the lease, which the caller never
+    got."""
     ch, cp = _cancel_hold(cancel)
+    lease: Optional[Lease] = None
     try:
-        if waits:
-            call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
-            return _acquire_on_helper(mgr, res, ttl_ms, key, call, target, on_lost)
-        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
-        h = mgr._handle
-        m = h.acquire()
         try:
-            opts = _new_opts(key, cp)
-        except BaseException:
-            h.release()
-            raise
-        err = _err_buf()
-        try:
-            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
-            st = fn(*args)
+            if waits:
+                call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
+                lease = _acquire_on_helper(mgr, res, ttl_ms, key, call, target, on_lost)
+            else:
+                lease = _direct(mgr, res, ttl_ms, key, target, on_lost, cp)
         finally:
-            h.release()
-            c.redlock_acquire_opts_free(opts)
-    finally:
-        ch.release()
-    if st:
-        lease_h._freed = True  # nothing was written: nothing to free
-        _raise(st, err)
-    return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
+            ch.release()
+    except BaseException:
+        if lease is not None:
+            _drop(lease._handle)
+        raise
+    return lease
 
 
 def new_call(
@@ -291,7 +315,10 @@ def _acquire_on_helper(
         call.abandon()
         raise
     if type(st) is not int:
-        raise st  # the call itself raised (not expected)
+        # The call itself raised (not expected), maybe after the library wrote a lease: the
+        # helper is done with it, so it is this thread's to unlock and free.
+        _drop(call.lease_h)
+        raise st
     call.lease_h._freed = True  # nothing was written: nothing to free
     _raise(st, call.err)
     raise AssertionError("unreachable")  # pragma: no cover

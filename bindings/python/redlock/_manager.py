@@ -227,9 +227,10 @@ class Redlock:
             the ``with`` statement raises it, unless the block is already propagating an
             exception, which then wins (the unlock failure is added to it as a note). If an
             exception (e.g. ``KeyboardInterrupt``) arrives after the library granted the lock
-            but before the lease is returned, the lease is unlocked and freed when the call
-            ran on a helper thread (see Ctrl-C above), and otherwise freed, as a dropped lease
-            is (not unlocked: it expires after its TTL, and its renewal stops).
+            but before the lease is returned (as the call returns, as its cancel handle is
+            let go, as the :class:`Lease` is built), the lease is unlocked and freed before
+            the exception is raised, whichever way the call ran: the caller either gets the
+            lease or no key is left.
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
