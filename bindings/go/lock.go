@@ -289,8 +289,11 @@ func (l *Lock) Valid() bool {
 	return bool(ok)
 }
 
-// Token returns the lock's random token, 40 hex characters: the proof of ownership, at the
-// start of the value stored on the nodes (Value).
+// Token returns the lock's random token, 40 hex characters, unique to this lock. It is not
+// what the nodes store under the lock's key: that is Value, which for a plain lock begins
+// with the token ("<token>.<unix ms>[ <label>]"). For a reentrant lock, a shared one and a
+// semaphore's permit, the token names the lock's hold ("hold:<token>"), and Value is the
+// token itself.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -298,7 +301,8 @@ func (l *Lock) Token() string {
 	return l.token
 }
 
-// Value returns what the lock stores under its key on the nodes. For a plain lock it is the
+// Value returns what the lock stores under its key on the nodes (not Token, which it begins
+// with), the proof of ownership every Unlock and Extend compares. For a plain lock it is the
 // token, a dot, the holder's wall-clock Unix time in milliseconds when the attempt started,
 // and, if the manager has a label (WithLabel), a space and the label:
 // "<40 hex>.<unix ms>[ <label>]"; a lock of several resources stores it under each of their

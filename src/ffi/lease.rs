@@ -308,8 +308,11 @@ pub unsafe extern "C" fn redlock_lease_is_valid(lease: *const redlock_lease) -> 
     unsafe { read(lease, false, |l| l.inner.is_valid()) }
 }
 
-/// The lease's token: 40 hex characters, NUL-terminated, owned by the lease (valid until
-/// `redlock_lease_free`). NULL for NULL or an invalid handle.
+/// The lease's random token: 40 hex characters, NUL-terminated, owned by the lease (valid
+/// until `redlock_lease_free`). It is not what the nodes store under the lock's key: that is
+/// `redlock_lease_value`, which for a plain lock begins with the token
+/// (`<token>.<unix ms>[ <label>]`); for a reentrant or shared lock and a semaphore's permit
+/// the token names the lease's hold (`hold:<token>`). NULL for NULL or an invalid handle.
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease.
@@ -319,10 +322,12 @@ pub unsafe extern "C" fn redlock_lease_token(lease: *const redlock_lease) -> *co
     unsafe { read(lease, std::ptr::null(), |l| l.token.as_ptr()) }
 }
 
-/// What the lease stores on the nodes, NUL-terminated, owned by the lease (valid until
-/// `redlock_lease_free`): for a plain lock the token, then `.` and the wall-clock milliseconds
-/// at which the attempt started, then a space and the manager's label if it has one
-/// (`redlock_config_set_label`); for a reentrant lock the token. It is the identity
+/// What the lease stores on the nodes (not `redlock_lease_token`, which it begins with),
+/// NUL-terminated, owned by the lease (valid until `redlock_lease_free`): for a plain lock
+/// `<token>.<unix ms>[ <label>]`, the token, then `.` and the wall-clock milliseconds at which
+/// the attempt started, then a space and the manager's label if it has one
+/// (`redlock_config_set_label`); for a reentrant or shared lock and a semaphore's permit the
+/// token. It is the identity
 /// `redlock_holders_id` reports for this lease. NULL for NULL or an invalid handle.
 ///
 /// # Safety

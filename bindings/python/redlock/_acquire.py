@@ -15,8 +15,8 @@ from ._args import Options, _Many, _OptsKey, _Sem, _Target
 from ._cancel import Cancel, _cancel_hold
 from ._core import _check_status, _err_buf, _raise
 from ._handle import _Handle, _Process
-from ._lease import Lease
-from ._threads import _WAIT_SLICE_S, _Call, _hand_over
+from ._lease import Lease, _start_watch
+from ._threads import _WAIT_SLICE_S, _Call, _drop, _hand_over
 
 #: How many ``redlock_acquire_opts`` objects a manager keeps, one per distinct combination of
 #: ``(wait_ms, fenced, auto-renewal bounds, notify, shared, fair)`` it was asked for.
@@ -114,10 +114,16 @@ def acquire(
     """Acquires ``res`` (checked) for ``ttl_ms`` (checked) with the checked ``opts`` through
     the manager ``mgr``: the hot path, one C call with an options object made once per
     manager and key. With a ``target``, all of a set's resources (``res`` is the first) or
-    a semaphore's permit (``res`` is its name)."""
+    a semaphore's permit (``res`` is its name).
+
+    Whichever way the call runs, an exception that comes after the library granted the lock
+    and before the lease is returned (a Ctrl-C delivered as the call returns, as a cancel
+    handle is let go, as the :class:`Lease` is built) unlocks and frees the lease before it
+    is raised: the caller either owns the lease or no key is left."""
     wait_ms = opts[0]
     key: _OptsKey = opts[:7]  # type: ignore[assignment]
     cancel = opts[7]
+    on_lost = opts[8]
     # A call that may wait, on the main thread (the only one where Python delivers a
     # Ctrl-C), runs on a helper thread so that the main thread stays interruptible.
     waits = (
@@ -126,31 +132,58 @@ def acquire(
         and threading.get_ident() == _Process.main_ident
     )
     if waits or cancel is not None:
-        return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target)
-    lease_h = _call(mgr, key, res, ttl_ms, target)
-    return lease_of(mgr, lease_h, res, key, target)
+        return _acquire_cancellable(mgr, res, ttl_ms, key, cancel, waits, target, on_lost)
+    return _direct(mgr, res, ttl_ms, key, target, on_lost)
+
+
+def _direct(
+    mgr: Any,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]],
+    cancel_ptr: Any = None,
+) -> Lease:
+    """One acquisition on this thread (:func:`_call`), and its :class:`Lease`. The lease's
+    owner exists before the call and the library writes the new lease's pointer straight
+    into it; any exception from then until the lease is returned (a Ctrl-C that arrived
+    during the call is delivered as it returns, before its status is even stored) unlocks
+    and frees the lease (:func:`_drop`: only if it was written)."""
+    lease_h = _Handle(_ffi.LeasePtr(), _core._c.redlock_lease_free, "lease")
+    try:
+        _call(mgr, key, res, ttl_ms, target, lease_h, cancel_ptr)
+        return lease_of(mgr, lease_h, res, ttl_ms, key, target, on_lost)
+    except BaseException:
+        _drop(lease_h)
+        raise
 
 
 def _call(
-    mgr: Any, key: _OptsKey, res: bytes, ttl_ms: int, target: Optional[_Target]
-) -> _Handle:
-    """One acquisition call with the options of ``key`` (made once per manager and key): the
-    granted lease's handle, or the error raised."""
+    mgr: Any,
+    key: _OptsKey,
+    res: bytes,
+    ttl_ms: int,
+    target: Optional[_Target],
+    lease_h: _Handle,
+    cancel_ptr: Any = None,
+) -> None:
+    """One acquisition call into ``lease_h``, or the error raised: with the options of
+    ``key`` (made once per manager and key), or, with the C cancel handle ``cancel_ptr``,
+    with an options object made and freed around the call (a handle belongs to one call,
+    while the cached objects are shared)."""
     c = _core._c
-    # The lease's owner exists before the call and the library writes the new lease's
-    # pointer straight into it: from that moment the pointer is freed exactly once,
-    # whatever happens before the Lease is returned (an exception raised as the call
-    # returns, e.g. a Ctrl-C that arrived during it, drops this handle, whose finalizer
-    # frees it).
-    lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
     err = _err_buf()
     temp = None
     h = mgr._handle
     m = h.acquire()
     try:
-        opts = mgr._opts.get(key)
-        if opts is None:
-            opts, temp = _opts_miss(mgr, key)
+        if cancel_ptr is None:
+            opts = mgr._opts.get(key)
+            if opts is None:
+                opts, temp = _opts_miss(mgr, key)
+        else:
+            opts = temp = _new_opts(key, cancel_ptr)
         fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
         st = fn(*args)
     finally:
@@ -160,18 +193,30 @@ def _call(
     if st:
         lease_h._freed = True  # nothing was written: nothing to free
         _raise(st, err)
-    return lease_h
 
 
 def lease_of(
-    mgr: Any, lease_h: _Handle, res: bytes, key: _OptsKey, target: Optional[_Target]
+    mgr: Any,
+    lease_h: _Handle,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
-    """The :class:`Lease` of a granted acquisition made with the options ``key``."""
-    return Lease(
+    """The :class:`Lease` of a granted acquisition for ``ttl_ms`` made with the options
+    ``key``; with an ``on_lost`` callback (the options had auto-renewal), its watcher is
+    started, as ``Lease.auto_renew(on_lost=...)`` right after the grant would. An exception
+    raised here (the watcher thread could not start) leaves the lease to the caller's
+    clean-up."""
+    lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
         target.resources if type(target) is _Many else None, type(target) is _Sem,
-        key[6] is not None,
+        key[6] is not None, ttl_ms,
     )  # fmt: skip
+    if on_lost is not None:
+        _start_watch(lease, lease_h, lease._renew_gen, on_lost)
+    return lease
 
 
 def _acquire_cancellable(
@@ -182,39 +227,33 @@ def _acquire_cancellable(
     cancel: Optional[Cancel],
     waits: bool,
     target: Optional[_Target],
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """An acquisition with a cancel handle: the caller's, or one of its own when the call
-    ``waits`` on the main thread. Its options object is made for this call (a handle
-    belongs to one call, while the cached objects are shared) and freed after it. With a
-    ``target``, of all its resources (``redlock_acquire_many``; ``res`` is the first) or
-    of a semaphore's permit (``redlock_semaphore_acquire``; ``res`` is its name)."""
-    c = _core._c
+    ``waits`` on the main thread (it then runs on a helper thread). Its options object is
+    made for this call and freed after it. With a ``target``, of all its resources
+    (``redlock_acquire_many``; ``res`` is the first) or of a semaphore's permit
+    (``redlock_semaphore_acquire``; ``res`` is its name).
+
+    The cancel handle is let go only once the lease exists; an exception raised then (a
+    Ctrl-C delivered as it is let go) unlocks and frees the lease, which the caller never
+    got."""
     ch, cp = _cancel_hold(cancel)
+    lease: Optional[Lease] = None
     try:
-        if waits:
-            call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
-            return _acquire_on_helper(mgr, res, key, call, target)
-        lease_h = _Handle(_ffi.LeasePtr(), c.redlock_lease_free, "lease")
-        h = mgr._handle
-        m = h.acquire()
         try:
-            opts = _new_opts(key, cp)
-        except BaseException:
-            h.release()
-            raise
-        err = _err_buf()
-        try:
-            fn, args = _acquire_args(m, res, ttl_ms, opts, lease_h, err, target)
-            st = fn(*args)
+            if waits:
+                call = new_call(mgr, res, ttl_ms, key, ch, cp, target)
+                lease = _acquire_on_helper(mgr, res, ttl_ms, key, call, target, on_lost)
+            else:
+                lease = _direct(mgr, res, ttl_ms, key, target, on_lost, cp)
         finally:
-            h.release()
-            c.redlock_acquire_opts_free(opts)
-    finally:
-        ch.release()
-    if st:
-        lease_h._freed = True  # nothing was written: nothing to free
-        _raise(st, err)
-    return lease_of(mgr, lease_h, res, key, target)
+            ch.release()
+    except BaseException:
+        if lease is not None:
+            _drop(lease._handle)
+        raise
+    return lease
 
 
 def new_call(
@@ -252,7 +291,13 @@ def new_call(
 
 
 def _acquire_on_helper(
-    mgr: Any, res: bytes, key: _OptsKey, call: _Call, target: Optional[_Target] = None
+    mgr: Any,
+    res: bytes,
+    ttl_ms: int,
+    key: _OptsKey,
+    call: _Call,
+    target: Optional[_Target] = None,
+    on_lost: Optional[Callable[[Lease], None]] = None,
 ) -> Lease:
     """Runs ``call`` on a helper thread and waits for it in short slices, so that a Ctrl-C
     (any exception a signal handler raises) is seen at once: it then cancels the call,
@@ -265,12 +310,15 @@ def _acquire_on_helper(
             pass
         st = call.status
         if st == 0:
-            return lease_of(mgr, call.lease_h, res, key, target)
+            return lease_of(mgr, call.lease_h, res, ttl_ms, key, target, on_lost)
     except BaseException:
         call.abandon()
         raise
     if type(st) is not int:
-        raise st  # the call itself raised (not expected)
+        # The call itself raised (not expected), maybe after the library wrote a lease: the
+        # helper is done with it, so it is this thread's to unlock and free.
+        _drop(call.lease_h)
+        raise st
     call.lease_h._freed = True  # nothing was written: nothing to free
     _raise(st, call.err)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -32,7 +32,7 @@ from . import _core
 from ._args import Options, _Many, _OptsKey, _Sem, _Target
 from ._cancel import Cancel, _cancel_hold
 from ._core import _raise
-from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over
+from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over, _written
 
 # The manager (``redlock.Redlock``) and the lease (``redlock.Lease``) are passed in, never
 # imported: their modules import this one (on first use), and not the other way round.
@@ -152,14 +152,21 @@ async def _abandon(call: _Call, fut: "asyncio.Future[None]") -> None:
         await _wait_out(fut, _ABANDON_WAIT_S)  # the helper discards a lease granted anyway
     elif call.status == 0:
         # Granted, and returned, before the caller gave up: unlock it off the loop.
-        loop, done = _loop_future()
-        job = _Job(_discard, (call.lease_h,), _LoopEvent(loop, done))
-        try:
-            _hand_over(job)
-        except BaseException:  # noqa: BLE001 - no thread: unlock here, blocking the loop
-            _discard(call.lease_h)
-            return
-        await _wait_out(done, _ABANDON_WAIT_S)
+        await _discard_off_loop(call.lease_h)
+
+
+async def _discard_off_loop(lease_h: Any) -> None:
+    """``_threads._discard`` (unlock and free a lease its caller gave up on) on a helper
+    thread, awaited whatever cancellations arrive meanwhile (bounded), so that the loop is
+    never blocked by the unlock."""
+    loop, done = _loop_future()
+    job = _Job(_discard, (lease_h,), _LoopEvent(loop, done))
+    try:
+        _hand_over(job)
+    except BaseException:  # noqa: BLE001 - no thread: unlock here, blocking the loop
+        _discard(lease_h)
+        return
+    await _wait_out(done, _ABANDON_WAIT_S)
 
 
 async def _acquire(
@@ -169,29 +176,44 @@ async def _acquire(
     key: _OptsKey,
     cancel: Optional[Cancel],
     target: Optional[_Target] = None,
+    on_lost: Optional[Callable[[_Lease], None]] = None,
 ) -> _Lease:
     """``redlock_acquire`` (with a ``target``: ``redlock_acquire_many`` or
     ``redlock_semaphore_acquire``) on a helper thread, awaited; see the module's docstring for
-    what a cancellation does."""
+    what a cancellation does. The cancel handle is let go once the lease exists; an
+    exception raised then (a Ctrl-C delivered as it is let go) unlocks and frees the lease,
+    which the caller never got."""
     ch, cp = _cancel_hold(cancel)
+    lease: Optional[_Lease] = None
     try:
-        call = mgr._new_call(res, ttl_ms, key, ch, cp, target)
-        loop, fut = _loop_future()
-        call.done = _LoopEvent(loop, fut)
         try:
-            _hand_over(call)
-            # Shielded: a cancellation must not cancel ``fut``, which ``_abandon`` awaits.
-            await asyncio.shield(fut)
-            st = call.status
-            if st == 0:
-                return mgr._lease(call.lease_h, res, key, target)
-        except BaseException:
-            await _abandon(call, fut)
-            raise
-    finally:
-        ch.release()
+            call = mgr._new_call(res, ttl_ms, key, ch, cp, target)
+            loop, fut = _loop_future()
+            call.done = _LoopEvent(loop, fut)
+            try:
+                _hand_over(call)
+                # Shielded: a cancellation must not cancel ``fut``, which ``_abandon`` awaits.
+                await asyncio.shield(fut)
+                st = call.status
+                if st == 0:
+                    lease = mgr._lease(call.lease_h, res, ttl_ms, key, target, on_lost)
+            except BaseException:
+                await _abandon(call, fut)
+                raise
+        finally:
+            ch.release()
+    except BaseException:
+        if lease is not None:
+            await _discard_off_loop(lease._handle)
+        raise
+    if lease is not None:
+        return lease
     if type(st) is not int:
-        raise st  # the call itself raised (not expected)
+        # The call itself raised (not expected), maybe after the library wrote a lease: the
+        # helper is done with it.
+        if _written(call.lease_h):
+            await _discard_off_loop(call.lease_h)
+        raise st
     call.lease_h._freed = True  # nothing was written: nothing to free
     _raise(st, call.err)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -204,7 +226,9 @@ class AsyncLock:
     and closes it when the block ends, each off the event loop. Entered once: call
     :meth:`Redlock.alock` again for another acquisition. Not constructed directly."""
 
-    __slots__ = ("_mgr", "_res", "_ttl", "_key", "_cancel", "_target", "_lease", "_entered")
+    __slots__ = (
+        "_mgr", "_res", "_ttl", "_key", "_cancel", "_target", "_on_lost", "_lease", "_entered",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -214,8 +238,10 @@ class AsyncLock:
         key: _OptsKey,
         cancel: Optional[Cancel],
         target: Optional[_Target] = None,
+        on_lost: Optional[Callable[[_Lease], None]] = None,
     ) -> None:
         self._mgr = mgr
+        self._on_lost = on_lost
         self._res = res
         self._target = target
         self._ttl = ttl_ms
@@ -229,8 +255,9 @@ class AsyncLock:
             raise RuntimeError("an alock(...) is entered once: call mgr.alock(...) again")
         self._entered = True
         lease = await _acquire(
-            self._mgr, self._res, self._ttl, self._key, self._cancel, self._target
-        )
+            self._mgr, self._res, self._ttl, self._key, self._cancel, self._target,
+            self._on_lost,
+        )  # fmt: skip
         self._lease = lease
         return lease
 
@@ -264,11 +291,11 @@ def alock(
 ) -> AsyncLock:
     """What ``alock`` returns (for a lock, a set, or a permit: ``target``), with its
     arguments checked already."""
-    return AsyncLock(mgr, res, ttl_ms, opts.key, opts.cancel, target)
+    return AsyncLock(mgr, res, ttl_ms, opts.key, opts.cancel, target, opts.on_lost)
 
 
 async def aacquire(
     mgr: _Manager, res: bytes, ttl_ms: int, opts: Options, target: Optional[_Target] = None
 ) -> _Lease:
     """``aacquire`` (for a lock, a set, or a permit: ``target``), its arguments checked."""
-    return await _acquire(mgr, res, ttl_ms, opts.key, opts.cancel, target)
+    return await _acquire(mgr, res, ttl_ms, opts.key, opts.cancel, target, opts.on_lost)

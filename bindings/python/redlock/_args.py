@@ -1,7 +1,7 @@
 """Argument checks and conversions, before any C call (nothing wraps around through
 ``c_uint32``), and :class:`Options`: the acquisition keywords (``wait_ms``, ``fenced``,
-``auto_renew``, ``max_hold_ms``, ``max_extensions``, ``notify``, ``cancel``, ``owner``,
-``shared``, ``fair``, ``drop_out_ms``), checked once by :func:`options` for every method
+``auto_renew``, ``max_hold_ms``, ``max_extensions``, ``on_lost``, ``notify``, ``cancel``,
+``owner``, ``shared``, ``fair``, ``drop_out_ms``), checked once by :func:`options` for every method
 that takes them.
 
 What stays here is what only Python knows: the types of the arguments, their conversion to
@@ -12,7 +12,7 @@ before it is entered or awaited (``alock``). The library checks the rest.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import _ffi
 from ._cancel import Cancel
@@ -199,6 +199,15 @@ def _renewal(
     raise TypeError(f"auto_renew must be a bool, not {type(auto_renew).__name__}")
 
 
+def _on_lost(on_lost: object, renew: Optional[Tuple[int, int]]) -> None:
+    """Checks an ``on_lost`` callback (not ``None``): callable, and given with
+    ``auto_renew=True`` (``renew`` not ``None``): only a renewing lease can be lost."""
+    if not callable(on_lost):
+        raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+    if renew is None:
+        raise InvalidArgument("on_lost applies only with auto_renew=True")
+
+
 #: The key of an options object: ``(wait_ms, fenced, renew, notify, owner, shared, fair)``,
 #: with ``wait_ms`` ``None`` for the manager's retry policy, ``renew`` ``None`` or
 #: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
@@ -215,7 +224,9 @@ _OptsKey = Tuple[
 class Options(NamedTuple):
     """The acquisition keywords of one call, checked (:func:`options`). The first seven
     fields are :attr:`key`, the key of the manager's C options object; ``cancel`` is the
-    :class:`Cancel` handle the call carries (``None``: none)."""
+    :class:`Cancel` handle the call carries (``None``: none); ``on_lost`` the callback that
+    the granted lease's watcher calls once if the lease is lost (``None``: none; only with
+    auto-renewal)."""
 
     wait_ms: Optional[int]
     fenced: bool
@@ -225,9 +236,11 @@ class Options(NamedTuple):
     shared: bool
     fair: Optional[int]
     cancel: Optional[Cancel]
+    on_lost: Optional[Callable[[Any], None]] = None
 
     @property
     def key(self) -> _OptsKey:
+        """The key of the manager's C options object: the first seven fields."""
         return self[:7]  # type: ignore[return-value]
 
 
@@ -243,6 +256,7 @@ def options(
     shared: Any = False,
     fair: Any = False,
     drop_out_ms: Any = None,
+    on_lost: Any = None,
 ) -> Options:
     """The acquisition keywords of :meth:`Redlock.acquire` (and of every method that takes
     some of them: the others pass their fixed values), checked with the exceptions it
@@ -259,6 +273,8 @@ def options(
         renew = None
     else:
         renew = _renewal(auto_renew, max_hold_ms, max_extensions)
+    if on_lost is not None:
+        _on_lost(on_lost, renew)
     if notify is not True and notify is not False:
         raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
     if cancel is not None and not isinstance(cancel, Cancel):
@@ -276,7 +292,9 @@ def options(
     if fair is not False or drop_out_ms is not None:
         fair_key = _fair(fair, drop_out_ms, owner, shared)
     # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
-    return Options(wait_ms, fenced, renew, notify or not wait_ms, owner, shared, fair_key, cancel)
+    return Options(
+        wait_ms, fenced, renew, notify or not wait_ms, owner, shared, fair_key, cancel, on_lost
+    )
 
 
 def target(resource: Any, ttl_ms: Any) -> Tuple[bytes, int]:
@@ -361,15 +379,18 @@ ACQUIRE_ARGS_DOC = """\
                 right after the grant: the lease is returned with :attr:`Lease.renewing`
                 true, and :attr:`Lease.lost`, :attr:`Lease.lost_reason`,
                 :meth:`Lease.wait_lost`, :meth:`Lease.stop_renewal` and :meth:`Lease.unlock`
-                behave as after that call. If renewal cannot be started, the lock is released
-                and the error raised. For an ``on_lost`` callback, call
-                :meth:`Lease.auto_renew` on the lease (it replaces these settings; the hold
-                time still counts from the acquisition).
+                behave as after that call. If renewal (or the ``on_lost`` watcher) cannot be
+                started, the lock is released and the error raised.
             max_hold_ms: with ``auto_renew``, stop renewing (the lease is then lost) this long
                 after the acquisition; ``0`` or ``None``: the library's default, one hour.
             max_extensions: with ``auto_renew``, at most this many automatic extensions;
                 ``0`` or ``None``: no limit besides the hold time. Either bound given
                 (non-zero) without ``auto_renew=True`` is an :class:`InvalidArgument`.
+            on_lost: with ``auto_renew``, a callable called once with the :class:`Lease` if
+                it is lost (renewal failed or reached a bound), on a daemon thread of this
+                binding, exactly as ``Lease.auto_renew(on_lost=...)`` right after the grant
+                would; ``None`` (the default): no callback. Not callable is a ``TypeError``;
+                given without ``auto_renew=True``, an :class:`InvalidArgument`.
 """
 
 

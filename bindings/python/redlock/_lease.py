@@ -12,7 +12,7 @@ from typing import Any, Callable, List, Optional, Tuple, Type
 from . import _core, _ffi
 from ._args import _UINT32_MAX, _ttl, _u32
 from ._core import _check, _err_buf, _raise
-from ._errors import NodeOutcome, RedlockError
+from ._errors import HandleClosed, NodeOutcome, RedlockError
 from ._handle import _Handle
 
 #: How long one ``redlock_lease_wait_lost`` call of an ``on_lost`` watcher may last. Every way
@@ -42,6 +42,28 @@ def _outcome(value: int) -> NodeOutcome:
 
 def _stop_renewal(ptr: Any) -> None:
     _core._c.redlock_lease_stop_renewal(ptr)
+
+
+def _lost_reason(ptr: Any) -> Optional[str]:
+    """``redlock_lease_lost_reason`` of a lease (its pointer, held by the caller), whole."""
+    reason = _core._c.redlock_lease_lost_reason
+    # snprintf-style: the first call only sizes (0: not lost); a lost lease's reason never
+    # changes, so the second call fits. The loop is only a safety net.
+    n = reason(ptr, None, 0)
+    for _ in range(4):
+        if not n:
+            return None
+        buf = ctypes.create_string_buffer(n + 1)
+        got = reason(ptr, buf, n + 1)
+        if got <= n:
+            return buf.raw[:got].decode("utf-8", "replace") if got else None
+        n = got
+    raise RedlockError("redlock_lease_lost_reason kept growing")  # not expected
+
+
+#: What a closed lease's :attr:`Lease.lost` and :attr:`Lease.lost_reason` answer when
+#: :meth:`Lease.close` could not read them (a lease closed in a forked child).
+_UNKNOWN_FINAL = (False, None)
 
 
 def _close_dropped_lease(handle: _Handle) -> None:
@@ -84,13 +106,15 @@ class Lease:
     is closed. If you called :meth:`unlock` (or :meth:`close`) inside the block, nothing more
     is done at its end.
 
-    Facts recorded at acquisition (:attr:`token`, :attr:`value`, :attr:`resource`,
-    :attr:`resources`, :attr:`is_shared`, :attr:`is_fair`, :attr:`ticket`, :attr:`permit`,
-    :attr:`fencing_token`, :attr:`node_outcomes`, :attr:`granted`) stay readable after
-    :meth:`close`; everything that
-    needs the C handle (:attr:`validity_ms`, :attr:`valid`, :attr:`ttl_ms`, :attr:`renewing`,
-    :attr:`lost`, :attr:`lost_reason`, :meth:`extend`, :meth:`unlock`, :meth:`auto_renew`,
-    :meth:`stop_renewal`, :meth:`wait_lost`) then raises :class:`HandleClosed`.
+    A released lease is a fact a program may still read: after :meth:`close` (and so after
+    a ``with`` block), reading never raises. The facts recorded at acquisition
+    (:attr:`token`, :attr:`value`, :attr:`resource`, :attr:`resources`, :attr:`is_shared`,
+    :attr:`is_fair`, :attr:`ticket`, :attr:`permit`, :attr:`fencing_token`,
+    :attr:`node_outcomes`, :attr:`granted`) keep their values; :attr:`validity_ms` reads 0,
+    :attr:`valid` and :attr:`renewing` ``False``, and :attr:`ttl_ms`, :attr:`lost` and
+    :attr:`lost_reason` what they read when :meth:`close` was called. The operations
+    (:meth:`extend`, :meth:`unlock`, :meth:`auto_renew`, :meth:`stop_renewal`,
+    :meth:`wait_lost`) raise :class:`HandleClosed`.
 
     Not constructed directly: :meth:`Redlock.acquire`, :meth:`Redlock.lock`,
     :meth:`Redlock.try_lock` and the semaphore's methods return one.
@@ -116,6 +140,8 @@ class Lease:
         "_unlock_attempted",
         "_renew_gen",
         "_watch",
+        "_ttl",
+        "_final",
         "__weakref__",
     )
 
@@ -130,6 +156,7 @@ class Lease:
         resources: Optional[Tuple[bytes, ...]] = None,
         permit: bool = False,
         fair: bool = False,
+        ttl_ms: int = 0,
     ) -> None:
         # Runs right after the acquisition returns, while the library still takes in the late
         # nodes' replies: kept to the few C calls the facts below need (``node_count`` comes
@@ -145,6 +172,10 @@ class Lease:
         # ``auto_renew()`` call of its own generation, as if made right after the grant.
         self._renew_gen = next(_generations) if renewing else 0
         self._watch: Optional[_Watch] = None
+        # The TTL of the acquisition, then of each successful extend() (renewal extends to
+        # it): what ttl_ms reads once closed. ``(lost, lost_reason)`` as read by close().
+        self._ttl = ttl_ms
+        self._final: Optional[Tuple[bool, Optional[str]]] = None
         self._resource = resource
         # ``None`` for one resource (``[resource]``); the caller's tuple for ``acquire_many``
         # (the library keeps them in that order: ``redlock_lease_resource_at``).
@@ -181,7 +212,11 @@ class Lease:
 
     @property
     def token(self) -> str:
-        """This lock's owner token: 40 hex characters, the value stored on the nodes."""
+        """This lease's random token, 40 hex characters, unique to it. It is **not** what the
+        nodes store under the lock's key: that is :attr:`value`, which for a plain lock
+        begins with the token (``<token>.<unix ms>[ label]``). For a reentrant or shared lock
+        and a semaphore's permit, the token names the lease's hold on the nodes (and
+        :attr:`value` is the token itself)."""
         token = self._token
         if type(token) is not str:
             token = self._token = token.decode("ascii") if token else ""
@@ -189,9 +224,11 @@ class Lease:
 
     @property
     def value(self) -> str:
-        """What this lease stored on the nodes (``redlock_lease_value``): for a plain lock,
-        :attr:`token`, then ``.`` and the wall-clock milliseconds at which the attempt started,
-        then a space and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
+        """What this lease stored on the nodes (``redlock_lease_value``), the proof of ownership
+        that every unlock and extension compares: for a plain lock (each key of an
+        :meth:`Redlock.acquire_many` set too), ``<token>.<unix ms>[ label]``: :attr:`token`,
+        then ``.`` and the wall-clock milliseconds at which the attempt started, then a space
+        and the manager's ``label`` if it has one (``"<40 hex>.1700000000000
         web-1:4242"``); for a reentrant lock (``owner=``), :attr:`token` (the nodes show its
         owner id instead); for a shared lock and a :class:`Semaphore`'s permit, :attr:`token`
         (the nodes keep one hold per lease, named by it). A plain lock's value is the identity
@@ -270,11 +307,13 @@ class Lease:
 
     @property
     def validity_ms(self) -> int:
-        """The remaining validity in milliseconds (rounded down): 0 once expired or unlocked.
-        Finish the critical section before it reaches 0. Raises :class:`HandleClosed` after
-        :meth:`close`."""
+        """The remaining validity in milliseconds (rounded down): 0 once expired, unlocked,
+        lost or closed. Finish the critical section before it reaches 0."""
         h = self._handle
-        p = h.acquire()
+        try:
+            p = h.acquire()
+        except HandleClosed:
+            return 0
         try:
             return _core._c.redlock_lease_validity_ms(p)
         finally:
@@ -282,10 +321,12 @@ class Lease:
 
     @property
     def valid(self) -> bool:
-        """True while the remaining validity is positive. Raises :class:`HandleClosed` after
-        :meth:`close`."""
+        """True while the remaining validity is positive; ``False`` once closed."""
         h = self._handle
-        p = h.acquire()
+        try:
+            p = h.acquire()
+        except HandleClosed:
+            return False
         try:
             return _core._c.redlock_lease_is_valid(p)
         finally:
@@ -294,9 +335,12 @@ class Lease:
     @property
     def ttl_ms(self) -> int:
         """The TTL, in milliseconds, of the last successful acquisition or extension (by
-        :meth:`extend` or by auto-renewal). Raises :class:`HandleClosed` after :meth:`close`."""
+        :meth:`extend` or by auto-renewal); after :meth:`close`, what it was then."""
         h = self._handle
-        p = h.acquire()
+        try:
+            p = h.acquire()
+        except HandleClosed:
+            return self._ttl
         try:
             return _core._c.redlock_lease_ttl_ms(p)
         finally:
@@ -329,6 +373,8 @@ class Lease:
         p = h.acquire()
         try:
             st = _core._c.redlock_extend(p, ttl_ms, err, _ffi.ERR_LEN)
+            if not st:
+                self._ttl = ttl_ms
         finally:
             h.release()
         if st:
@@ -388,8 +434,8 @@ class Lease:
 
         :meth:`unlock` stops renewal first. Calling this again replaces the settings (and the
         callback; ``on_lost=None`` then means no callback). ``Redlock.acquire(...,
-        auto_renew=True)`` does the same as this call (without ``on_lost``) right after the
-        grant; call this on such a lease to add an ``on_lost`` callback.
+        auto_renew=True, on_lost=...)`` (and ``lock``, ``try_lock``, the semaphore's,
+        multi-resource and asyncio forms) does the same as this call right after the grant.
 
         Raises:
             NotHeld: the lease was unlocked, lost or has expired.
@@ -432,10 +478,13 @@ class Lease:
     @property
     def renewing(self) -> bool:
         """True while auto-renewal is on: started by :meth:`auto_renew` (or by
-        ``Redlock.acquire(auto_renew=True)``), and not stopped, unlocked, lost or at its bound.
-        Raises :class:`HandleClosed` after :meth:`close`."""
+        ``Redlock.acquire(auto_renew=True)``), and not stopped, unlocked, lost or at its bound;
+        ``False`` once closed (closing stops renewal)."""
         h = self._handle
-        p = h.acquire()
+        try:
+            p = h.acquire()
+        except HandleClosed:
+            return False
         try:
             return _core._c.redlock_lease_is_renewing(p)
         finally:
@@ -444,9 +493,12 @@ class Lease:
     @property
     def lost(self) -> bool:
         """True once the lease is known lost (auto-renewal failed or reached its bound). A lost
-        lease never becomes valid again. Raises :class:`HandleClosed` after :meth:`close`."""
+        lease never becomes valid again. After :meth:`close`, what it was then."""
         h = self._handle
-        p = h.acquire()
+        try:
+            p = h.acquire()
+        except HandleClosed:
+            return self._closed_state()[0]
         try:
             return _core._c.redlock_lease_is_lost(p)
         finally:
@@ -456,26 +508,22 @@ class Lease:
     def lost_reason(self) -> Optional[str]:
         """Why the lease was lost, once :attr:`lost` (``None`` before), for example
         ``"maximum hold time reached after 3000 ms"`` or ``"renewal failed: 1/5 extended
-        (quorum 3); node 2 (…): connection refused; …"``, whole however long it is. Raises
-        :class:`HandleClosed` after :meth:`close`."""
+        (quorum 3); node 2 (…): connection refused; …"``, whole however long it is. After
+        :meth:`close`, what it was then."""
         h = self._handle
-        p = h.acquire()
         try:
-            reason = _core._c.redlock_lease_lost_reason
-            # snprintf-style: the first call only sizes (0: not lost); a lost lease's reason
-            # never changes, so the second call fits. The loop is only a safety net.
-            n = reason(p, None, 0)
-            for _ in range(4):
-                if not n:
-                    return None
-                buf = ctypes.create_string_buffer(n + 1)
-                got = reason(p, buf, n + 1)
-                if got <= n:
-                    return buf.raw[:got].decode("utf-8", "replace") if got else None
-                n = got
-            raise RedlockError("redlock_lease_lost_reason kept growing")  # not expected
+            p = h.acquire()
+        except HandleClosed:
+            return self._closed_state()[1]
+        try:
+            return _lost_reason(p)
         finally:
             h.release()
+
+    def _closed_state(self) -> Tuple[bool, Optional[str]]:
+        """``(lost, lost_reason)`` as :meth:`close` read them."""
+        final = self._final
+        return _UNKNOWN_FINAL if final is None else final
 
     async def aunlock(self) -> None:
         """:meth:`unlock` for asyncio code: the call runs on a helper thread, never on the
@@ -516,9 +564,27 @@ class Lease:
         handle is freed when that call returns; if that call is :meth:`wait_lost` (or an
         ``on_lost`` watcher waits), renewal is stopped first so that the wait returns
         ``False`` at once (this may wait for a renewal, :meth:`extend` or :meth:`unlock` in
-        flight on another thread, as freeing does)."""
+        flight on another thread, as freeing does).
+
+        The lease stays readable (see the class): :attr:`lost` and :attr:`lost_reason` are
+        read here, and answer that from now on, as :attr:`ttl_ms` answers the last TTL
+        granted."""
+        h = self._handle
+        if self._final is None:
+            try:
+                p = h.acquire()
+            except RedlockError:
+                pass  # closed already (by another thread), or in a forked child
+            else:
+                try:
+                    # Never waits for a call in flight (is_lost does not; a lost lease has no
+                    # renewal or extension in flight that its reason would wait for).
+                    lost = bool(_core._c.redlock_lease_is_lost(p))
+                    self._final = (lost, _lost_reason(p) if lost else None)
+                finally:
+                    h.release()
         self._renew_gen = 0
-        self._handle.close(_stop_renewal)
+        h.close(_stop_renewal)
 
     def __reduce__(self) -> Any:
         raise TypeError("a redlock.Lease cannot be pickled or sent to another process")

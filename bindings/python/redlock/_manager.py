@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Type
 
 from . import _acquire, _config, _core, _inspect
 from ._acquire import _manager_free
@@ -201,6 +201,7 @@ class Redlock:
         shared: bool = False,
         fair: bool = False,
         drop_out_ms: Optional[int] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """Acquires ``resource`` for ``ttl_ms`` milliseconds, with options (``redlock_acquire``).
         :meth:`lock` and :meth:`try_lock` are this with fixed options.
@@ -226,9 +227,10 @@ class Redlock:
             the ``with`` statement raises it, unless the block is already propagating an
             exception, which then wins (the unlock failure is added to it as a note). If an
             exception (e.g. ``KeyboardInterrupt``) arrives after the library granted the lock
-            but before the lease is returned, the lease is unlocked and freed when the call
-            ran on a helper thread (see Ctrl-C above), and otherwise freed, as a dropped lease
-            is (not unlocked: it expires after its TTL, and its renewal stops).
+            but before the lease is returned (as the call returns, as its cancel handle is
+            let go, as the :class:`Lease` is built), the lease is unlocked and freed before
+            the exception is raised, whichever way the call ran: the caller either gets the
+            lease or no key is left.
 
         Raises:
             NotAcquired: held elsewhere (on every attempt).
@@ -238,19 +240,21 @@ class Redlock:
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
                 included), ``wait_ms``, a renewal bound or ``drop_out_ms`` out of range, a
-                bound without ``auto_renew``, ``drop_out_ms`` without ``fair=True``,
+                bound or ``on_lost`` without ``auto_renew``, ``drop_out_ms`` without
+                ``fair=True``,
                 ``shared=True`` with an ``owner``, or ``fair=True`` with an ``owner`` or
                 ``shared=True``. Nothing is sent.
             TypeError: an argument of the wrong type (``wait_ms``, ``max_hold_ms``,
                 ``max_extensions`` and ``drop_out_ms`` are ``int``; ``fenced``,
                 ``auto_renew``, ``notify``, ``shared`` and ``fair`` are ``bool``; ``cancel``
-                is a :class:`Cancel` or ``None``). Nothing is sent.
+                is a :class:`Cancel` or ``None``; ``on_lost`` is callable or ``None``).
+                Nothing is sent.
             Internal: the renewal thread could not be started (the lock was released).
             HandleClosed: the manager was closed.
         """
         opts = options(
             wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, owner,
-            shared, fair, drop_out_ms,
+            shared, fair, drop_out_ms, on_lost,
         )  # fmt: skip
         res, ttl = target(resource, ttl_ms)
         return _acquire.acquire(self, res, ttl, opts)
@@ -268,9 +272,13 @@ class Redlock:
         shared: bool = False,
         fair: bool = False,
         drop_out_ms: Optional[int] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
-        """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
-        auto-renewal.
+        """Acquires ``resource`` for ``ttl_ms`` milliseconds, retrying: :meth:`acquire`, with
+        the same options.
 
         With ``wait_ms=None`` it retries as configured (``retry_count`` more attempts, each
         after a random pause of up to ``retry_delay_ms``); with ``wait_ms`` it attempts again
@@ -298,6 +306,10 @@ class Redlock:
             fair: ``True`` for a fair (first-come, first-served) lock, as for :meth:`acquire`.
             drop_out_ms: with ``fair=True``, the waiter's drop-out time, as for
                 :meth:`acquire`.
+            auto_renew, max_hold_ms, max_extensions, on_lost: auto-renewal from the grant on
+                (``mgr.lock(r, ttl_ms, auto_renew=True, max_hold_ms=..., on_lost=f)``), its
+                bounds, and the callback called once if the lease is lost (then
+                :attr:`Lease.lost` is true), as for :meth:`acquire`.
 
         Returns:
             A :class:`Lease`; use it in a ``with`` block to unlock when the block ends. If
@@ -312,15 +324,18 @@ class Redlock:
             AuthFailed: an :class:`Unavailable` where nodes that refused the credentials
                 stood between the others and a quorum.
             InvalidArgument: empty or oversized resource, TTL (above ``max_ttl_ms``
-                included), ``wait_ms`` or ``drop_out_ms`` out of range, ``drop_out_ms``
-                without ``fair=True``, ``shared=True`` with an ``owner``, or ``fair=True``
-                with an ``owner`` or ``shared=True``.
+                included), ``wait_ms``, a renewal bound or ``drop_out_ms`` out of range, a
+                bound or ``on_lost`` without ``auto_renew``, ``drop_out_ms`` without
+                ``fair=True``, ``shared=True`` with an ``owner``, or ``fair=True`` with an
+                ``owner`` or ``shared=True``.
             TypeError: an argument of the wrong type.
+            Internal: the renewal thread could not be started (the lock was released).
             HandleClosed: the manager was closed.
         """
         opts = options(
-            wait_ms, fenced, False, 0, 0, notify, cancel, owner, shared, fair, drop_out_ms
-        )
+            wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, owner,
+            shared, fair, drop_out_ms, on_lost,
+        )  # fmt: skip
         res, ttl = target(resource, ttl_ms)
         return _acquire.acquire(self, res, ttl, opts)
 
@@ -334,13 +349,21 @@ class Redlock:
         owner: Optional[Resource] = None,
         shared: bool = False,
         fair: bool = False,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """One attempt to acquire ``resource`` for ``ttl_ms`` milliseconds, with no retry:
         :meth:`acquire` with ``wait_ms=0``. Same arguments (``fenced``, ``cancel``, ``owner``,
-        ``shared`` and ``fair`` included), result and exceptions as :meth:`lock`. A fair try
-        takes the lock only when it is free and nobody is queued, and queues nothing (so it
-        has no ``drop_out_ms``)."""
-        opts = options(0, fenced, False, 0, 0, True, cancel, owner, shared, fair)
+        ``shared``, ``fair``, ``auto_renew``, ``max_hold_ms``, ``max_extensions`` and
+        ``on_lost`` included), result and exceptions as :meth:`lock`. A fair try takes the
+        lock only when it is free and nobody is queued, and queues nothing (so it has no
+        ``drop_out_ms``)."""
+        opts = options(
+            0, fenced, auto_renew, max_hold_ms, max_extensions, True, cancel, owner, shared,
+            fair, None, on_lost,
+        )  # fmt: skip
         res, ttl = target(resource, ttl_ms)
         return _acquire.acquire(self, res, ttl, opts)
 
@@ -360,6 +383,7 @@ class Redlock:
         shared: bool = False,
         fair: bool = False,
         drop_out_ms: Optional[int] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> "AsyncLock":
         """The lock as an asynchronous context manager, for asyncio programs::
 
@@ -367,8 +391,8 @@ class Redlock:
                 ...   # held; unlocked (and the lease closed) when the block ends
 
         Entering it acquires ``resource`` as :meth:`acquire` does, with the same arguments
-        (those of :meth:`lock`, plus ``auto_renew``, ``max_hold_ms`` and ``max_extensions``;
-        ``shared=True`` for a shared lock, ``fair=True`` for a fair one),
+        (those of :meth:`lock`, ``auto_renew``, ``max_hold_ms``, ``max_extensions`` and
+        ``on_lost`` included; ``shared=True`` for a shared lock, ``fair=True`` for a fair one),
         and gives the :class:`Lease`; leaving it unlocks and closes the lease as a ``with``
         block does (an unlock failure is raised, or added as a note to the exception leaving
         the block). Both run on a helper thread of this binding, never on the event loop,
@@ -394,7 +418,7 @@ class Redlock:
         res, ttl = target(resource, ttl_ms)
         opts = options(
             wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, owner,
-            shared, fair, drop_out_ms,
+            shared, fair, drop_out_ms, on_lost,
         )  # fmt: skip
         return _aio.alock(self, res, ttl, opts)
 
@@ -414,6 +438,7 @@ class Redlock:
         shared: bool = False,
         fair: bool = False,
         drop_out_ms: Optional[int] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """:meth:`acquire` for asyncio code: the acquisition runs on a helper thread, never on
         the event loop, and a cancellation of the awaiting task ends it as for :meth:`alock`
@@ -425,7 +450,7 @@ class Redlock:
         res, ttl = target(resource, ttl_ms)
         opts = options(
             wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, owner,
-            shared, fair, drop_out_ms,
+            shared, fair, drop_out_ms, on_lost,
         )  # fmt: skip
         return await _aio.aacquire(self, res, ttl, opts)
 
@@ -439,6 +464,7 @@ class Redlock:
         max_hold_ms: Optional[int] = 0,
         max_extensions: Optional[int] = 0,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """Acquires **every** resource of ``resources`` for ``ttl_ms`` milliseconds, or none
         (``redlock_acquire_many``): one :class:`Lease` for the whole set, whose
@@ -465,8 +491,9 @@ class Redlock:
                 (the default) the manager's retry policy, ``0`` one attempt, ``> 0`` attempts
                 after random pauses of up to ``retry_delay_ms`` until ``wait_ms`` ms have
                 passed (a set's waits poll: a release announces one resource only).
-            auto_renew, max_hold_ms, max_extensions: auto-renewal of the whole set from the
-                grant on, as for :meth:`acquire`.
+            auto_renew, max_hold_ms, max_extensions, on_lost: auto-renewal of the whole set
+                from the grant on, and the callback called once if it is lost, as for
+                :meth:`acquire`.
             cancel: a :class:`Cancel` handle, as for :meth:`acquire`.
 
         There is no ``fenced``, ``owner``, ``shared`` or ``fair``: the library takes a set
@@ -490,7 +517,10 @@ class Redlock:
                 sent.
         """
         sets, ttl = many(resources, ttl_ms)
-        opts = options(wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel)
+        opts = options(
+            wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
+            False, None, on_lost,
+        )  # fmt: skip
         return _acquire.acquire(self, sets.resources[0], ttl, opts, sets)
 
     def alock_many(
@@ -503,6 +533,7 @@ class Redlock:
         max_hold_ms: Optional[int] = 0,
         max_extensions: Optional[int] = 0,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> "AsyncLock":
         """:meth:`alock` for a set of resources: ``async with mgr.alock_many([...], ttl_ms)
         as lease:`` acquires every resource or none as :meth:`acquire_many` does (same
@@ -512,7 +543,10 @@ class Redlock:
         from . import _aio
 
         sets, ttl = many(resources, ttl_ms)
-        opts = options(wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel)
+        opts = options(
+            wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
+            False, None, on_lost,
+        )  # fmt: skip
         return _aio.alock(self, sets.resources[0], ttl, opts, sets)
 
     async def aacquire_many(
@@ -525,13 +559,17 @@ class Redlock:
         max_hold_ms: Optional[int] = 0,
         max_extensions: Optional[int] = 0,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """:meth:`acquire_many` for asyncio code, off the event loop and cancellable as
         :meth:`aacquire`. Same arguments, result and exceptions as :meth:`acquire_many`."""
         from . import _aio
 
         sets, ttl = many(resources, ttl_ms)
-        opts = options(wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel)
+        opts = options(
+            wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
+            False, None, on_lost,
+        )  # fmt: skip
         return await _aio.aacquire(self, sets.resources[0], ttl, opts, sets)
 
     def semaphore(self, name: Resource, permits: int) -> "Semaphore":
@@ -643,8 +681,11 @@ class Redlock:
         # For ``redlock._aio``, which imports neither this module nor ``_acquire``.
         return _acquire.new_call(self, res, ttl_ms, key, ch, cp, target)
 
-    def _lease(self, lease_h: Any, res: bytes, key: _OptsKey, target: Optional[_Target]) -> Lease:
-        return _acquire.lease_of(self, lease_h, res, key, target)
+    def _lease(self, lease_h: Any, res: bytes, ttl_ms: int, key: _OptsKey,
+               target: Optional[_Target],
+               on_lost: Optional[Callable[[Lease], None]] = None) -> Lease:
+        # For ``redlock._aio``, as ``_new_call``.
+        return _acquire.lease_of(self, lease_h, res, ttl_ms, key, target, on_lost)
 
     def close(self) -> None:
         """Frees the manager (and its cached acquisition options) and closes its idle

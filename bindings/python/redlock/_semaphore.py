@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import _acquire
 from ._args import Options, _Sem, _ttl, options
@@ -14,6 +14,18 @@ if TYPE_CHECKING:  # annotations only: imported on first use
 
 #: The manager (``redlock.Redlock``), which imports this module.
 _Manager = Any
+
+
+def _options(
+    wait_ms: Any, fenced: Any, auto_renew: Any, max_hold_ms: Any, max_extensions: Any,
+    notify: Any, cancel: Any, on_lost: Any,
+) -> Options:
+    """The checked options of a permit's acquisition: those of a lock without ``owner``,
+    ``shared``, ``fair`` and ``drop_out_ms``."""
+    return options(
+        wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, None, False,
+        False, None, on_lost,
+    )  # fmt: skip
 
 
 class Semaphore:
@@ -80,6 +92,7 @@ class Semaphore:
         max_extensions: Optional[int] = 0,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """Takes one permit for ``ttl_ms`` milliseconds, with options
         (``redlock_semaphore_acquire``): :meth:`Redlock.acquire` for a permit, with the same
@@ -103,8 +116,9 @@ class Semaphore:
             fenced: also grant a fencing token (:attr:`Lease.fencing_token`), strictly greater
                 than that of every earlier fenced holder of the same slot (the counter is the
                 one a fenced lock of the same name uses).
-            auto_renew, max_hold_ms, max_extensions: auto-renewal of the permit from the grant
-                on, as for :meth:`Redlock.acquire`.
+            auto_renew, max_hold_ms, max_extensions, on_lost: auto-renewal of the permit from
+                the grant on, and the callback called once if it is lost, as for
+                :meth:`Redlock.acquire`.
 
         Returns:
             A :class:`Lease`, the permit (:attr:`Lease.permit` is ``(slot, permits)``); use
@@ -114,15 +128,17 @@ class Semaphore:
             NotAcquired: every permit was held (on every attempt).
             InvalidArgument: the nodes record another permit count for this semaphore
                 (the message names it; a new count applies once no permit is held); or a
-                TTL, ``wait_ms`` or renewal bound out of range, or a bound without
-                ``auto_renew`` (nothing is sent).
+                TTL, ``wait_ms`` or renewal bound out of range, or a bound or ``on_lost``
+                without ``auto_renew`` (nothing is sent).
             Cancelled, Unavailable, AuthFailed, Internal, HandleClosed: as for
                 :meth:`Redlock.acquire`.
             TypeError: an argument of the wrong type (``owner``, ``shared``, ``fair`` and
                 ``drop_out_ms`` are not accepted). Nothing is sent.
         """
         ttl = _ttl("ttl_ms", ttl_ms)
-        opts = options(wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel)
+        opts = _options(
+            wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, on_lost
+        )
         return self._take(ttl, opts)
 
     def lock(
@@ -133,9 +149,13 @@ class Semaphore:
         fenced: bool = False,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
-        """Takes one permit for ``ttl_ms`` milliseconds, retrying: :meth:`acquire` without
-        auto-renewal, as :meth:`Redlock.lock` is for a lock. With ``wait_ms=None`` it
+        """Takes one permit for ``ttl_ms`` milliseconds, retrying: :meth:`acquire`, with the
+        same options, as :meth:`Redlock.lock` is for a lock. With ``wait_ms=None`` it
         retries as configured; with ``wait_ms`` it attempts again whenever a holder releases
         a permit until ``wait_ms`` milliseconds have passed (``0``: one attempt). Use it in a
         ``with`` block::
@@ -143,20 +163,34 @@ class Semaphore:
             with mgr.semaphore("exports", 4).lock(60_000, wait_ms=30_000) as permit:
                 ...   # released when the block ends
 
-        Same arguments (``wait_ms``, ``fenced``, ``notify``, ``cancel``), result and
-        exceptions as :meth:`acquire`."""
+        Same arguments (``wait_ms``, ``fenced``, ``notify``, ``cancel``, ``auto_renew``,
+        ``max_hold_ms``, ``max_extensions``, ``on_lost``), result and exceptions as
+        :meth:`acquire`."""
         ttl = _ttl("ttl_ms", ttl_ms)
-        return self._take(ttl, options(wait_ms, fenced, False, 0, 0, notify, cancel))
+        opts = _options(
+            wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, on_lost
+        )
+        return self._take(ttl, opts)
 
     def try_acquire(
-        self, ttl_ms: int, *, fenced: bool = False, cancel: Optional[Cancel] = None
+        self,
+        ttl_ms: int,
+        *,
+        fenced: bool = False,
+        cancel: Optional[Cancel] = None,
+        auto_renew: bool = False,
+        max_hold_ms: Optional[int] = 0,
+        max_extensions: Optional[int] = 0,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """One attempt to take a permit for ``ttl_ms`` milliseconds, with no retry:
         :meth:`acquire` with ``wait_ms=0``. Raises :class:`NotAcquired` at once when every
-        permit is held. Same arguments (``fenced``, ``cancel``), result and exceptions as
+        permit is held. Same arguments (``fenced``, ``cancel``, ``auto_renew``,
+        ``max_hold_ms``, ``max_extensions``, ``on_lost``), result and exceptions as
         :meth:`acquire`."""
         ttl = _ttl("ttl_ms", ttl_ms)
-        return self._take(ttl, options(0, fenced, False, 0, 0, True, cancel))
+        opts = _options(0, fenced, auto_renew, max_hold_ms, max_extensions, True, cancel, on_lost)
+        return self._take(ttl, opts)
 
     def alock(
         self,
@@ -169,6 +203,7 @@ class Semaphore:
         max_extensions: Optional[int] = 0,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> "AsyncLock":
         """A permit as an asynchronous context manager, for asyncio programs::
 
@@ -183,7 +218,9 @@ class Semaphore:
         from . import _aio
 
         ttl = _ttl("ttl_ms", ttl_ms)
-        opts = options(wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel)
+        opts = _options(
+            wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, on_lost
+        )
         return _aio.alock(self._mgr, self._sem.name, ttl, opts, self._sem)
 
     async def aacquire(
@@ -197,6 +234,7 @@ class Semaphore:
         max_extensions: Optional[int] = 0,
         notify: bool = True,
         cancel: Optional[Cancel] = None,
+        on_lost: Optional[Callable[[Lease], None]] = None,
     ) -> Lease:
         """:meth:`acquire` for asyncio code, off the event loop and cancellable as
         :meth:`Redlock.aacquire`. Same arguments, result and exceptions as :meth:`acquire`.
@@ -205,10 +243,13 @@ class Semaphore:
         from . import _aio
 
         ttl = _ttl("ttl_ms", ttl_ms)
-        opts = options(wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel)
+        opts = _options(
+            wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, on_lost
+        )
         return await _aio.aacquire(self._mgr, self._sem.name, ttl, opts, self._sem)
 
     def _take(self, ttl_ms: int, opts: Options) -> Lease:
+        """One permit through the manager (the options checked)."""
         # Through the manager's handle and cached options objects: a permit's key is that of
         # an acquisition without an owner, exclusive and unfair, shared with its locks.
         return _acquire.acquire(self._mgr, self._sem.name, ttl_ms, opts, self._sem)

@@ -42,6 +42,21 @@ def _discard(lease_h: _Handle) -> None:
         lease_h.close()
 
 
+def _written(lease_h: _Handle) -> bool:
+    """Whether the library wrote a lease into ``lease_h`` (it granted) that nobody has
+    freed, discarded or closed yet."""
+    return bool(lease_h._ptr) and not lease_h._freed and not lease_h._closed
+
+
+def _drop(lease_h: _Handle) -> None:
+    """:func:`_discard` for the lease handle of an acquisition whose caller did not get the
+    lease (an exception came between the grant and the return): unlocks and frees the lease
+    if the library wrote one (:func:`_written`); nothing otherwise. Only for a handle no
+    other thread uses any more."""
+    if _written(lease_h):
+        _discard(lease_h)
+
+
 def _wait_out(done: threading.Event, limit_s: float) -> None:
     """Waits until ``done`` is set, or ``limit_s`` seconds have passed, whatever exceptions
     (another Ctrl-C, say) arrive meanwhile: they are dropped, and the caller re-raises the one

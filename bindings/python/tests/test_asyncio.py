@@ -382,6 +382,43 @@ def test_a_cancellation_as_the_grant_reaches_the_loop_unlocks_it(
     none_left(cluster, resource)
 
 
+@pytest.mark.parametrize("how", ["aacquire", "alock", "aacquire_many", "semaphore"])
+def test_ctrl_c_right_after_a_grant_leaves_no_key(cluster, new_manager, resource, how,
+                                                   monkeypatch):
+    # A KeyboardInterrupt (a signal's exception, raised on the loop's thread) as the
+    # acquisition lets go of its cancel handle, after the helper thread returned the lease.
+    from test_cancel import _InterruptAtCancelRelease
+
+    m = new_manager(cluster.urls)
+    many = [resource, resource + ":2"]
+    keys = {
+        "aacquire": [key_of(resource)],
+        "alock": [key_of(resource)],
+        "aacquire_many": [key_of(r) for r in many],
+        "semaphore": [b"redlock-sem:" + key_of(resource)],
+    }[how]
+
+    async def take() -> None:
+        if how == "aacquire":
+            await m.aacquire(resource, 60_000)
+        elif how == "alock":
+            async with m.alock(resource, 60_000):
+                pass
+        elif how == "aacquire_many":
+            await m.aacquire_many(many, 60_000)
+        else:
+            await m.semaphore(resource, 2).aacquire(60_000)
+
+    interrupt = _InterruptAtCancelRelease(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(take())
+    monkeypatch.undo()
+    assert interrupt.raised == 1
+    assert granted(m) == 1  # it was granted
+    for key in keys:  # ... and released on every node, not left to its 60 s TTL
+        cluster.released(key)
+
+
 def test_cancellations_around_the_grant_never_leave_a_key(cluster, new_manager, resource):
     # Uncontended acquisitions cancelled at moments spread over the acquisition's own
     # duration (before it starts, while it talks to the nodes, as it returns, in the block):

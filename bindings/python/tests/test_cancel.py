@@ -26,7 +26,7 @@ from typing import List
 import pytest
 
 import redlock
-from redlock import _acquire, _core, _errors, _threads
+from redlock import _acquire, _core, _errors, _handle, _threads
 
 from conftest import PACKAGE_ROOT, TESTS_DIR
 from redis_nodes import key_of, wait_until
@@ -369,6 +369,91 @@ def test_keyboard_interrupt_during_a_wait_on_the_main_thread(
     no_key_but_the_holders(cluster, resource, holder)
     m.close()
     assert m._handle.freed  # the helper let go of the manager
+
+
+class _InterruptAtCancelRelease:
+    """Makes the first release of a cancel handle's hold on the main thread raise
+    ``KeyboardInterrupt`` once (after releasing it): a Ctrl-C delivered right after the
+    library granted the lock, as the acquisition lets go of its cancel handle, after the
+    helper thread has returned the lease. Patches ``_Handle.release`` for the test only."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.raised = 0
+        real = _handle._Handle.release
+
+        def release(handle) -> None:
+            real(handle)
+            if (
+                not self.raised
+                and handle._what == "cancel handle"
+                and threading.current_thread() is threading.main_thread()
+            ):
+                self.raised += 1
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(_handle._Handle, "release", release)
+
+
+@pytest.mark.parametrize("how", ["lock", "lock with cancel", "acquire_many", "semaphore"])
+def test_ctrl_c_right_after_a_grant_leaves_no_key(cluster, new_manager, resource, how,
+                                                   monkeypatch):
+    # A free resource, taken on the main thread by a call that may wait (the retry policy),
+    # so on a helper thread; the KeyboardInterrupt comes after that thread returned the lease.
+    m = new_manager(cluster.urls)
+    keys = {
+        "lock": [key_of(resource)],
+        "lock with cancel": [key_of(resource)],
+        "acquire_many": [key_of(resource), key_of(resource + ":2")],
+        "semaphore": [b"redlock-sem:" + key_of(resource)],
+    }[how]
+    interrupt = _InterruptAtCancelRelease(monkeypatch)
+    with redlock.Cancel() as c:
+        with pytest.raises(KeyboardInterrupt):
+            if how == "lock":
+                m.lock(resource, 60_000)
+            elif how == "lock with cancel":
+                m.lock(resource, 60_000, cancel=c)
+            elif how == "acquire_many":
+                m.acquire_many([resource, resource + ":2"], 60_000)
+            else:
+                m.semaphore(resource, 2).lock(60_000)
+    monkeypatch.undo()
+    assert interrupt.raised == 1
+    assert int(counters(m)['redlock_acquire_total{result="granted"}']) == 1  # it was granted
+    # ... and released on every node, not left to its 60 s TTL.
+    for key in keys:
+        cluster.released(key)
+
+
+class _RaiseAsAcquireReturns:
+    """Stands in for the loaded library: ``redlock_acquire`` runs (on the calling thread),
+    then a Ctrl-C that arrived during the call is delivered as it returns, before its status
+    is even stored."""
+
+    def __init__(self, real):
+        self._real = real
+        self.statuses: List[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def redlock_acquire(self, *args):
+        self.statuses.append(self._real.redlock_acquire(*args))
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("cancel", [False, True])
+def test_ctrl_c_as_a_direct_grant_returns_leaves_no_key(cluster, mgr, resource, cancel,
+                                                         monkeypatch):
+    # wait_ms=0 on the main thread: the library is called directly (no helper thread).
+    with redlock.Cancel() as c:  # made first: making one reloads _core._c
+        fake = _RaiseAsAcquireReturns(_core._c)
+        monkeypatch.setattr(_core, "_c", fake)
+        with pytest.raises(KeyboardInterrupt):
+            mgr.try_lock(resource, 60_000, cancel=c if cancel else None)
+        monkeypatch.undo()
+    assert fake.statuses == [0]  # it was granted
+    cluster.released(key_of(resource))  # and released at once, not after 60 s
 
 
 class _GrantThenInterrupt:

@@ -202,8 +202,9 @@ def test_lease_close_during_a_blocking_lease_call(make_cluster, new_manager, res
     lk.close()
     assert lk.closed
     assert not lk._handle.freed  # the running call still uses the lease
+    assert lk.validity_ms == 0 and lk.lost is False  # closed: read, never raised
     with pytest.raises(redlock.HandleClosed):
-        lk.validity_ms
+        lk.unlock()
     t.join(10)
     assert not t.is_alive()
     assert isinstance(result.get("error"), (redlock.Unavailable, redlock.NotHeld)), result

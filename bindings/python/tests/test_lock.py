@@ -116,8 +116,67 @@ def test_with_block_unlocks(cluster, mgr, resource):
     cluster.released(key)
     assert lk.closed
     assert lk.token == token  # facts recorded at acquisition stay readable
+    assert lk.validity_ms == 0  # and so does the validity (issue #39)
     with pytest.raises(redlock.HandleClosed):
-        lk.validity_ms  # noqa: B018 - the property raises
+        lk.unlock()
+
+
+def test_a_released_lease_still_answers_what_it_was(cluster, mgr, resource):
+    # The contract: validity_ms is "an int, the remaining validity, 0 once expired". A
+    # released lease is a fact a program may still read; only operations raise.
+    key = key_of(resource)
+    with mgr.lock(resource, ttl_ms=10_000, fenced=True) as lk:
+        token, value, fence = lk.token, lk.value, lk.fencing_token
+        assert lk.validity_ms > 0 and lk.lost is False
+    cluster.released(key)
+    assert lk.closed
+    assert lk.validity_ms == 0 and lk.valid is False
+    assert lk.lost is False and lk.lost_reason is None and lk.renewing is False
+    assert lk.ttl_ms == 10_000
+    assert (lk.token, lk.value, lk.fencing_token) == (token, value, fence)
+    assert isinstance(fence, int) and lk.resource == resource.encode()
+    with pytest.raises(redlock.HandleClosed):
+        lk.unlock()
+    with pytest.raises(redlock.HandleClosed):
+        lk.extend(1_000)
+
+    # Closed without unlocking (still held on the nodes): the same answers.
+    lk2 = mgr.try_lock(resource, ttl_ms=10_000)
+    lk2.close()
+    assert lk2.validity_ms == 0 and lk2.valid is False and lk2.lost is False
+    assert cluster.holding(key, lk2.value) >= 2
+    assert lk2.fencing_token is None and lk2.resource == resource.encode()
+    with pytest.raises(redlock.HandleClosed):
+        lk2.unlock()
+    # (It expires by its TTL; take it down now for the other tests.)
+    for s in cluster.servers:
+        s.command("DEL", key)
+
+
+def test_token_and_value_say_which_is_stored_on_the_nodes(cluster, mgr, resource):
+    # The nodes store lease.value ("<token>.<unix ms>[ label]"), not lease.token: the
+    # documentation must say which is which (issue #39, item 3).
+    key = key_of(resource)
+    with mgr.lock(resource, ttl_ms=10_000) as lk:
+        assert cluster.holding(key, lk.value) >= 2
+        assert cluster.holding(key, lk.token) == 0
+        token, _, millis = lk.value.partition(".")
+        assert token == lk.token and millis.isdigit()
+    token_doc = " ".join((redlock.Lease.token.__doc__ or "").split())
+    value_doc = " ".join((redlock.Lease.value.__doc__ or "").split())
+    assert "stored on the nodes" not in token_doc, token_doc
+    assert ":attr:`value`" in token_doc, token_doc
+    assert "<token>.<unix ms>" in value_doc, value_doc
+
+
+def test_a_lost_lease_still_reads_lost_after_close(cluster, mgr, resource):
+    lk = mgr.lock(resource, ttl_ms=300, auto_renew=True, max_extensions=1)
+    assert lk.wait_lost(20_000)
+    reason = lk.lost_reason
+    assert reason
+    lk.close()
+    assert lk.lost is True and lk.lost_reason == reason
+    assert lk.validity_ms == 0 and lk.valid is False and lk.renewing is False
     with pytest.raises(redlock.HandleClosed):
         lk.unlock()
 
