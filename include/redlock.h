@@ -630,6 +630,42 @@ void redlock_cancel_free(struct redlock_cancel *c);
 enum redlock_status redlock_acquire_opts_set_cancel(struct redlock_acquire_opts *opts,
                                                     struct redlock_cancel *c);
 
+// Checks the input of `redlock_acquire` (the resource, `ttl_ms`, and how `opts` combine)
+// exactly as it does, and sends nothing: OK when `redlock_acquire` would go on to contact
+// the nodes, else the INVALID_ARGUMENT it would return, with the same message in `err`. No
+// acquisition is counted in the metrics.
+//
+// Statuses: OK, INVALID_ARGUMENT, NULL_ARGUMENT (`mgr`, or `resource` with a non-zero
+// length), INVALID_HANDLE (`mgr`, `opts`), INTERNAL.
+//
+// # Safety
+// `mgr` must be a live manager; `resource` must point to `resource_len` readable bytes;
+// `opts` NULL or live options; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_acquire_check(struct redlock_manager *mgr,
+                                          const uint8_t *resource,
+                                          size_t resource_len,
+                                          uint32_t ttl_ms,
+                                          const struct redlock_acquire_opts *opts,
+                                          char *err,
+                                          size_t err_len);
+
+// Checks the input of `redlock_acquire_many` exactly as it does, and sends nothing (see
+// `redlock_acquire_check`).
+//
+// Statuses: OK, INVALID_ARGUMENT, NULL_ARGUMENT (as `redlock_acquire_many`'s),
+// INVALID_HANDLE, INTERNAL.
+//
+// # Safety
+// As for `redlock_acquire_many`, without `out`.
+enum redlock_status redlock_acquire_many_check(struct redlock_manager *mgr,
+                                               const uint8_t *const *resources,
+                                               const size_t *resource_lens,
+                                               size_t count,
+                                               uint32_t ttl_ms,
+                                               const struct redlock_acquire_opts *opts,
+                                               char *err,
+                                               size_t err_len);
+
 // Creates a configuration with no nodes and every option at its default (3 retries, a
 // 200 ms retry delay, drift factor 0.01, a 250 ms connect timeout, per-node timeouts derived
 // from the TTL). Free it with `redlock_config_free`. Returns NULL only if memory is exhausted.

@@ -202,6 +202,40 @@ static void test_bad_input(void) {
   redlock_manager_free(mgr);
 }
 
+/* redlock_acquire_check and redlock_acquire_many_check: the acquisition's input rules, with
+ * its messages, and nothing sent (the manager's node is a closed port: a check that sent
+ * anything could not answer OK). */
+static void test_input_checks(void) {
+  char err[256];
+  redlock_config *cfg = redlock_config_new();
+  CHECK_STATUS(redlock_config_add_node(cfg, "redis://127.0.0.1:1", err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_config_free(cfg);
+  const uint8_t *r = (const uint8_t *)"r";
+  CHECK_STATUS(redlock_acquire_check(mgr, r, 1, 1000, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_check(mgr, r, 1, 0, NULL, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "TTL") != NULL);
+  redlock_acquire_opts *opts = redlock_acquire_opts_new();
+  CHECK_STATUS(redlock_acquire_opts_set_shared(opts, true), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, (const uint8_t *)"o", 1), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_check(mgr, r, 1, 1000, opts, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "a shared lock has no owner") != NULL);
+  const uint8_t *names[] = {(const uint8_t *)"a", (const uint8_t *)"a"};
+  size_t lens[] = {1, 1};
+  CHECK_STATUS(redlock_acquire_many_check(mgr, names, lens, 1, 1000, NULL, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_many_check(mgr, names, lens, 2, 1000, NULL, err, sizeof err),
+               REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "is resource 0 again") != NULL);
+  CHECK_STATUS(redlock_acquire_many_check(mgr, NULL, NULL, 0, 1000, NULL, err, sizeof err),
+               REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_many_check(mgr, names, lens, 1, 1000, opts, err, sizeof err),
+               REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_check(NULL, r, 1, 1000, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  redlock_acquire_opts_free(opts);
+  redlock_manager_free(mgr);
+}
+
 /* Two of three nodes refuse the credentials (these nodes require no password, so AUTH with
  * one fails): the quorum is lost to authentication, which has its own status. */
 static void test_auth_failure(void) {
@@ -234,6 +268,7 @@ int main(int argc, char **argv) {
   test_null_arguments();
   test_invalid_handles();
   test_bad_input();
+  test_input_checks();
   test_auth_failure();
   return harness_finish();
 }

@@ -403,27 +403,8 @@ pub unsafe extern "C" fn redlock_acquire_many(
         if out.is_null() {
             return Err(FfiError::null("out"));
         }
-        if count > 0 && (resources.is_null() || resource_lens.is_null()) {
-            return Err(FfiError::null(if resources.is_null() {
-                "resources"
-            } else {
-                "resource_lens"
-            }));
-        }
-        if count > crate::MAX_RESOURCES {
-            return Err(FfiError::invalid(format!(
-                "{count} resources; the limit is {} per call",
-                crate::MAX_RESOURCES
-            )));
-        }
-        let mut names: Vec<&[u8]> = Vec::with_capacity(count);
-        for i in 0..count {
-            // SAFETY: `count` readable elements in each array, per the contract (both non-NULL
-            // when count > 0, checked above).
-            let (p, n) = unsafe { (*resources.add(i), *resource_lens.add(i)) };
-            // SAFETY: `n` readable bytes at `p`, per the contract.
-            names.push(unsafe { bytes(p, n, "resource") }?);
-        }
+        // SAFETY: per the contract.
+        let names = unsafe { names_of(resources, resource_lens, count) }?;
         let ttl = Duration::from_millis(ttl_ms.into());
         let lease = m.acquire_many(&names, ttl, opts)?;
         // SAFETY: `out` is non-NULL (checked above) and writable per the contract.
@@ -497,7 +478,7 @@ pub unsafe extern "C" fn redlock_semaphore_acquire(
 ///
 /// # Safety
 /// `opts` must be NULL or live options (checked, best effort); they are only read.
-unsafe fn opts_or(
+pub(super) unsafe fn opts_or(
     opts: *const redlock_acquire_opts,
     defaults: &LockOptions,
 ) -> Result<&LockOptions, FfiError> {
@@ -506,6 +487,40 @@ unsafe fn opts_or(
     }
     // SAFETY: live options per this function's contract (checked, best effort).
     Ok(&unsafe { live(opts, "opts") }?.inner)
+}
+
+/// The `count` resource names of a multi-resource call.
+///
+/// # Safety
+/// `resources` and `resource_lens` must each point to `count` readable elements (or be NULL
+/// when `count` is 0), each resource to its length's readable bytes.
+pub(super) unsafe fn names_of<'a>(
+    resources: *const *const u8,
+    resource_lens: *const usize,
+    count: usize,
+) -> Result<Vec<&'a [u8]>, FfiError> {
+    if count > 0 && (resources.is_null() || resource_lens.is_null()) {
+        return Err(FfiError::null(if resources.is_null() {
+            "resources"
+        } else {
+            "resource_lens"
+        }));
+    }
+    if count > crate::MAX_RESOURCES {
+        return Err(FfiError::invalid(format!(
+            "{count} resources; the limit is {} per call",
+            crate::MAX_RESOURCES
+        )));
+    }
+    let mut names: Vec<&[u8]> = Vec::with_capacity(count);
+    for i in 0..count {
+        // SAFETY: `count` readable elements in each array, per the contract (both non-NULL
+        // when count > 0, checked above).
+        let (p, n) = unsafe { (*resources.add(i), *resource_lens.add(i)) };
+        // SAFETY: `n` readable bytes at `p`, per the contract.
+        names.push(unsafe { bytes(p, n, "resource") }?);
+    }
+    Ok(names)
 }
 
 /// Hands `lease` to the caller through `out`.

@@ -19,6 +19,7 @@
 
 mod acquire;
 mod cancel;
+mod check;
 mod config;
 mod holders;
 mod lease;
@@ -26,6 +27,7 @@ mod manager;
 
 pub use acquire::*;
 pub use cancel::*;
+pub use check::*;
 pub use config::*;
 pub use holders::*;
 pub use lease::*;

@@ -279,31 +279,7 @@ impl Redlock {
     ) -> Result<Lease, Error> {
         let resource = resource.as_ref();
         let sh = &self.shared;
-        let checked = sh
-            .cfg
-            .lock_key(resource)
-            .and_then(|key| Ttl::new(ttl, &sh.cfg).map(|ttl| (key, ttl)))
-            .and_then(|kt| {
-                opts.auto_renew
-                    .as_ref()
-                    .map_or(Ok(()), |r| r.validate())
-                    .map(|_| kt)
-            })
-            .and_then(|kt| {
-                opts.owner
-                    .as_deref()
-                    .map_or(Ok(()), config::check_owner)
-                    .map(|_| kt)
-            })
-            .and_then(|kt| match (opts.shared, &opts.owner) {
-                (true, Some(_)) => Err(Error::invalid(
-                    "a shared lock has no owner: ask for shared or for an owner (reentrant), \
-                     not both",
-                )),
-                _ => Ok(kt),
-            })
-            .and_then(|kt| check_fair(opts).map(|_| kt));
-        let (key, ttl) = match checked {
+        let (key, ttl) = match self.checked(resource, ttl, opts) {
             Ok(kt) => kt,
             Err(e) => return Err(self.refused_input(e)),
         };
@@ -335,6 +311,65 @@ impl Redlock {
             i.finish(sh, r.is_err());
         }
         r
+    }
+
+    /// Checks an acquisition's input as [`acquire`](Self::acquire) does, and sends nothing:
+    /// `Ok` when `acquire` would go on to contact the nodes, else the
+    /// [`Error::InvalidInput`] it would return (counted nowhere). For a binding that must
+    /// refuse bad input before it starts an acquisition (Python's `alock`), with the
+    /// library's rule and message.
+    pub fn check_acquire(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<(), Error> {
+        self.checked(resource.as_ref(), ttl, opts).map(|_| ())
+    }
+
+    /// Checks the input of [`acquire_many`](Self::acquire_many) as it does, and sends
+    /// nothing (see [`check_acquire`](Self::check_acquire)).
+    pub fn check_acquire_many<R: AsRef<[u8]>>(
+        &self,
+        resources: &[R],
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<(), Error> {
+        let resources: Vec<Vec<u8>> = resources.iter().map(|r| r.as_ref().to_vec()).collect();
+        self.check_many(&resources, ttl, opts).map(|_| ())
+    }
+
+    /// The lock key and TTL of an acquisition, or why its input is refused.
+    fn checked(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        opts: &LockOptions,
+    ) -> Result<(Vec<u8>, Ttl), Error> {
+        let sh = &self.shared;
+        sh.cfg
+            .lock_key(resource)
+            .and_then(|key| Ttl::new(ttl, &sh.cfg).map(|ttl| (key, ttl)))
+            .and_then(|kt| {
+                opts.auto_renew
+                    .as_ref()
+                    .map_or(Ok(()), |r| r.validate())
+                    .map(|_| kt)
+            })
+            .and_then(|kt| {
+                opts.owner
+                    .as_deref()
+                    .map_or(Ok(()), config::check_owner)
+                    .map(|_| kt)
+            })
+            .and_then(|kt| match (opts.shared, &opts.owner) {
+                (true, Some(_)) => Err(Error::invalid(
+                    "a shared lock has no owner: ask for shared or for an owner (reentrant), \
+                     not both",
+                )),
+                _ => Ok(kt),
+            })
+            .and_then(|kt| check_fair(opts).map(|_| kt))
     }
 
     /// A fair acquisition (see [`LockOptions::fair`]); the input is checked.
@@ -604,6 +639,36 @@ mod tests {
             assert!(matches!(mgr.lock(res, ttl), Err(Error::InvalidInput(_))));
         }
         assert_eq!(mgr.metrics().invalid_input, 10);
+        assert_eq!(mgr.metrics().acquire_attempts, 0);
+    }
+
+    #[test]
+    fn check_acquire_refuses_what_acquire_refuses_and_counts_nothing() {
+        let mgr = Redlock::new(Config::new(["127.0.0.1:1"])).unwrap();
+        let ttl = Duration::from_secs(1);
+        let conflicts = [
+            LockOptions::new().shared(true).owner(b"o".to_vec()),
+            LockOptions::new().fair(true).owner(b"o".to_vec()),
+            LockOptions::new().fair(true).shared(true),
+            LockOptions::new().drop_out(Duration::from_secs(1)),
+        ];
+        for opts in &conflicts {
+            let checked = mgr.check_acquire("r", ttl, opts);
+            let acquired = mgr.acquire("r", ttl, opts);
+            match (checked, acquired) {
+                (Err(Error::InvalidInput(a)), Err(Error::InvalidInput(b))) => assert_eq!(a, b),
+                other => panic!("{opts:?}: {other:?}"),
+            }
+        }
+        assert!(mgr.check_acquire("r", ttl, &LockOptions::new()).is_ok());
+        assert!(mgr.check_acquire("", ttl, &LockOptions::new()).is_err());
+        let many = |rs: &[&str], opts: &LockOptions| mgr.check_acquire_many(rs, ttl, opts);
+        assert!(many(&["a", "b"], &LockOptions::new()).is_ok());
+        assert!(many(&[], &LockOptions::new()).is_err());
+        assert!(many(&["a", "a"], &LockOptions::new()).is_err());
+        assert!(many(&["a", "b"], &LockOptions::new().fenced(true)).is_err());
+        // Only the acquisitions were counted: the checks are not.
+        assert_eq!(mgr.metrics().invalid_input, conflicts.len() as u64);
         assert_eq!(mgr.metrics().acquire_attempts, 0);
     }
 
