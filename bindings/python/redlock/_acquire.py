@@ -52,9 +52,11 @@ def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
         if shared:
             _check_status(c.redlock_acquire_opts_set_shared(opts, True))
         if fair is not None:
-            _check_status(c.redlock_acquire_opts_set_fair(opts, True))
-            if fair:
-                _check_status(c.redlock_acquire_opts_set_drop_out_ms(opts, fair))
+            is_fair, drop_out_ms = fair
+            if is_fair:
+                _check_status(c.redlock_acquire_opts_set_fair(opts, True))
+            if drop_out_ms:
+                _check_status(c.redlock_acquire_opts_set_drop_out_ms(opts, drop_out_ms))
         if cancel is not None:
             _check_status(c.redlock_acquire_opts_set_cancel(opts, cancel))
     except BaseException:
@@ -106,6 +108,34 @@ def _acquire_args(
         m, target.ptrs, target.lens, len(target.resources), ttl_ms, opts, _byref(lease_h._ptr),
         err, _ffi.ERR_LEN,
     )  # fmt: skip
+
+
+def check(mgr: Any, res: bytes, ttl_ms: int, key: _OptsKey, target: Optional[_Target]) -> None:
+    """Raises what an acquisition with these arguments would raise for its input, as the
+    library decides it (``redlock_acquire_check``, ``redlock_acquire_many_check`` for a
+    set), and sends nothing: how ``alock`` refuses bad input when it is called, with the
+    library's rules and messages. A permit's options are all checked by :func:`options`
+    already (a semaphore takes no owner, shared or fair keyword)."""
+    if type(target) is _Sem:
+        return
+    c = _core._c
+    err = _err_buf()
+    h = mgr._handle
+    m = h.acquire()
+    opts = _new_opts(key)
+    try:
+        if type(target) is _Many:
+            n = len(target.resources)
+            st = c.redlock_acquire_many_check(
+                m, target.ptrs, target.lens, n, ttl_ms, opts, err, _ffi.ERR_LEN
+            )
+        else:
+            st = c.redlock_acquire_check(m, res, len(res), ttl_ms, opts, err, _ffi.ERR_LEN)
+    finally:
+        h.release()
+        c.redlock_acquire_opts_free(opts)
+    if st:
+        _raise(st, err)
 
 
 def acquire(
@@ -212,7 +242,7 @@ def lease_of(
     lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
         target.resources if type(target) is _Many else None, type(target) is _Sem,
-        key[6] is not None, ttl_ms,
+        key[6] is not None and key[6][0], ttl_ms,
     )  # fmt: skip
     if on_lost is not None:
         _start_watch(lease, lease_h, lease._renew_gen, on_lost)

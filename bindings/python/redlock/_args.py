@@ -5,14 +5,16 @@
 that takes them.
 
 What stays here is what only Python knows: the types of the arguments, their conversion to
-C (UTF-8, ``uint32_t`` ranges), and the checks an acquisition that sends nothing must make
-before it is entered or awaited (``alock``). The library checks the rest.
+C (UTF-8, ``uint32_t`` ranges, the bound on the C arrays of a set), and the ranges that a C
+option setter reports as a bare status. Which options combine, and the rest of the rules, are
+the library's: it checks them at the acquisition, and ``alock`` asks it
+(``redlock_acquire_check``) when it is called, so its messages reach the caller unchanged.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _ffi
 from ._cancel import Cancel
@@ -51,9 +53,9 @@ def _resource(resource: object) -> bytes:
 
 def _resource_list(resources: object) -> Tuple[bytes, ...]:
     """The resources of an ``acquire_many`` call as bytes, in the caller's order: a list (or
-    any iterable but a single ``str``/``bytes``) of 1 to :data:`MAX_RESOURCES` names, each as
-    for :func:`_resource`, no two alike (a ``str`` and its UTF-8 bytes are alike). The length
-    of each name is checked by the library."""
+    any iterable but a single ``str``/``bytes``) of at most :data:`MAX_RESOURCES` names, each
+    as for :func:`_resource`. That there is at least one, none named twice (a ``str`` and its
+    UTF-8 bytes are alike), and each name's length are checked by the library."""
     if isinstance(resources, (str, bytes, bytearray)):
         raise TypeError(
             "resources must be a list of str or bytes, not a single "
@@ -65,14 +67,13 @@ def _resource_list(resources: object) -> Tuple[bytes, ...]:
         raise TypeError(
             f"resources must be a list of str or bytes, not {type(resources).__name__}"
         ) from None
-    if not items:
-        raise InvalidArgument("resources must name at least one resource, got none")
+    # At least one, none twice: the library's rule, with its message. The count is bounded
+    # here, as it bounds the C arrays made for the call.
     if len(items) > _ffi.MAX_RESOURCES:
         raise InvalidArgument(
             f"{len(items)} resources; the limit is {_ffi.MAX_RESOURCES} per call"
         )
     names: List[bytes] = []
-    seen: Dict[bytes, int] = {}
     for i, item in enumerate(items):
         if type(item) is bytes:
             name = item
@@ -81,11 +82,6 @@ def _resource_list(resources: object) -> Tuple[bytes, ...]:
         else:
             raise TypeError(
                 f"resources[{i}] must be str or bytes, not {type(item).__name__}"
-            )
-        first = seen.setdefault(name, i)
-        if first != i:
-            raise InvalidArgument(
-                f"resources[{i}] repeats resources[{first}] ({name!r}): name each resource once"
             )
         names.append(name)
     return tuple(names)
@@ -99,6 +95,12 @@ class _Many(NamedTuple):
     resources: Tuple[bytes, ...]
     ptrs: Any
     lens: Any
+
+    @property
+    def first(self) -> bytes:
+        """The first resource (the lease's ``resource``); empty for no resources, which the
+        library refuses."""
+        return self.resources[0] if self.resources else b""
 
 
 def _many(resources: Tuple[bytes, ...]) -> _Many:
@@ -157,10 +159,12 @@ def _owner(owner: object) -> bytes:
     raise TypeError(f"owner must be str or bytes, not {type(owner).__name__}")
 
 
-def _fair(fair: object, drop_out_ms: object, owner: object, shared: object) -> Optional[int]:
-    """The ``fair`` part of an options key, with the checks of :meth:`Redlock.acquire`:
-    ``None`` for a lock that is not fair, else the drop-out time in milliseconds (``0``: the
-    library's default). ``owner`` and ``shared`` are the caller's (checked already)."""
+def _fair(fair: object, drop_out_ms: object) -> Optional[Tuple[bool, int]]:
+    """The ``fair`` part of an options key: ``None`` for the defaults (not fair, no drop-out
+    time), else ``(fair, drop-out time in milliseconds)`` (``0``: the library's default).
+    Which options combine (fair with an owner or shared, a drop-out time without fair) is
+    the library's rule, checked at the acquisition (and by ``alock`` when it is called) with
+    its message; the range is checked here, as the C setter reports a status only."""
     if fair is not True and fair is not False:
         raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
     drop_out = 0 if drop_out_ms is None else drop_out_ms
@@ -171,16 +175,9 @@ def _fair(fair: object, drop_out_ms: object, owner: object, shared: object) -> O
             f"drop_out_ms must be in {_ffi.MIN_DROP_OUT_MS}..{_ffi.MAX_DROP_OUT_MS} "
             f"(0 or None: the default), got {drop_out}"
         )
-    if not fair:
-        if drop_out:
-            raise InvalidArgument("drop_out_ms applies only with fair=True")
+    if not fair and not drop_out:
         return None
-    if owner is not None or shared:
-        raise InvalidArgument(
-            "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / "
-            "shared=True, not both"
-        )
-    return int(drop_out)
+    return (bool(fair), int(drop_out))
 
 
 def _renewal(
@@ -213,11 +210,17 @@ def _on_lost(on_lost: object, renew: Optional[Tuple[int, int]]) -> None:
 #: ``(max_hold_ms, max_extensions)``, ``notify`` whether a ``wait_ms`` wait is woken by
 #: releases (always ``True`` without a ``wait_ms`` wait, where it does not apply), ``owner``
 #: the reentrant lock's owner id (``None``: not reentrant), ``shared`` whether the lock is
-#: shared (a read lock), and ``fair`` ``None`` for a lock that is not fair, else the fair
-#: waiter's drop-out time in milliseconds (``0``: the default). Options with an owner are
+#: shared (a read lock), and ``fair`` ``None`` for a lock that is neither fair nor given a
+#: drop-out time, else ``(fair, drop-out ms)`` (``0``: the default). Options with an owner are
 #: never cached (owners are often per request).
 _OptsKey = Tuple[
-    Optional[int], bool, Optional[Tuple[int, int]], bool, Optional[bytes], bool, Optional[int]
+    Optional[int],
+    bool,
+    Optional[Tuple[int, int]],
+    bool,
+    Optional[bytes],
+    bool,
+    Optional[Tuple[bool, int]],
 ]
 
 
@@ -234,7 +237,7 @@ class Options(NamedTuple):
     notify: bool
     owner: Optional[bytes]
     shared: bool
-    fair: Optional[int]
+    fair: Optional[Tuple[bool, int]]
     cancel: Optional[Cancel]
     on_lost: Optional[Callable[[Any], None]] = None
 
@@ -279,18 +282,13 @@ def options(
         raise TypeError(f"notify must be a bool, not {type(notify).__name__}")
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redlock.Cancel, not {type(cancel).__name__}")
-    if shared is not False:
-        if shared is not True:
-            raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
-        if owner is not None:
-            raise InvalidArgument(
-                "a shared lock has no owner: pass shared=True or owner=, not both"
-            )
+    if shared is not False and shared is not True:
+        raise TypeError(f"shared must be a bool, not {type(shared).__name__}")
     if owner is not None:
         owner = _owner(owner)
     fair_key = None
     if fair is not False or drop_out_ms is not None:
-        fair_key = _fair(fair, drop_out_ms, owner, shared)
+        fair_key = _fair(fair, drop_out_ms)
     # ``notify`` only applies to a ``wait_ms`` wait: one key for the others.
     return Options(
         wait_ms, fenced, renew, notify or not wait_ms, owner, shared, fair_key, cancel, on_lost

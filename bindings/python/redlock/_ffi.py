@@ -202,6 +202,23 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
             c_size_t,
         ),
     ),
+    "redlock_acquire_check": (
+        status_t,
+        (ManagerPtr, resource_t, c_size_t, c_uint32, AcquireOptsPtr, err_buf_t, c_size_t),
+    ),
+    "redlock_acquire_many_check": (
+        status_t,
+        (
+            ManagerPtr,
+            resources_t,
+            POINTER(c_size_t),
+            c_size_t,
+            c_uint32,
+            AcquireOptsPtr,
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
     "redlock_semaphore_acquire": (
         status_t,
         (

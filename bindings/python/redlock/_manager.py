@@ -420,6 +420,7 @@ class Redlock:
             wait_ms, fenced, auto_renew, max_hold_ms, max_extensions, notify, cancel, owner,
             shared, fair, drop_out_ms, on_lost,
         )  # fmt: skip
+        _acquire.check(self, res, ttl, opts.key, None)  # the library's rules, nothing sent
         return _aio.alock(self, res, ttl, opts)
 
     async def aacquire(
@@ -521,7 +522,7 @@ class Redlock:
             wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
             False, None, on_lost,
         )  # fmt: skip
-        return _acquire.acquire(self, sets.resources[0], ttl, opts, sets)
+        return _acquire.acquire(self, sets.first, ttl, opts, sets)
 
     def alock_many(
         self,
@@ -547,7 +548,8 @@ class Redlock:
             wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
             False, None, on_lost,
         )  # fmt: skip
-        return _aio.alock(self, sets.resources[0], ttl, opts, sets)
+        _acquire.check(self, sets.first, ttl, opts.key, sets)  # the library's, nothing sent
+        return _aio.alock(self, sets.first, ttl, opts, sets)
 
     async def aacquire_many(
         self,
@@ -570,7 +572,7 @@ class Redlock:
             wait_ms, False, auto_renew, max_hold_ms, max_extensions, True, cancel, None, False,
             False, None, on_lost,
         )  # fmt: skip
-        return await _aio.aacquire(self, sets.resources[0], ttl, opts, sets)
+        return await _aio.aacquire(self, sets.first, ttl, opts, sets)
 
     def semaphore(self, name: Resource, permits: int) -> "Semaphore":
         """The counting semaphore ``name`` with ``permits`` permits: a :class:`Semaphore`

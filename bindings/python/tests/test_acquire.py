@@ -50,6 +50,16 @@ def nothing_reached_the_library(m: redlock.Redlock) -> None:
     assert c["redlock_acquire_attempts_total"] == 0
 
 
+def nothing_sent(m: redlock.Redlock) -> None:
+    """No node was sent anything and no attempt was made: what an acquisition that the
+    library refused for its input leaves (it counts each refusal as ``invalid_input``)."""
+    c = counters(m)
+    assert sum(v for k, v in c.items() if k.startswith("redlock_node_requests_total{")) == 0, c
+    assert c["redlock_acquire_attempts_total"] == 0
+    refused = sum(v for k, v in c.items() if k.startswith("redlock_acquire_total{"))
+    assert refused == c['redlock_acquire_total{result="invalid_input"}'], c
+
+
 def fence_key(resource: str) -> bytes:
     return b"redlock-fence:" + resource.encode()
 

@@ -188,8 +188,8 @@ def check_fair(out: str, env: Dict[str, Any], c: Cluster) -> None:
         "True None",
         "busy",
         "next in line: True",
-        "a fair lock is neither reentrant nor shared: pass fair=True, or owner= / shared=True, "
-        "not both",
+        "invalid input: a fair lock is neither reentrant nor shared: leave out owner and "
+        "shared, or fair",
     ], out
     assert env["lk"].closed and env["nxt"].closed and env["mgr"].closed
 

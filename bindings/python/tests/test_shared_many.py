@@ -27,7 +27,14 @@ import redlock
 from redlock import HolderKind, _ffi
 
 from redis_nodes import key_of, wait_until
-from test_acquire import _run, attempts, counters, long_holder, nothing_reached_the_library
+from test_acquire import (
+    _run,
+    attempts,
+    counters,
+    long_holder,
+    nothing_reached_the_library,
+    nothing_sent,
+)
 
 INTENT_PREFIX = b"redlock-intent:"
 
@@ -209,9 +216,10 @@ def test_shared_with_an_owner_is_refused_before_anything_is_sent(cluster, new_ma
             m.try_lock(resource, 5_000, shared=bad)
         with pytest.raises(TypeError, match="shared must be a bool"):
             m.alock(resource, 5_000, shared=bad)
-    nothing_reached_the_library(m)
+    # Refused by the library (alock when called), with its message: nothing sent.
+    nothing_sent(m)
     assert cluster.present(key_of(resource)) == 0
-    assert m._opts == {}
+    assert m._opts == {}  # options with an owner are never cached
 
 
 def test_shared_options_are_cached_apart_from_exclusive_ones(cluster, new_manager, resource):
@@ -467,9 +475,9 @@ def test_bad_resource_lists_are_refused_before_any_c_call(cluster, new_manager, 
     m = new_manager(cluster.urls)
     a = f"{resource}:a"
     invalid = [
-        ([], "at least one"),
-        ([a, a], r"resources\[1\] repeats resources\[0\]"),
-        ([a, "x", a.encode()], r"resources\[2\] repeats resources\[0\]"),  # str == its bytes
+        ([], "no resources: name at least one"),
+        ([a, a], r"resource 1 \(.*\) is resource 0 again"),
+        ([a, "x", a.encode()], r"resource 2 \(.*\) is resource 0 again"),  # str == its bytes
         ([f"{resource}:{i}" for i in range(redlock.MAX_RESOURCES + 1)], "limit is 1000"),
         (["\ud800"], "UTF-8"),
     ]
@@ -515,7 +523,8 @@ def test_bad_resource_lists_are_refused_before_any_c_call(cluster, new_manager, 
             m.acquire_many([a], **args)
         with pytest.raises(exc):
             m.alock_many([a], **args)
-    nothing_reached_the_library(m)
+    # The empty and repeated sets are refused by the library, with its message: nothing sent.
+    nothing_sent(m)
     assert m._opts == {}
 
     # What only the library checks (each name's length) is refused there, and nothing is
