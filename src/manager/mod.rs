@@ -647,8 +647,8 @@ mod tests {
         let mgr = Redlock::new(Config::new(["127.0.0.1:1"])).unwrap();
         let ttl = Duration::from_secs(1);
         let conflicts = [
-            LockOptions::new().shared(true).owner(b"o".to_vec()),
-            LockOptions::new().fair(true).owner(b"o".to_vec()),
+            LockOptions::new().shared(true).owner(b"o"),
+            LockOptions::new().fair(true).owner(b"o"),
             LockOptions::new().fair(true).shared(true),
             LockOptions::new().drop_out(Duration::from_secs(1)),
         ];
