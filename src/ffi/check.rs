@@ -6,8 +6,8 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::acquire::{names_of, opts_or, redlock_acquire_opts};
-use super::{bytes, guard, manager_ref, redlock_manager, redlock_status};
-use crate::LockOptions;
+use super::{FfiError, bytes, guard, manager_ref, redlock_manager, redlock_status};
+use crate::{LockOptions, Redlock};
 
 /// Checks the input of `redlock_acquire` (the resource, `ttl_ms`, and how `opts` combine)
 /// exactly as it does, and sends nothing: OK when `redlock_acquire` would go on to contact
@@ -30,19 +30,13 @@ pub unsafe extern "C" fn redlock_acquire_check(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    let f = || {
-        // SAFETY: NULL or a live manager per the contract (checked, best effort).
-        let m = unsafe { manager_ref(mgr) }?;
-        let defaults = LockOptions::new();
-        // SAFETY: NULL or live options per the contract.
-        let opts = unsafe { opts_or(opts, &defaults) }?;
+    let f = |m: &Redlock, opts: &LockOptions| {
         // SAFETY: `resource` points to `resource_len` readable bytes per the contract.
         let res = unsafe { bytes(resource, resource_len, "resource") }?;
-        m.check_acquire(res, Duration::from_millis(ttl_ms.into()), opts)?;
-        Ok(())
+        Ok(m.check_acquire(res, Duration::from_millis(ttl_ms.into()), opts)?)
     };
-    // SAFETY: `err` per the contract.
-    unsafe { guard(err, err_len, f) }
+    // SAFETY: per the contract.
+    unsafe { check(mgr, opts, (err, err_len), f) }
 }
 
 /// Checks the input of `redlock_acquire_many` exactly as it does, and sends nothing (see
@@ -64,17 +58,35 @@ pub unsafe extern "C" fn redlock_acquire_many_check(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    let f = || {
+    let f = |m: &Redlock, opts: &LockOptions| {
+        // SAFETY: per the contract.
+        let names = unsafe { names_of(resources, resource_lens, count) }?;
+        Ok(m.check_acquire_many(&names, Duration::from_millis(ttl_ms.into()), opts)?)
+    };
+    // SAFETY: per the contract.
+    unsafe { check(mgr, opts, (err, err_len), f) }
+}
+
+/// Runs check `f` on the manager and options (the defaults for NULL), its outcome a status
+/// and a message in `err`.
+///
+/// # Safety
+/// `mgr` NULL or a live manager; `opts` NULL or live options; `err` NULL or `err_len`
+/// writable bytes.
+unsafe fn check(
+    mgr: *mut redlock_manager,
+    opts: *const redlock_acquire_opts,
+    (err, err_len): (*mut c_char, usize),
+    f: impl FnOnce(&Redlock, &LockOptions) -> Result<(), FfiError>,
+) -> redlock_status {
+    let run = || {
         // SAFETY: NULL or a live manager per the contract (checked, best effort).
         let m = unsafe { manager_ref(mgr) }?;
         let defaults = LockOptions::new();
         // SAFETY: NULL or live options per the contract.
         let opts = unsafe { opts_or(opts, &defaults) }?;
-        // SAFETY: per the contract.
-        let names = unsafe { names_of(resources, resource_lens, count) }?;
-        m.check_acquire_many(&names, Duration::from_millis(ttl_ms.into()), opts)?;
-        Ok(())
+        f(m, opts)
     };
     // SAFETY: `err` per the contract.
-    unsafe { guard(err, err_len, f) }
+    unsafe { guard(err, err_len, run) }
 }

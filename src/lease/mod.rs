@@ -168,6 +168,18 @@ impl LeaseInner {
         Some(Error::NotHeld(self.shared.no_io(op, detail)))
     }
 
+    /// The request of an owner-checked script call on this lease (a release, an extension):
+    /// its `EVALSHA` form, the `EVAL` form for a node that answers `NOSCRIPT`, and the work.
+    fn request<'a>(&self, calls: &'a Calls) -> Request<'a> {
+        Request {
+            cmd: Cmd::Same(&calls.0),
+            fallback: Some(&calls.1),
+            combine: None,
+            grants: false,
+            work: self.work(),
+        }
+    }
+
     /// The work a release or an extension of this lease asks of each node, in keys or slots
     /// (see `timing::WORK_ALLOWANCE`).
     pub(crate) fn work(&self) -> usize {
@@ -388,14 +400,8 @@ impl Lease {
         // release runs after the acquisition's SET and after any renewal on every node, even
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
-        let (sha_cmd, eval_cmd) = inner.kind.release(inner);
-        let req = Request {
-            cmd: Cmd::Same(&sha_cmd),
-            fallback: Some(&eval_cmd),
-            combine: None,
-            grants: false,
-            work: inner.work(),
-        };
+        let calls = inner.kind.release(inner);
+        let req = inner.request(&calls);
         // A release has no validity to protect: it waits the release bound (see
         // timing::Budget), and replies that come later are still applied on the nodes.
         let wait = sh.budget.release_bound() + work_allowance(req.work);
@@ -460,14 +466,8 @@ impl Lease {
             return Err(e);
         }
         let old = inner.expires_at().expect("checked above");
-        let (sha_cmd, eval_cmd) = inner.kind.extend(inner, &ttl.px());
-        let req = Request {
-            cmd: Cmd::Same(&sha_cmd),
-            fallback: Some(&eval_cmd),
-            combine: None,
-            grants: false,
-            work: inner.work(),
-        };
+        let calls = inner.kind.extend(inner, &ttl.px());
+        let req = inner.request(&calls);
         // An extension counts only if a quorum confirms before the current validity ends:
         // that is its bound, not a round-trip estimate.
         let validity = old.saturating_duration_since(start);
