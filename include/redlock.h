@@ -166,10 +166,12 @@ typedef enum redlock_quarantine_reason {
   // No marker while other nodes have one, or the marker vanished: it restarted empty or its
   // keyspace was flushed. Counted from when the loss was first seen.
   REDLOCK_QUARANTINE_NO_MARKER = 1,
-  // The marker holds an earlier `run_id`: restarted from disk, possibly without its latest
-  // writes. Counted from its start.
+  // The marker holds another `run_id`: restarted from disk, or a replica promoted after a
+  // failover, possibly without the latest writes. Counted from when the manager first saw
+  // it so.
   REDLOCK_QUARANTINE_STALE_MARKER = 2,
-  // The manager saw its `run_id` change. Counted from its start.
+  // The manager saw its `run_id` change (a restart, or a failover behind the same
+  // address). Counted from when it saw the change.
   REDLOCK_QUARANTINE_RESTART_SEEN = 3,
   // No node has a marker yet and this one has been up for less than the maximum TTL.
   REDLOCK_QUARANTINE_YOUNG = 4,

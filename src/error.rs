@@ -96,10 +96,13 @@ pub enum QuarantineReason {
     /// The node has no marker while other nodes do (or it had one and lost it): it restarted
     /// empty, or its keyspace was flushed. Counted from when the loss was first seen.
     NoMarker,
-    /// The node's marker holds an earlier `run_id`: it restarted from disk (AOF or RDB),
-    /// possibly without its latest writes. Counted from its start.
+    /// The node's marker holds another `run_id`: it restarted from disk (AOF or RDB), or it
+    /// is a replica promoted after a failover (the marker was replicated from the old
+    /// master), possibly without the latest writes either way. Counted from when this
+    /// manager first saw it so, not from the server's start.
     StaleMarker,
-    /// This manager saw the node's `run_id` change on a reconnect. Counted from its start.
+    /// This manager saw the node's `run_id` change on a reconnect: a restart, or a failover
+    /// behind the same address. Counted from when it saw the change.
     RestartSeen,
     /// No node has a marker yet (a cluster meeting this library for the first time), and this
     /// node has been up for less than the maximum TTL. Counted from its start.

@@ -567,3 +567,100 @@ fn with_quarantine_off_nodes_that_do_not_persist_every_write_get_one_warning() {
     assert_eq!(plain.marker(), None);
     assert_eq!(safe.marker(), None);
 }
+
+/// The server's `uptime_in_seconds`.
+fn uptime(s: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut s.client())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// A failover behind one address (a managed service's primary endpoint): node 0's address now
+/// leads to a promoted replica that lacks X's key and holds its old master's marker, and that
+/// has been up for longer than the maximum TTL. Quarantined "until the maximum TTL after its
+/// start", it would count at once for a new manager, which would be granted the lock while X
+/// still holds it. It must be quarantined from when it is first seen.
+#[test]
+fn a_promoted_replica_behind_the_same_address_is_quarantined_from_when_it_is_seen() {
+    use support::proxy::DelayProxy;
+    let max_ttl = Duration::from_secs(4);
+    let ttl = max_ttl;
+    let mut master = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let others = Cluster::start(2);
+    let proxy = DelayProxy::start(master.port, Duration::ZERO);
+    let urls = vec![
+        proxy.url(),
+        others.urls()[0].clone(),
+        others.urls()[1].clone(),
+    ];
+    // A cluster that has met the library: every node holds its marker, and the replica has
+    // copied its master's.
+    master.mark();
+    others.mark();
+    let master_id = master.run_id();
+    assert!(eventually(Duration::from_secs(20), || replica
+        .marker()
+        .as_deref()
+        == Some(master_id.as_str())));
+    // The replica has been up for longer than the maximum TTL (its uptime reads up to 1 s
+    // more than its age).
+    assert!(eventually(Duration::from_secs(30), || uptime(&replica)
+        > max_ttl.as_secs() + 2));
+    // Replication stops: the replica will not see X's key.
+    redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .exec(&mut replica.client())
+        .unwrap();
+    // X locks r on nodes 0 and 1: node 2 holds a foreign key meanwhile.
+    let resource = "failover";
+    let key = Config::new(urls.clone())
+        .lock_key(resource.as_bytes())
+        .unwrap();
+    redis::cmd("SET")
+        .arg(&key)
+        .arg("someone-else")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut others.servers[1].client())
+        .unwrap();
+    let x = manager(urls.clone(), max_ttl);
+    let lease = x.try_lock(resource, ttl).unwrap();
+    redis::cmd("DEL")
+        .arg(&key)
+        .exec(&mut others.servers[1].client())
+        .unwrap();
+    // The master dies; its address now leads to the promoted replica.
+    master.kill();
+    proxy.move_to(replica.port);
+    // A new manager with the same addresses: no grant while X's lease is valid.
+    let y = manager(urls, max_ttl);
+    let r = y.try_lock(resource, ttl);
+    let granted_at = Instant::now();
+    let x_valid = lease.expires_at().is_some_and(|e| e > granted_at);
+    match r {
+        Ok(l) => assert!(
+            !x_valid,
+            "granted to Y while X holds it (Y's outcomes: {:?})",
+            l.acquisition().nodes
+        ),
+        Err(e) => {
+            let report = e.report().expect("a refusal has a report");
+            let o = &report.nodes[0].outcome;
+            assert!(
+                matches!(o, NodeOutcome::Pending)
+                    || reason(o) == Some(QuarantineReason::StaleMarker),
+                "node 0: {o:?}"
+            );
+        }
+    }
+    // Y keeps node 0 in quarantine for the maximum TTL from when it first saw it.
+    let o = seen_outcome(&y, 0, Duration::from_secs(1));
+    assert_eq!(reason(&o), Some(QuarantineReason::StaleMarker), "{o:?}");
+}

@@ -29,12 +29,12 @@ const (
 	// vanished: it restarted empty or its keyspace was flushed. Quarantined until the maximum
 	// TTL after the loss was first seen.
 	QuarantineNoMarker QuarantineReason = C.REDLOCK_QUARANTINE_NO_MARKER
-	// QuarantineStaleMarker: the node's marker holds an earlier run_id: it restarted from disk
-	// (AOF or RDB), possibly without its latest writes. Quarantined until the maximum TTL after
-	// its start.
+	// QuarantineStaleMarker: the node's marker holds another run_id: it restarted from disk
+	// (AOF or RDB), or it is a replica promoted after a failover, possibly without the latest
+	// writes. Quarantined until the maximum TTL after the manager first saw it so.
 	QuarantineStaleMarker QuarantineReason = C.REDLOCK_QUARANTINE_STALE_MARKER
-	// QuarantineRestartSeen: this manager saw the node's run_id change (it restarted).
-	// Quarantined until the maximum TTL after its start.
+	// QuarantineRestartSeen: this manager saw the node's run_id change (a restart, or a
+	// failover behind the same address). Quarantined until the maximum TTL after it saw it.
 	QuarantineRestartSeen QuarantineReason = C.REDLOCK_QUARANTINE_RESTART_SEEN
 	// QuarantineYoung: no node has a marker yet (a running cluster meeting the library for the
 	// first time) and this node has been up for less than the maximum TTL. Quarantined until

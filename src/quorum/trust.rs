@@ -6,9 +6,10 @@
 //! trusted. Each node's handshake reads its `run_id` and its marker (node/health.rs):
 //!
 //! * the marker holds the current `run_id`: trusted (its keyspace survived since then);
-//! * the marker holds an earlier `run_id`, or this manager saw the `run_id` change: it
-//!   restarted, possibly without its latest writes; quarantined until a maximum TTL after its
-//!   start;
+//! * the marker holds another `run_id`, or this manager saw the `run_id` change: it
+//!   restarted, or it is a replica promoted after a failover (the marker replicated from the
+//!   old master), possibly without the latest writes; quarantined until a maximum TTL after
+//!   this manager first saw it so (node/health/quarantine.rs says why not from its start);
 //! * no marker, where this manager had seen one: its keyspace was lost without a restart
 //!   (`FLUSHALL`); quarantined until a maximum TTL after the loss was seen;
 //! * no marker otherwise: undecided, and this rule decides, once it can:

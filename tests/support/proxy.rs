@@ -1,11 +1,13 @@
 //! A TCP delay proxy on loopback: every byte is delivered a fixed one-way delay after it
 //! arrived, in each direction, preserving order. The kernels these tests run on have no netem,
 //! so this is how latency is injected. Each connection gets two pump pairs (reader → timed
-//! queue → writer); the proxy is stopped, and its connections closed, when dropped.
+//! queue → writer); the proxy is stopped, and its connections closed, when dropped. Its
+//! upstream can be moved to another server ([`DelayProxy::move_to`]): an address that leads to
+//! another server after a failover, as a managed service's primary endpoint does.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -18,6 +20,7 @@ pub struct DelayProxy {
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
     delay: Arc<Mutex<Duration>>,
+    upstream: Arc<AtomicU16>,
     accept: Option<JoinHandle<()>>,
 }
 
@@ -30,15 +33,17 @@ impl DelayProxy {
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let delay = Arc::new(Mutex::new(one_way));
+        let upstream = Arc::new(AtomicU16::new(upstream));
         let (s, c, d) = (Arc::clone(&stop), Arc::clone(&conns), Arc::clone(&delay));
+        let up = Arc::clone(&upstream);
         let accept = thread::spawn(move || {
             for client in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(client) = client else { continue };
-                let Ok(server) = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], upstream)))
-                else {
+                let to = up.load(Ordering::SeqCst);
+                let Ok(server) = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], to))) else {
                     continue; // upstream down: the client sees the connection close
                 };
                 let _ = client.set_nodelay(true);
@@ -61,12 +66,22 @@ impl DelayProxy {
             stop,
             conns,
             delay,
+            upstream,
             accept: Some(accept),
         }
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Moves the address to the server on `upstream`: connections from now on lead there,
+    /// and the open ones are closed (a failover behind one address).
+    pub fn move_to(&self, upstream: u16) {
+        self.upstream.store(upstream, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
     }
 
     /// Changes the delay for data arriving from now on.

@@ -83,10 +83,12 @@ class QuarantineReason(enum.IntEnum):
     #: No marker (``redlock-marker``) while other nodes have one, or its marker vanished: it
     #: restarted empty or its keyspace was flushed. Counted from when the loss was first seen.
     NO_MARKER = 1
-    #: Its marker holds an earlier ``run_id``: it restarted from disk (AOF or RDB), possibly
-    #: without its latest writes. Counted from its start.
+    #: Its marker holds another ``run_id``: it restarted from disk (AOF or RDB), or it is a
+    #: replica promoted after a failover (the marker replicated from the old master), possibly
+    #: without the latest writes. Counted from when this manager first saw it so.
     STALE_MARKER = 2
-    #: This manager saw its ``run_id`` change on a reconnect. Counted from its start.
+    #: This manager saw its ``run_id`` change on a reconnect (a restart, or a failover behind
+    #: the same address). Counted from when it saw the change.
     RESTART_SEEN = 3
     #: No node has a marker yet (a cluster meeting this library for the first time) and this
     #: node has been up for less than the maximum TTL, while others have been up longer.

@@ -380,13 +380,13 @@ mod tests {
             n.quarantine(t0),
             Some((Duration::from_secs(60), QuarantineReason::NoMarker))
         );
-        // A restart seen by this manager: quarantined from its start, up to 1 s rounded up:
-        // up 5 s with a 60 s maximum TTL, 60 + 1 − 5 = 56 s left.
-        handshake(&n, "b", 5, Some("a"), t0);
+        // A restart seen by this manager: quarantined from when it saw it, not from the
+        // server's start (up 500 s: a promoted replica behind the same address, say).
+        handshake(&n, "b", 500, Some("a"), t0);
         assert_eq!(n.restarts(), 1);
         assert_eq!(
             n.quarantine(t0),
-            Some((Duration::from_secs(56), QuarantineReason::RestartSeen))
+            Some((Duration::from_secs(60), QuarantineReason::RestartSeen))
         );
         // Someone else ended the quarantine and wrote the marker: a probe sees it.
         n.on_handshake_reply(Hs::MarkerProbe, &marker(Some("b")), t0)
@@ -397,13 +397,16 @@ mod tests {
     #[test]
     fn a_new_manager_tells_stale_missing_and_lost_markers() {
         let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
-        // An earlier run_id in the marker: restarted from disk.
-        let n = node();
-        handshake(&n, "b", 5, Some("a"), t0);
-        assert_eq!(
-            n.quarantine(t0),
-            Some((Duration::from_secs(56), QuarantineReason::StaleMarker))
-        );
+        // Another run_id in the marker: restarted from disk, or a promoted replica holding
+        // its old master's marker. Quarantined from now, however long it has been up.
+        for up in [5, 5_000] {
+            let n = node();
+            handshake(&n, "b", up, Some("a"), t0);
+            assert_eq!(
+                n.quarantine(t0),
+                Some((Duration::from_secs(60), QuarantineReason::StaleMarker))
+            );
+        }
         // No marker at all: the cluster-wide rule decides.
         let n = node();
         handshake(&n, "c", 5, None, t0);

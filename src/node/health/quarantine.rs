@@ -135,9 +135,22 @@ impl Node {
     }
 
     /// Decides, from the handshake's `GET` of the marker, whether the node is trusted:
-    /// the marker holds its `run_id`: trusted; an earlier `run_id`, or a restart this manager
-    /// saw: quarantined from its start; none, where it had one: quarantined from now; none
-    /// otherwise: undecided (the cluster-wide rule in quorum/trust.rs decides).
+    /// the marker holds its `run_id`: trusted; another `run_id`, or a restart this manager
+    /// saw: quarantined from when this manager first saw the node so (see below); none, where
+    /// it had one: quarantined from now; none otherwise: undecided (the cluster-wide rule in
+    /// quorum/trust.rs decides).
+    ///
+    /// Why not from the server's start: a marker that holds another `run_id` was either
+    /// written to this server before it restarted from disk, or *replicated* to it from
+    /// another server (a replica promoted after a failover, or an address that now leads to
+    /// another server). A promoted replica may lack the last writes of the master it
+    /// replaced, lost at the promotion, which may be long after the replica started: its
+    /// uptime bounds nothing. No client can tell when the promotion happened, but it happened
+    /// before this manager first saw the server with that marker (or, for a restart seen on a
+    /// reconnect, before the reconnect), so a maximum TTL from then covers every lock it may
+    /// have lost. A replicated marker never holds the promoted server's own `run_id` (a replica
+    /// takes its master's keyspace), so it never ends the quarantine early; the marker is
+    /// rewritten with the server's own `run_id` only once the quarantine is over.
     pub(super) fn observe_marker(&self, reply: &Reply, now: Instant) -> Action {
         let Some(run_id) = self.identity().map(|i| i.run_id) else {
             // No INFO: restarts cannot be told. observe_info warned; trust it as before.
@@ -158,21 +171,22 @@ impl Node {
                 Marker::Unread
             }
         };
-        let started = self.started_by().unwrap_or(now);
         let max_ttl = self.policy.max_ttl;
         let mut t = self.lock_trust();
         let was = t.standing;
+        // When this manager first saw the server as it is now (set by the handshake's INFO).
+        let seen = t.first_seen.unwrap_or(now);
         let (standing, action) = match &marker {
             Marker::Holds(m) if *m == run_id => {
                 t.marker_present = true;
                 (Standing::Trusted, Action::None)
             }
             _ if t.restarted => (
-                quarantined(started + max_ttl, QuarantineReason::RestartSeen),
+                quarantined(seen + max_ttl, QuarantineReason::RestartSeen),
                 Action::None,
             ),
             Marker::Holds(_) => (
-                quarantined(started + max_ttl, QuarantineReason::StaleMarker),
+                quarantined(seen + max_ttl, QuarantineReason::StaleMarker),
                 Action::None,
             ),
             // Reconnected to the same process, which had our marker: its keyspace was lost.
