@@ -1049,3 +1049,47 @@ fn a_node_that_becomes_slow_is_measured_again_and_counts() {
     );
     lease.unlock().unwrap();
 }
+
+/// A server whose `EVAL` and `EVALSHA` are renamed away (as some managed services restrict
+/// scripts) passed the handshake, and a fresh cluster of them granted the plain lock's
+/// `SET` and then could not take it back: the caller was told "held by another owner" about
+/// its own key, left for the TTL. Such a node is refused at the handshake, naming the
+/// command, and nothing is left behind.
+#[test]
+fn a_node_that_cannot_run_scripts_is_refused_and_nothing_is_left() {
+    for disabled in ["EVAL", "EVALSHA"] {
+        let servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_with(&["--rename-command", disabled, ""]))
+            .collect();
+        let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+        let mgr = Redlock::new(support::config(urls)).unwrap();
+        let err = mgr
+            .try_lock("scripts", Duration::from_secs(30))
+            .unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        let report = err.report().unwrap();
+        for n in &report.nodes {
+            match &n.outcome {
+                NodeOutcome::ServerError(text) => {
+                    assert!(
+                        text.starts_with("scripting unavailable on this server")
+                            && text
+                                .to_lowercase()
+                                .contains(&format!("'{}'", disabled.to_lowercase())),
+                        "{disabled}: node {}: {text}",
+                        n.index
+                    );
+                }
+                other => panic!("{disabled}: node {}: {other:?}", n.index),
+            }
+        }
+        for s in &servers {
+            assert_eq!(
+                s.lock_keys(),
+                0,
+                "{disabled}: a key was left on {}",
+                s.url()
+            );
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! The handshake every connection to a node starts with (`AUTH`, `INFO cluster`, `SELECT`,
-//! the scripts, `INFO server`, the marker, `CONFIG GET`), what each reply means, the node's
+//! the scripts, the scripting probe, `INFO server`, the marker, `CONFIG GET`), what each reply
+//! means, the node's
 //! identity (`run_id`, uptime) and the peers check that keeps one server from voting twice
 //! under two addresses; and the replies that refuse us whatever was asked (credentials,
 //! cluster mode).
@@ -53,6 +54,12 @@ pub(crate) fn cluster_refusal(reply: &Reply) -> Option<NodeOutcome> {
     }
 }
 
+/// The start of the outcome of a node that cannot run scripts.
+pub(crate) const SCRIPTING_UNAVAILABLE: &str = "scripting unavailable on this server";
+
+/// The probe of scripting in the handshake: its source (its `EVALSHA` uses its SHA1).
+pub(crate) const SCRIPTING_PROBE: &str = "return 1";
+
 /// What a handshake or health command is for, and so what its reply means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hs {
@@ -61,6 +68,11 @@ pub(crate) enum Hs {
     Auth,
     /// `SELECT`, `SCRIPT LOAD`: an error makes the node unusable as configured.
     Required,
+    /// `EVAL` and `EVALSHA` of a script that only returns 1: a server where either is
+    /// renamed away or forbidden (some managed services restrict scripts) cannot run the
+    /// scripts every release and undo needs, so it is refused at once, naming the command,
+    /// rather than granting keys it can never take back.
+    Scripting,
     /// `INFO cluster`: a node with `cluster_enabled:1` is refused (see
     /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
     /// the replies to later commands still tell (see [`cluster_refusal`]).
@@ -179,7 +191,9 @@ impl Node {
             }
             (Hs::Auth, _) => {}
             // NOAUTH (no password given) comes first, as INFO cluster's answer.
-            (Hs::Required | Hs::Cluster | Hs::Marker, r) if refusal(r).is_some() => {
+            (Hs::Required | Hs::Cluster | Hs::Marker | Hs::Scripting, r)
+                if refusal(r).is_some() =>
+            {
                 return Err(refusal(r).expect("checked"));
             }
             (Hs::Required, Reply::Error { text, .. }) => {
@@ -188,6 +202,13 @@ impl Node {
                 )));
             }
             (Hs::Required, _) => {}
+            (Hs::Scripting, Reply::Error { text, .. }) => {
+                return Err(NodeOutcome::ServerError(format!(
+                    "{SCRIPTING_UNAVAILABLE}: {text} (every release and undo runs a Lua script \
+                     with EVAL and EVALSHA)"
+                )));
+            }
+            (Hs::Scripting, _) => {}
             (Hs::Cluster, Reply::Bulk(info))
                 if info_field(&String::from_utf8_lossy(info), "cluster_enabled") == Some("1") =>
             {

@@ -89,8 +89,9 @@ struct Health {
 impl Node {
     /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`, then
     /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by
-    /// `SCRIPT LOAD` of every script and `INFO server` (identity and uptime, for restart
-    /// detection). With quarantine off, it also reads `appendonly` and
+    /// `SCRIPT LOAD` of every script, `EVAL` and `EVALSHA` of a script that returns 1 (a server
+    /// that cannot run scripts is refused), and `INFO server` (identity and uptime, for
+    /// restart detection). With quarantine off, it also reads `appendonly` and
     /// `appendfsync`, to warn about a node that does not persist every write. With `tls`, its
     /// connections are TLS.
     #[allow(clippy::too_many_arguments)] // each is one fact about the node, named at the call
@@ -128,6 +129,14 @@ impl Node {
             resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
             kinds.push(Hs::Required);
         }
+        // EVAL caches the probe, so the EVALSHA behind it finds it.
+        let probe_sha = resp::script_sha(handshake::SCRIPTING_PROBE);
+        resp::pack(
+            &[b"EVAL", handshake::SCRIPTING_PROBE.as_bytes(), b"0"],
+            &mut handshake,
+        );
+        resp::pack(&[b"EVALSHA", probe_sha.as_bytes(), b"0"], &mut handshake);
+        kinds.extend([Hs::Scripting, Hs::Scripting]);
         resp::pack(&[b"INFO", b"server"], &mut handshake);
         kinds.push(Hs::Info);
         if policy.enabled {
