@@ -17,6 +17,7 @@ use support::{Cluster, RedisServer, eventually};
 
 const QUEUE: &[u8] = b"redlock-fair:redlock:hot";
 const KEY: &[u8] = b"redlock:hot";
+const TICKETS: &[u8] = b"redlock-fair-tickets:redlock:hot";
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
@@ -392,24 +393,29 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
         ttl,
         &LockOptions::new()
             .fair(true)
+            .drop_out(Duration::from_secs(60))
             .wait(Wait::For(Duration::from_millis(300))),
     );
     assert!(matches!(r, Err(Error::NotAcquired(_))), "{r:?}");
+    // Its entry and, with nobody else queued, the ticket counter are gone while the holder
+    // still holds (the counter would otherwise live 0.8 × the drop-out time, 48 s here).
     assert!(eventually(Duration::from_secs(5), || {
-        cluster.servers.iter().all(|s| queued(s) == 0)
+        cluster.servers.iter().all(|s| queued(s) == 0) && cluster.present(TICKETS) == 0
     }));
     // A cancelled waiter too.
     let cancel = redlock::Cancel::new();
     let waiter = {
         let (mgr, cancel) = (mgr.clone(), cancel.clone());
-        thread::spawn(move || mgr.acquire("hot", ttl, &fair(20).cancel(cancel)))
+        let opts = fair(20).drop_out(Duration::from_secs(60)).cancel(cancel);
+        thread::spawn(move || mgr.acquire("hot", ttl, &opts))
     };
     wait_queued(&cluster, 1);
     cancel.fire();
     assert!(matches!(waiter.join().unwrap(), Err(Error::Cancelled)));
     assert!(eventually(Duration::from_secs(5), || {
-        cluster.servers.iter().all(|s| queued(s) == 0)
+        cluster.servers.iter().all(|s| queued(s) == 0) && cluster.present(TICKETS) == 0
     }));
+    assert!(holder.is_valid());
     holder.unlock().unwrap();
 }
 

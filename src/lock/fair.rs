@@ -118,8 +118,10 @@ return {-2 - p, n}"
 /// Releases a fair lock, or takes a waiter out of the queue. `KEYS[1]` the lock key, `KEYS[2]`
 /// the queue, `KEYS[3]` its ticket counter; `ARGV[1]` the lock value, `ARGV[2]` "1" to release (delete the key if it holds
 /// the value, announcing it on the key's channel as [`RELEASE`](crate::scripts::RELEASE) does) or "0" to leave the
-/// queue only. Either way the value's entry is removed; then, if the key is free and this call
-/// deleted the key or the entry, it announces on the channel of the new head only,
+/// queue only. Either way the value's entry is removed; when this call deleted the key or the
+/// entry, the queue is pruned (`head`), which deletes the queue and its ticket counter when no
+/// live entry is left (a waiter that gives up leaves nothing behind, even while the lock is
+/// held), and, if the key is free, it announces on the channel of the new head only,
 /// `<queue>:<head's value>`: the one waiter whose turn it is. Returns 1 when it deleted the key
 /// (release) or the entry (leave), else 0.
 pub const FAIR_RELEASE: &str = concat!(
@@ -129,9 +131,9 @@ pub const FAIR_RELEASE: &str = concat!(
 if ARGV[2] == '1' and redis.call('get', k) == me then \
 redis.call('del', k) redis.call('publish', k, me) r = 1 end \
 local left = redis.call('hdel', q, me) \
-if (r == 1 or left == 1) and redis.call('exists', k) == 0 then \
+if r == 1 or left == 1 then \
 local hm = head(q, KEYS[3], now()) \
-if hm then redis.call('publish', q .. ':' .. hm, me) end end \
+if hm and redis.call('exists', k) == 0 then redis.call('publish', q .. ':' .. hm, me) end end \
 if ARGV[2] == '1' then return r end return left"
 );
 
