@@ -1093,3 +1093,38 @@ fn a_node_that_cannot_run_scripts_is_refused_and_nothing_is_left() {
         }
     }
 }
+
+/// A server whose `INFO` is renamed away cannot be told apart from itself under another
+/// address: it was counted once per address, so one server reached as 127.0.0.1:P and
+/// 127.0.0.2:P, with two other nodes, gave a quorum to two holders at once. A node whose
+/// identity cannot be read is refused, saying why. (An ACL user without `INFO` is refused at
+/// `INFO cluster`'s `NOPERM`, as an authentication failure.)
+#[test]
+fn a_server_without_info_is_refused_rather_than_counted_twice() {
+    let a = RedisServer::start_with(&[
+        "--bind",
+        "127.0.0.1 127.0.0.2",
+        "--rename-command",
+        "INFO",
+        "",
+    ]);
+    let others = Cluster::start(2);
+    let mut urls: Vec<String> = (1..=2)
+        .map(|h| format!("redis://127.0.0.{h}:{}", a.port))
+        .collect();
+    urls.extend(others.urls());
+    let mgr = Redlock::new(support::config(urls).restart_quarantine(false)).unwrap();
+    let err = mgr
+        .try_lock("no-info", Duration::from_secs(10))
+        .unwrap_err();
+    let report = err.report().expect("a report");
+    for n in &report.nodes[..2] {
+        assert!(
+            matches!(&n.outcome, NodeOutcome::ServerError(s) if s.starts_with("identity unknown")),
+            "node {}: {:?}",
+            n.index,
+            n.outcome
+        );
+    }
+    assert_eq!(a.lock_keys(), 0);
+}

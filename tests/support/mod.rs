@@ -324,6 +324,11 @@ fn serves(port: u16, pid: u32) -> bool {
         if buf.starts_with(b"-NOAUTH") {
             return true;
         }
+        // A server started with INFO renamed away (only tests of that do it) cannot show its
+        // process id; it answers, and its process is alive.
+        if buf.starts_with(b"-ERR unknown command 'INFO'") {
+            return true;
+        }
         // A bulk string: `$<len>\r\n<len bytes>\r\n`.
         let Some(header_end) = buf.windows(2).position(|w| w == b"\r\n") else {
             continue;

@@ -57,6 +57,9 @@ pub(crate) fn cluster_refusal(reply: &Reply) -> Option<NodeOutcome> {
 /// The start of the outcome of a node that cannot run scripts.
 pub(crate) const SCRIPTING_UNAVAILABLE: &str = "scripting unavailable on this server";
 
+/// The start of the outcome of a node whose identity cannot be read.
+pub(crate) const IDENTITY_UNKNOWN: &str = "identity unknown";
+
 /// The probe of scripting in the handshake: its source (its `EVALSHA` uses its SHA1).
 pub(crate) const SCRIPTING_PROBE: &str = "return 1";
 
@@ -77,7 +80,9 @@ pub(crate) enum Hs {
     /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
     /// the replies to later commands still tell (see [`cluster_refusal`]).
     Cluster,
-    /// `INFO server`: the node's identity and age; an error only disables restart detection.
+    /// `INFO server`: the node's identity and age. A node that does not answer it, or answers
+    /// without a `run_id`, is refused: without its identity, one server listed under two
+    /// addresses would vote twice, and a restart could not be told from a running server.
     Info,
     /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
     Marker,
@@ -218,7 +223,7 @@ impl Node {
                 )));
             }
             (Hs::Cluster, _) => {}
-            (Hs::Info, r) => self.observe_info(r, now),
+            (Hs::Info, r) => self.observe_info(r, now)?,
             (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
             (Hs::MarkerProbe, r) => self.observe_probe(r),
             (Hs::MarkerWrite, Reply::Ok) => self.lock_trust().marker_present = true,
@@ -233,21 +238,22 @@ impl Node {
         Ok(Action::None)
     }
 
-    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
-    fn observe_info(&self, reply: &Reply, now: Instant) {
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply; `Err` when they
+    /// are not there (see [`Hs::Info`]).
+    fn observe_info(&self, reply: &Reply, now: Instant) -> Result<(), NodeOutcome> {
+        let unknown = |what: String| {
+            NodeOutcome::ServerError(format!(
+                "{IDENTITY_UNKNOWN}: {what}; its run_id (INFO server) tells one server from \
+                 another, so that none votes twice under two addresses, and a restart from a \
+                 running server: allow INFO on this server"
+            ))
+        };
         let text = match reply {
             Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Error { text, .. } => return Err(unknown(format!("INFO failed ({text})"))),
             other => {
-                if !self.info_warned.swap(true, Ordering::Relaxed) {
-                    log::warn!(
-                        "node {} ({}) does not answer INFO ({}): restarts of this node cannot \
-                         be detected, so restart quarantine cannot protect it",
-                        self.index,
-                        self.addr,
-                        other.describe()
-                    );
-                }
-                return;
+                let what = format!("INFO answered {}", other.describe());
+                return Err(unknown(what));
             }
         };
         let field = |name: &str| info_field(&text, name).map(str::to_string);
@@ -255,7 +261,9 @@ impl Node {
             field("run_id"),
             field("uptime_in_seconds").and_then(|u| u.parse::<u64>().ok()),
         ) else {
-            return;
+            return Err(unknown(
+                "INFO server has no run_id or uptime_in_seconds".into(),
+            ));
         };
         let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
         let mut t = self.lock_trust();
@@ -288,6 +296,7 @@ impl Node {
             uptime: Duration::from_secs(uptime),
             seen_at: now,
         });
+        Ok(())
     }
 
     /// Reads a `CONFIG GET appendonly|appendfsync` reply; once both are in, warns (once) if

@@ -3,7 +3,7 @@
 //! quarantine, and the reconnect backoff after failures.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,6 @@ pub(crate) struct Node {
     connections: AtomicU64,
     /// Its round trips, for its per-step timeout (see [`RttEstimate`]).
     pub rtt: RttEstimate,
-    info_warned: AtomicBool,
     persistence: Mutex<Persistence>,
 }
 
@@ -177,7 +176,6 @@ impl Node {
             restarts: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             rtt: RttEstimate::default(),
-            info_warned: AtomicBool::new(false),
             persistence: Mutex::new(Persistence::default()),
         }
     }
@@ -453,7 +451,16 @@ mod tests {
             text: "WRONGPASS invalid".into(),
         };
         assert!(n.on_handshake_reply(Hs::Required, &err, t0).is_err());
-        assert!(n.on_handshake_reply(Hs::Info, &err, t0).is_ok());
+        // No identity: refused, saying why.
+        let no_info = Reply::Error {
+            code: "ERR".into(),
+            text: "ERR unknown command 'INFO'".into(),
+        };
+        let r = n.on_handshake_reply(Hs::Info, &no_info, t0);
+        assert!(
+            matches!(&r, Err(NodeOutcome::ServerError(s)) if s.starts_with("identity unknown")),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -153,8 +153,9 @@ impl Node {
     /// rewritten with the server's own `run_id` only once the quarantine is over.
     pub(super) fn observe_marker(&self, reply: &Reply, now: Instant) -> Action {
         let Some(run_id) = self.identity().map(|i| i.run_id) else {
-            // No INFO: restarts cannot be told. observe_info warned; trust it as before.
-            self.lock_trust().standing = Standing::Trusted;
+            // No identity: the handshake has already failed at INFO (observe_info), so this
+            // is not reached; should it be, the node's standing stays as it is (never trusted
+            // without an identity).
             return Action::None;
         };
         let marker = match reply {
