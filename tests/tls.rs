@@ -617,6 +617,59 @@ fn unusable_files_are_invalid_input_naming_the_path_never_the_content() {
     assert!(ok.is_ok());
 }
 
+/// A certificate file whose first certificate is sound but whose chain goes on with a
+/// `CERTIFICATE` section that is valid base64 and not a certificate (issue #39, item 7): the
+/// client chain is checked at construction as the CA file is, so this is `InvalidInput` naming
+/// the file, not a manager whose every lock fails in the node's TLS alert. The same garbage in
+/// the CA file, and in the key file, is refused naming those files.
+#[test]
+fn a_client_chain_with_a_certificate_that_does_not_parse_is_invalid_input() {
+    let pki = Pki::new();
+    let dir = pki.dir();
+    let section = |kind: &str| {
+        // Valid base64 ("this is not DER at all, only bytes"), not DER.
+        format!(
+            "-----BEGIN {kind}-----\ndGhpcyBpcyBub3QgREVSIGF0IGFsbCwgb25seSBieXRlcw==\n-----END {kind}-----\n"
+        )
+    };
+    let chain = dir.join("client-chain.pem");
+    let mut text = std::fs::read_to_string(&pki.client_cert).unwrap();
+    text.push_str(&section("CERTIFICATE"));
+    std::fs::write(&chain, text).unwrap();
+    let ca = dir.join("ca-chain.pem");
+    let mut text = std::fs::read_to_string(&pki.ca).unwrap();
+    text.push_str(&section("CERTIFICATE"));
+    std::fs::write(&ca, text).unwrap();
+    let bad_key = dir.join("bad.key");
+    std::fs::write(&bad_key, section("PRIVATE KEY")).unwrap();
+    let node = vec!["rediss://127.0.0.1:1".to_string()];
+    let cases: Vec<(TlsOptions, &std::path::Path, &str)> = vec![
+        (
+            pki.options().client_cert(&chain, &pki.client_key),
+            &chain,
+            "certificate 2 in it",
+        ),
+        (TlsOptions::new().ca_file(&ca), &ca, "BadEncoding"),
+        (
+            pki.options().client_cert(&pki.client_cert, &bad_key),
+            &bad_key,
+            "client key",
+        ),
+    ];
+    for (opts, path, says) in cases {
+        let check = Config::check_tls(&opts).unwrap_err();
+        let new = Redlock::new(config(node.clone(), opts)).unwrap_err();
+        for e in [check, new] {
+            let text = e.to_string();
+            assert!(matches!(e, Error::InvalidInput(_)), "{text}");
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains(says), "{text}");
+            assert!(!text.contains("dGhpcyBpcyBub3Qg"), "{text}");
+            assert_no_material(&pki, &text);
+        }
+    }
+}
+
 /// The README's TLS section, run against TLS nodes with mutual TLS.
 #[test]
 fn the_readme_tls_fragment_runs() {
