@@ -32,8 +32,16 @@ pub(crate) trait Source {
     /// The descriptor and what to wait for, or `None` when this source has no descriptor to
     /// watch now (answered, failed, or waiting for another thread to wake the step).
     fn interest(&self) -> Option<(RawFd, Interest)>;
+    /// A second descriptor to watch for a while (a connection's probe), if any: its
+    /// readiness is reported through [`on_ready`](Self::on_ready) too, for the source to find
+    /// out which moved. Defaults to none.
+    fn second(&self) -> Option<(RawFd, Interest)> {
+        None
+    }
     /// When this source gives up, or `None` once it waits for nothing (it may still have an
-    /// interest: a descriptor it serves for others). Fixed for the whole step.
+    /// interest: a descriptor it serves for others). Fixed for the whole step, except that a
+    /// source may ask for [`on_deadline`](Self::on_deadline) sooner, to do something at that
+    /// time, and then name a later deadline.
     fn deadline(&self) -> Option<Instant>;
     /// Called when `poll` reported readiness; the source does its non-blocking I/O.
     fn on_ready(&mut self, ready: Readiness, now: Instant);
@@ -80,7 +88,7 @@ pub(crate) fn drive<S: Source>(
                 }
                 earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
             }
-            if let Some((fd, interest)) = s.interest() {
+            for (fd, interest) in s.interest().into_iter().chain(s.second()) {
                 fds.push(pollfd(fd, interest));
                 owner.push(i);
             }

@@ -3,8 +3,9 @@
 //! locks over TLS nodes and over a mix of TLS and plain ones; certificates that must be refused
 //! (another CA, expired, another name) and mutual TLS, each failing with a typed error naming
 //! the node while the other nodes decide; a node that accepts TCP and never completes the TLS
-//! handshake; notification waiting, AUTH, SELECT and reconnection over TLS; options whose files
-//! are missing or wrong. No key or certificate material may appear in an error or a log line.
+//! handshake; a plain Redis server on a `rediss://` URL, told apart before the deadline;
+//! notification waiting, AUTH, SELECT and reconnection over TLS; options whose files are
+//! missing or wrong. No key or certificate material may appear in an error or a log line.
 //!
 //! Liveness bounds are generous (the machine is small and loaded); safety checks are strict.
 
@@ -504,13 +505,9 @@ fn plain_and_tls_ports_mixed_up_say_so() {
     .try_lock("tls:ports", Duration::from_secs(5))
     .unwrap_err();
     // A plain node reads a ClientHello as the start of an inline command and waits for its
-    // end: the node times out (and the stale limit closes the connection).
+    // end; the probe that the silent handshake gets finds it answering in RESP.
     assert!(matches!(e, Error::Unavailable(_)), "{e}");
-    assert_eq!(
-        e.report().unwrap().nodes[0].outcome,
-        NodeOutcome::Timeout,
-        "{e}"
-    );
+    assert!(tls_failure_of(&e, 0).contains("does not speak TLS"), "{e}");
     let e = Redlock::new(config(
         vec![format!("redis://127.0.0.1:{}", tls.port)],
         pki.options(),
@@ -519,6 +516,71 @@ fn plain_and_tls_ports_mixed_up_say_so() {
     .try_lock("tls:ports", Duration::from_secs(5))
     .unwrap_err();
     assert!(matches!(e, Error::Unavailable(_)), "{e}");
+}
+
+/// A `rediss://` URL whose port is a plain Redis server's (issue #39, item 8). Redis reads the
+/// ClientHello as the start of an inline command and waits, silent, for its line to end, so
+/// the TLS handshake alone would only ever time out. The node must be reported as one that
+/// does not speak TLS, and before the step's own deadline (well before: under the connect
+/// timeout; the step would wait the connect timeout plus the node timeout).
+#[test]
+fn a_plain_server_on_a_rediss_url_is_told_not_to_speak_tls_before_the_deadline() {
+    let pki = Pki::new();
+    for pass in [None, Some("s3cret")] {
+        let plain = match pass {
+            None => RedisServer::start(),
+            Some(pw) => RedisServer::start_with(&["--requirepass", pw]),
+        };
+        let connect_timeout = Duration::from_secs(4);
+        let mgr = Redlock::new(
+            config(
+                vec![format!("rediss://127.0.0.1:{}", plain.port)],
+                pki.options(),
+            )
+            .connect_timeout(connect_timeout)
+            .node_timeout(Duration::from_secs(6)),
+        )
+        .unwrap();
+        let t = Instant::now();
+        let e = mgr
+            .try_lock("tls:plain", Duration::from_secs(5))
+            .unwrap_err();
+        let took = t.elapsed();
+        eprintln!("{took:?}: {e}");
+        assert!(matches!(e, Error::Unavailable(_)), "{e}");
+        let why = tls_failure_of(&e, 0);
+        assert!(why.contains("does not speak TLS"), "{why}");
+        assert!(why.contains("plain RESP"), "{why}");
+        assert!(took < connect_timeout, "{took:?}: {e}");
+        assert_logs_clean(&pki);
+    }
+    // A plain server that speaks first: with its one client slot taken, it answers a new
+    // connection `-ERR max number of clients reached` and closes it. Those first bytes of the
+    // handshake tell at once (before any probe is due: half the connect timeout).
+    let plain = RedisServer::start_with(&["--maxclients", "1"]);
+    let mut held = plain.client();
+    let _: String = redis::cmd("PING").query(&mut held).unwrap();
+    let connect_timeout = Duration::from_secs(20);
+    let mgr = Redlock::new(
+        config(
+            vec![format!("rediss://127.0.0.1:{}", plain.port)],
+            pki.options(),
+        )
+        .connect_timeout(connect_timeout),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let e = mgr
+        .try_lock("tls:plain", Duration::from_secs(5))
+        .unwrap_err();
+    let took = t.elapsed();
+    eprintln!("{took:?}: {e}");
+    let why = tls_failure_of(&e, 0);
+    assert!(
+        why.contains("does not speak TLS (it answered in plain RESP)"),
+        "{why}"
+    );
+    assert!(took < connect_timeout / 2, "{took:?}: {e}");
 }
 
 #[test]
@@ -615,6 +677,59 @@ fn unusable_files_are_invalid_input_naming_the_path_never_the_content() {
         pki.options_with_client_cert().server_name("redis.test"),
     ));
     assert!(ok.is_ok());
+}
+
+/// A certificate file whose first certificate is sound but whose chain goes on with a
+/// `CERTIFICATE` section that is valid base64 and not a certificate (issue #39, item 7): the
+/// client chain is checked at construction as the CA file is, so this is `InvalidInput` naming
+/// the file, not a manager whose every lock fails in the node's TLS alert. The same garbage in
+/// the CA file, and in the key file, is refused naming those files.
+#[test]
+fn a_client_chain_with_a_certificate_that_does_not_parse_is_invalid_input() {
+    let pki = Pki::new();
+    let dir = pki.dir();
+    let section = |kind: &str| {
+        // Valid base64 ("this is not DER at all, only bytes"), not DER.
+        format!(
+            "-----BEGIN {kind}-----\ndGhpcyBpcyBub3QgREVSIGF0IGFsbCwgb25seSBieXRlcw==\n-----END {kind}-----\n"
+        )
+    };
+    let chain = dir.join("client-chain.pem");
+    let mut text = std::fs::read_to_string(&pki.client_cert).unwrap();
+    text.push_str(&section("CERTIFICATE"));
+    std::fs::write(&chain, text).unwrap();
+    let ca = dir.join("ca-chain.pem");
+    let mut text = std::fs::read_to_string(&pki.ca).unwrap();
+    text.push_str(&section("CERTIFICATE"));
+    std::fs::write(&ca, text).unwrap();
+    let bad_key = dir.join("bad.key");
+    std::fs::write(&bad_key, section("PRIVATE KEY")).unwrap();
+    let node = vec!["rediss://127.0.0.1:1".to_string()];
+    let cases: Vec<(TlsOptions, &std::path::Path, &str)> = vec![
+        (
+            pki.options().client_cert(&chain, &pki.client_key),
+            &chain,
+            "certificate 2 in it",
+        ),
+        (TlsOptions::new().ca_file(&ca), &ca, "BadEncoding"),
+        (
+            pki.options().client_cert(&pki.client_cert, &bad_key),
+            &bad_key,
+            "client key",
+        ),
+    ];
+    for (opts, path, says) in cases {
+        let check = Config::check_tls(&opts).unwrap_err();
+        let new = Redlock::new(config(node.clone(), opts)).unwrap_err();
+        for e in [check, new] {
+            let text = e.to_string();
+            assert!(matches!(e, Error::InvalidInput(_)), "{text}");
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains(says), "{text}");
+            assert!(!text.contains("dGhpcyBpcyBub3Qg"), "{text}");
+            assert_no_material(&pki, &text);
+        }
+    }
 }
 
 /// The README's TLS section, run against TLS nodes with mutual TLS.

@@ -16,14 +16,26 @@
 //! through the same buffers and the same `poll(2)` as commands, and the Redis handshake is
 //! queued behind it. So a node whose TLS handshake hangs costs its callers nothing more than
 //! a node whose TCP connect hangs: its deadline.
+//!
+//! A plain Redis server on the port of a `rediss://` URL reads the ClientHello as the start of
+//! an inline command and waits, silent, for its end (a line end that comes after a NUL byte,
+//! which it never looks past): the handshake alone would only time out. So a TLS handshake
+//! that has received nothing by the time the link asks ([`probe`](Conn::probe), halfway
+//! through the connect timeout) gets a *probe*: a second, plain connection to the same
+//! address that sends `PING`. An answer in RESP (`+PONG`, `-NOAUTH …`) proves the node does
+//! not speak TLS, and the connection fails at once saying so; anything else (a TLS server
+//! refuses the bytes and closes) proves nothing, and the handshake goes on untouched. A node
+//! whose first bytes in the handshake are RESP is told apart the same way, at once.
 
 use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness};
 use crate::resp::{ReadError, Reply, ReplyReader};
 use crate::tls;
@@ -77,6 +89,23 @@ pub(crate) struct Conn {
     plain: Vec<u8>,
     /// The handshake's commands, while the TLS handshake they go behind is in progress.
     early: Vec<u8>,
+    /// The node's address, for a probe.
+    addr: Option<SocketAddr>,
+    /// The first byte the node sent on this connection, if any.
+    first: Option<u8>,
+    /// A TLS handshake that has received nothing is probed from this time on (at most once).
+    probe_at: Option<Instant>,
+    /// The probe in progress, if any.
+    probe: Option<Probe>,
+}
+
+/// What a node that does not speak TLS is told by.
+const NOT_TLS: &str = "the node does not speak TLS (it answered in plain RESP): is this its \
+     TLS port? (plain nodes are redis://)";
+
+/// The first byte of every RESP reply (RESP2 and RESP3).
+fn is_resp(b: u8) -> bool {
+    b"+-:$*_,#!=(%~>|".contains(&b)
 }
 
 impl Conn {
@@ -97,6 +126,7 @@ impl Conn {
             Err(e) => return Err(e),
         };
         let mut c = Conn::new(sock, Phase::Connecting);
+        c.addr = Some(addr);
         match tls {
             Some(client) => {
                 let mut session = client.session()?;
@@ -127,6 +157,52 @@ impl Conn {
             tls: None,
             plain: Vec::new(),
             early: Vec::new(),
+            addr: None,
+            first: None,
+            probe_at: None,
+            probe: None,
+        }
+    }
+
+    /// On a TLS connection, probes the node from `at` on if its TLS handshake has received
+    /// nothing by then (see the module's documentation).
+    pub(crate) fn probe_from(&mut self, at: Instant) {
+        if self.tls.is_some() {
+            self.probe_at = Some(at);
+        }
+    }
+
+    /// When the connection wants [`probe`](Self::probe) called though nothing is ready: the
+    /// time its probe is due, while the TLS handshake has received nothing and no probe was
+    /// started.
+    pub(crate) fn probe_due(&self) -> Option<Instant> {
+        self.probe_at
+            .filter(|_| self.phase == Phase::Tls && self.first.is_none())
+    }
+
+    /// The probe's descriptor and what to wait for, while one is in progress.
+    pub(crate) fn probe_interest(&self) -> Option<(RawFd, Interest)> {
+        self.probe.as_ref().map(Probe::interest)
+    }
+
+    /// Starts the probe if it is due at `now`, and moves it on (never waits). `Some(why)`:
+    /// the node does not speak TLS, the connection is done for.
+    pub(crate) fn probe(&mut self, now: Instant) -> Option<String> {
+        if self.probe_due().is_some_and(|at| at <= now) {
+            self.probe_at = None;
+            self.probe = self.addr.and_then(|a| Probe::start(a).ok());
+        }
+        if self.first.is_some() {
+            self.probe = None; // the handshake has an answer of its own
+        }
+        let verdict = self.probe.as_mut()?.step();
+        match verdict {
+            Some(true) => Some(NOT_TLS.into()),
+            Some(false) => {
+                self.probe = None; // it proved nothing
+                None
+            }
+            None => None,
         }
     }
 
@@ -312,6 +388,7 @@ impl Conn {
         let mut limited = Limited {
             sock: &self.sock,
             used: &mut self.bytes_since_reply,
+            first: &mut self.first,
         };
         let r = match &mut self.tls {
             None => self.reader.next(&mut limited),
@@ -322,6 +399,14 @@ impl Conn {
             }),
         };
         let r = match r {
+            // Not a TLS record: a plain server's reply.
+            Err(ReadError::Io(e))
+                if self.phase == Phase::Tls
+                    && tls::failure(&e).is_some()
+                    && self.first.is_some_and(is_resp) =>
+            {
+                Err(ReadError::Tls(NOT_TLS.into()))
+            }
             Err(ReadError::Io(e)) => Err(match tls::failure(&e) {
                 Some(why) => ReadError::Tls(why),
                 None => ReadError::Io(e),
@@ -372,10 +457,12 @@ pub(crate) fn write_some(sock: &Socket, bytes: &[u8]) -> io::Result<usize> {
     Ok(pos)
 }
 
-/// A socket reader that refuses to deliver more than [`MAX_REPLY_BYTES`] between two replies.
+/// A socket reader that refuses to deliver more than [`MAX_REPLY_BYTES`] between two replies,
+/// and notes the connection's first byte.
 struct Limited<'a> {
     sock: &'a Socket,
     used: &'a mut usize,
+    first: &'a mut Option<u8>,
 }
 
 impl Read for Limited<'_> {
@@ -391,11 +478,87 @@ impl Read for Limited<'_> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Ok(n) => {
                     *self.used += n;
+                    if n > 0 && self.first.is_none() {
+                        *self.first = Some(buf[0]);
+                    }
                     return Ok(n);
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// A plain connection that asks a node whether it speaks RESP: `PING`, and the first byte of
+/// the answer.
+struct Probe {
+    sock: Socket,
+    sent: bool,
+}
+
+impl Probe {
+    fn start(addr: SocketAddr) -> io::Result<Probe> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        sock.set_nonblocking(true)?;
+        match sock.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Probe { sock, sent: false })
+    }
+
+    fn interest(&self) -> (RawFd, Interest) {
+        let interest = Interest {
+            read: self.sent,
+            write: !self.sent,
+        };
+        (self.sock.as_raw_fd(), interest)
+    }
+
+    /// Moves on without waiting: `Some(true)`, the node answered in RESP; `Some(false)`, it
+    /// did something else (refused, closed, answered otherwise); `None`, not yet.
+    fn step(&mut self) -> Option<bool> {
+        if !self.sent {
+            if !matches!(self.sock.take_error(), Ok(None)) {
+                return Some(false);
+            }
+            if self.sock.peer_addr().is_err() {
+                return None; // still connecting
+            }
+            // Six bytes on a new connection: the socket takes them whole.
+            match self.sock.send_with_flags(b"PING\r\n", libc::MSG_NOSIGNAL) {
+                Ok(6) => self.sent = true,
+                _ => return Some(false),
+            }
+        }
+        let mut b = [0u8; 1];
+        match (&self.sock).read(&mut b) {
+            Ok(1) => Some(is_resp(b[0])),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                None
+            }
+            _ => Some(false),
+        }
+    }
+}
+
+/// The outcome a socket error stands for.
+pub(crate) fn unreachable_from(e: &io::Error) -> NodeOutcome {
+    let text = match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        io::ErrorKind::ConnectionReset => "connection reset".to_string(),
+        io::ErrorKind::BrokenPipe => "connection closed by the node".to_string(),
+        io::ErrorKind::InvalidData => format!("protocol error: {e}"),
+        _ => e.to_string(),
+    };
+    if e.kind() == io::ErrorKind::InvalidData {
+        NodeOutcome::Protocol(text)
+    } else {
+        NodeOutcome::Unreachable(text)
     }
 }
 
@@ -458,6 +621,42 @@ mod tests {
         let mut got = [0u8; 8];
         b.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"one two ");
+    }
+
+    /// Steps `p` until it has a verdict (bounded: a loopback peer that has answered).
+    fn verdict(p: &mut Probe) -> Option<bool> {
+        for _ in 0..5000 {
+            if let Some(v) = p.step() {
+                return Some(v);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        None
+    }
+
+    #[test]
+    fn a_probe_tells_a_resp_answer_from_anything_else() {
+        // What the peer answers `PING` with, and whether that is RESP.
+        let cases: [(&[u8], bool); 4] = [
+            (b"+PONG\r\n", true),
+            (b"-NOAUTH Authentication required.\r\n", true),
+            (b"\x15\x03\x03\x00\x02\x02\x46", false), // a TLS alert record
+            (b"", false),                             // closed without a word
+        ];
+        for (answer, resp) in cases {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut p = Probe::start(l.local_addr().unwrap()).unwrap();
+            let (mut peer, _) = l.accept().unwrap();
+            // Accepted, so connected: the first step sends `PING`, and nothing is back yet.
+            assert_eq!(p.step(), None);
+            assert!(p.sent);
+            let mut ping = [0u8; 6];
+            peer.read_exact(&mut ping).unwrap();
+            assert_eq!(&ping, b"PING\r\n");
+            peer.write_all(answer).unwrap();
+            drop(peer);
+            assert_eq!(verdict(&mut p), Some(resp), "{answer:?}");
+        }
     }
 
     #[test]

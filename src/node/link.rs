@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::call::{Call, Slot, Wakes, wake_all, wake_later};
-use super::conn::{self, Conn};
+use super::conn::{self, Conn, unreachable_from};
 pub(crate) use super::entry::{Combine, Expect};
 use super::entry::{Entry, Purpose, stale};
 use super::health::{Action, ConnSettings, Hs, Node};
@@ -278,7 +278,9 @@ impl Link {
             )),
         };
         match conn {
-            Ok(c) => {
+            Ok(mut c) => {
+                // A TLS handshake still silent halfway through the connect timeout is probed.
+                c.probe_from(now + settings.connect_timeout / 2);
                 self.node.connected();
                 st.conn = Some(c);
                 st.generation += 1;
@@ -391,6 +393,26 @@ impl Link {
         st.conn.as_ref().map(|c| (c.fd(), c.interest()))
     }
 
+    /// For the caller that drives this link: when its connection's probe is due, and the
+    /// probe's descriptor while one runs (see [`Conn::probe`]).
+    pub(crate) fn probe_wants(&self, call: &Call) -> (Option<Instant>, Option<(RawFd, Interest)>) {
+        let st = self.lock();
+        match st.conn.as_ref() {
+            Some(c) if st.driver.as_ref().is_some_and(|d| d.call == call.round) => {
+                (c.probe_due(), c.probe_interest())
+            }
+            _ => (None, None),
+        }
+    }
+
+    /// Starts or moves on the connection's probe; a node found not to speak TLS fails it.
+    pub(crate) fn probe(&self, now: Instant, settings: &ConnSettings, wakes: &mut Wakes) {
+        let mut st = self.lock();
+        if let Some(why) = st.conn.as_mut().and_then(|c| c.probe(now)) {
+            self.fail_all(&mut st, NodeOutcome::Tls(why), now, settings, wakes);
+        }
+    }
+
     /// True while `call` drives this link.
     pub(crate) fn is_driven_by(&self, call: &Call) -> bool {
         self.lock()
@@ -410,6 +432,7 @@ impl Link {
         wakes: &mut Wakes,
     ) {
         self.on_ready_locked(ready, now, settings, wakes);
+        self.probe(now, settings, wakes);
         self.flush(now, settings, wakes);
     }
 
@@ -763,21 +786,5 @@ impl Link {
     pub(crate) fn owed(&self) -> Option<usize> {
         let st = self.lock();
         st.conn.as_ref().map(|_| st.pending.len())
-    }
-}
-
-/// The outcome a socket error stands for.
-pub(crate) fn unreachable_from(e: &io::Error) -> NodeOutcome {
-    let text = match e.kind() {
-        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
-        io::ErrorKind::ConnectionReset => "connection reset".to_string(),
-        io::ErrorKind::BrokenPipe => "connection closed by the node".to_string(),
-        io::ErrorKind::InvalidData => format!("protocol error: {e}"),
-        _ => e.to_string(),
-    };
-    if e.kind() == io::ErrorKind::InvalidData {
-        NodeOutcome::Protocol(text)
-    } else {
-        NodeOutcome::Unreachable(text)
     }
 }

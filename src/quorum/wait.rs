@@ -71,8 +71,23 @@ impl Source for Wait<'_> {
         }
     }
 
+    fn second(&self) -> Option<(RawFd, Interest)> {
+        match self.link {
+            Some(link) if self.driving && self.starting => link.probe_wants(self.call).1,
+            _ => None,
+        }
+    }
+
+    /// The node's deadline, or sooner the time its connection's probe is due (see
+    /// `node::conn`): a connection being set up is probed only while this call drives it.
     fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        let d = self.deadline?;
+        match self.link {
+            Some(link) if self.driving && self.starting => {
+                Some(link.probe_wants(self.call).0.map_or(d, |p| p.min(d)))
+            }
+            _ => Some(d),
+        }
     }
 
     fn on_ready(&mut self, ready: Readiness, now: Instant) {
@@ -88,10 +103,19 @@ impl Source for Wait<'_> {
     }
 
     fn on_deadline(&mut self, now: Instant) {
-        self.deadline = None;
         let (Some(link), Some(c)) = (self.link, self.cluster) else {
+            self.deadline = None;
             return;
         };
+        if self.deadline.is_some_and(|d| now < d) {
+            // The probe's time, not the node's deadline.
+            link.probe(now, c.settings(), &mut self.wakes.borrow_mut());
+            if !link.is_driven_by(self.call) {
+                self.driving = false;
+            }
+            return;
+        }
+        self.deadline = None;
         // Read what has arrived first: a reply that is here is not a timeout, whoever was
         // supposed to read it.
         link.read_now(self.call, now, c.settings());

@@ -10,6 +10,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{
     AlertDescription, CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct,
     RootCertStore, SignatureScheme,
@@ -138,7 +139,31 @@ fn finish(o: &TlsOptions, b: WantsClientCert) -> Result<ClientConfig, String> {
         return Ok(b.with_no_client_auth());
     };
     let chain = certs("client certificate", cert)?;
+    // rustls parses only the first certificate here (to match it with the key): one further
+    // on that is not a certificate would be sent as it is, and every node would refuse every
+    // handshake. Each one is parsed now, as the CA file's are.
+    for (i, c) in chain.iter().enumerate() {
+        ParsedCertificate::try_from(c).map_err(|e| {
+            bad_file(
+                "client certificate",
+                cert,
+                &format!("certificate {} in it is not usable: {e}", i + 1),
+            )
+        })?;
+    }
     let key = key(key_path)?;
+    // A key section that is no key rustls can sign with is the key file's fault alone.
+    if provider()
+        .key_provider
+        .load_private_key(key.clone_key())
+        .is_err()
+    {
+        return Err(bad_file(
+            "client key",
+            key_path,
+            "it holds no key rustls can use (RSA, ECDSA P-256 or P-384, Ed25519)",
+        ));
+    }
     b.with_client_auth_cert(chain, key).map_err(|e| {
         let why = match e {
             rustls::Error::InconsistentKeys(_) => {
