@@ -85,6 +85,58 @@ struct Health {
     warned: bool,
 }
 
+/// The handshake a node's address and the manager's settings ask for, and what each reply
+/// is for (see [`Node::new`]).
+fn handshake_commands(
+    addr: &NodeAddr,
+    scripts: &[&str],
+    policy: QuarantinePolicy,
+) -> (Vec<u8>, Vec<Hs>) {
+    let mut handshake = Vec::new();
+    let mut kinds = Vec::new();
+    if let Some(pw) = addr.password() {
+        match addr.username() {
+            Some(user) => resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut handshake),
+            None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
+        }
+        kinds.push(Hs::Auth);
+    }
+    // Before SELECT, which a cluster node refuses with a message that does not say why.
+    resp::pack(&[b"INFO", b"cluster"], &mut handshake);
+    kinds.push(Hs::Cluster);
+    if addr.db() != 0 {
+        resp::pack(
+            &[b"SELECT", addr.db().to_string().as_bytes()],
+            &mut handshake,
+        );
+        kinds.push(Hs::Required);
+    }
+    for s in scripts {
+        resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
+        kinds.push(Hs::Required);
+    }
+    // EVAL caches the probe, so the EVALSHA behind it finds it.
+    let probe_sha = resp::script_sha(handshake::SCRIPTING_PROBE);
+    resp::pack(
+        &[b"EVAL", handshake::SCRIPTING_PROBE.as_bytes(), b"0"],
+        &mut handshake,
+    );
+    resp::pack(&[b"EVALSHA", probe_sha.as_bytes(), b"0"], &mut handshake);
+    kinds.extend([Hs::Scripting, Hs::Scripting]);
+    resp::pack(&[b"INFO", b"server"], &mut handshake);
+    kinds.push(Hs::Info);
+    if policy.enabled {
+        resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
+        kinds.push(Hs::Marker);
+    } else {
+        for setting in [&b"appendonly"[..], b"appendfsync"] {
+            resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);
+            kinds.push(Hs::Config);
+        }
+    }
+    (handshake, kinds)
+}
+
 impl Node {
     /// A node reached at `sockaddr`, with the handshake its address asks for (`AUTH`, then
     /// `INFO cluster`, which refuses a node in cluster mode, then `SELECT`) followed by
@@ -103,50 +155,7 @@ impl Node {
         policy: QuarantinePolicy,
         peers: Arc<Peers>,
     ) -> Node {
-        let mut handshake = Vec::new();
-        let mut kinds = Vec::new();
-        if let Some(pw) = addr.password() {
-            match addr.username() {
-                Some(user) => {
-                    resp::pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()], &mut handshake)
-                }
-                None => resp::pack(&[b"AUTH", pw.as_bytes()], &mut handshake),
-            }
-            kinds.push(Hs::Auth);
-        }
-        // Before SELECT, which a cluster node refuses with a message that does not say why.
-        resp::pack(&[b"INFO", b"cluster"], &mut handshake);
-        kinds.push(Hs::Cluster);
-        if addr.db() != 0 {
-            resp::pack(
-                &[b"SELECT", addr.db().to_string().as_bytes()],
-                &mut handshake,
-            );
-            kinds.push(Hs::Required);
-        }
-        for s in scripts {
-            resp::pack(&[b"SCRIPT", b"LOAD", s.as_bytes()], &mut handshake);
-            kinds.push(Hs::Required);
-        }
-        // EVAL caches the probe, so the EVALSHA behind it finds it.
-        let probe_sha = resp::script_sha(handshake::SCRIPTING_PROBE);
-        resp::pack(
-            &[b"EVAL", handshake::SCRIPTING_PROBE.as_bytes(), b"0"],
-            &mut handshake,
-        );
-        resp::pack(&[b"EVALSHA", probe_sha.as_bytes(), b"0"], &mut handshake);
-        kinds.extend([Hs::Scripting, Hs::Scripting]);
-        resp::pack(&[b"INFO", b"server"], &mut handshake);
-        kinds.push(Hs::Info);
-        if policy.enabled {
-            resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
-            kinds.push(Hs::Marker);
-        } else {
-            for setting in [&b"appendonly"[..], b"appendfsync"] {
-                resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);
-                kinds.push(Hs::Config);
-            }
-        }
+        let (handshake, kinds) = handshake_commands(&addr, scripts, policy);
         Node {
             index,
             addr_text: addr.to_string(),
