@@ -11,7 +11,7 @@ import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _core, _ffi
-from ._args import Options, _Many, _OptsKey, _Sem, _Target
+from ._args import Options, _OptsKey, _Target
 from ._cancel import Cancel, _cancel_hold
 from ._core import _check_status, _err_buf, _raise
 from ._handle import _Handle, _Process
@@ -92,45 +92,32 @@ def _acquire_args(
     err: Any,
     target: Optional[_Target],
 ) -> Tuple[Any, Tuple[Any, ...]]:
-    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``,
-    ``redlock_acquire_many`` of a :class:`_Many`'s resources, or ``redlock_semaphore_acquire``
-    of a :class:`_Sem`'s permit. The error buffer is the last but one."""
+    """The C function and arguments of one acquisition: ``redlock_acquire`` of ``res``, or
+    the target's own (``redlock_acquire_many`` of a set, ``redlock_semaphore_acquire`` of a
+    permit). The error buffer is the last but one."""
     if target is None:
         return _core._c.redlock_acquire, (
             m, res, len(res), ttl_ms, opts, _byref(lease_h._ptr), err, _ffi.ERR_LEN
         )  # fmt: skip
-    if type(target) is _Sem:
-        return _core._c.redlock_semaphore_acquire, (
-            m, target.name, len(target.name), target.permits, ttl_ms, opts,
-            _byref(lease_h._ptr), err, _ffi.ERR_LEN,
-        )  # fmt: skip
-    return _core._c.redlock_acquire_many, (
-        m, target.ptrs, target.lens, len(target.resources), ttl_ms, opts, _byref(lease_h._ptr),
-        err, _ffi.ERR_LEN,
-    )  # fmt: skip
+    return target.call(_core._c, m, ttl_ms, opts, _byref(lease_h._ptr), err)
 
 
 def check(mgr: Any, res: bytes, ttl_ms: int, key: _OptsKey, target: Optional[_Target]) -> None:
     """Raises what an acquisition with these arguments would raise for its input, as the
-    library decides it (``redlock_acquire_check``, ``redlock_acquire_many_check`` for a
-    set), and sends nothing: how ``alock`` refuses bad input when it is called, with the
-    library's rules and messages. A permit's options are all checked by :func:`options`
-    already (a semaphore takes no owner, shared or fair keyword)."""
-    if type(target) is _Sem:
-        return
+    library decides it (``redlock_acquire_check``, or the target's own check), and sends
+    nothing: how ``alock`` refuses bad input when it is called, with the library's rules and
+    messages."""
     c = _core._c
     err = _err_buf()
     h = mgr._handle
     m = h.acquire()
     opts = _new_opts(key)
     try:
-        if type(target) is _Many:
-            n = len(target.resources)
-            st = c.redlock_acquire_many_check(
-                m, target.ptrs, target.lens, n, ttl_ms, opts, err, _ffi.ERR_LEN
-            )
-        else:
+        if target is None:
             st = c.redlock_acquire_check(m, res, len(res), ttl_ms, opts, err, _ffi.ERR_LEN)
+        else:
+            call = target.check(c, m, ttl_ms, opts, err)
+            st = 0 if call is None else call[0](*call[1])
     finally:
         h.release()
         c.redlock_acquire_opts_free(opts)
@@ -241,7 +228,8 @@ def lease_of(
     clean-up."""
     lease = Lease(
         lease_h, res, key[1], mgr._node_count, key[2] is not None, key[5],
-        target.resources if type(target) is _Many else None, type(target) is _Sem,
+        None if target is None else target.lease_resources,
+        target is not None and target.is_permit,
         key[6] is not None and key[6][0], ttl_ms,
     )  # fmt: skip
     if on_lost is not None:

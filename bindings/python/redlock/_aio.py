@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _core
-from ._args import Options, _Many, _OptsKey, _Sem, _Target
+from ._args import Options, _OptsKey, _Target
 from ._cancel import Cancel, _cancel_hold
 from ._core import _raise
 from ._threads import _ABANDON_WAIT_S, _Call, _discard, _hand_over, _written
@@ -276,14 +276,8 @@ class AsyncLock:
     def __repr__(self) -> str:
         state = "held" if self._lease is not None else ("done" if self._entered else "new")
         target = self._target
-        if type(target) is _Many:
-            return f"<redlock.AsyncLock resources={len(target.resources)} {state}>"
-        if type(target) is _Sem:
-            return (
-                f"<redlock.AsyncLock semaphore={target.name!r} permits={target.permits} "
-                f"{state}>"
-            )
-        return f"<redlock.AsyncLock resource={self._res!r} {state}>"
+        what = f"resource={self._res!r}" if target is None else target.label()
+        return f"<redlock.AsyncLock {what} {state}>"
 
 
 def alock(

@@ -96,11 +96,37 @@ class _Many(NamedTuple):
     ptrs: Any
     lens: Any
 
+    #: Whether the lease is a semaphore's permit.
+    is_permit = False
+
     @property
     def first(self) -> bytes:
         """The first resource (the lease's ``resource``); empty for no resources, which the
         library refuses."""
         return self.resources[0] if self.resources else b""
+
+    @property
+    def lease_resources(self) -> Optional[Tuple[bytes, ...]]:
+        """Every resource the lease will hold."""
+        return self.resources
+
+    def call(self, c: Any, m: Any, ttl_ms: int, opts: Any, out: Any, err: Any) -> Tuple[Any, ...]:
+        """The C function and arguments of the acquisition (``out``: where the lease goes)."""
+        n = len(self.resources)
+        return c.redlock_acquire_many, (
+            m, self.ptrs, self.lens, n, ttl_ms, opts, out, err, _ffi.ERR_LEN
+        )  # fmt: skip
+
+    def check(self, c: Any, m: Any, ttl_ms: int, opts: Any, err: Any) -> Optional[Tuple[Any, ...]]:
+        """The C function and arguments that check the acquisition's input, sending nothing."""
+        n = len(self.resources)
+        return c.redlock_acquire_many_check, (
+            m, self.ptrs, self.lens, n, ttl_ms, opts, err, _ffi.ERR_LEN
+        )  # fmt: skip
+
+    def label(self) -> str:
+        """What ``repr`` says of the target."""
+        return f"resources={len(self.resources)}"
 
 
 def _many(resources: Tuple[bytes, ...]) -> _Many:
@@ -117,9 +143,32 @@ class _Sem(NamedTuple):
     name: bytes
     permits: int
 
+    #: Whether the lease is a semaphore's permit.
+    is_permit = True
+    #: A permit holds its semaphore, not a list of resources.
+    lease_resources = None
+
+    def call(self, c: Any, m: Any, ttl_ms: int, opts: Any, out: Any, err: Any) -> Tuple[Any, ...]:
+        """The C function and arguments of the acquisition (``out``: where the lease goes)."""
+        return c.redlock_semaphore_acquire, (
+            m, self.name, len(self.name), self.permits, ttl_ms, opts, out, err, _ffi.ERR_LEN
+        )  # fmt: skip
+
+    def check(self, c: Any, m: Any, ttl_ms: int, opts: Any, err: Any) -> Optional[Tuple[Any, ...]]:
+        """Nothing to ask the library: a permit takes no owner, shared or fair keyword, and
+        its name and count were checked when the semaphore was made."""
+        return None
+
+    def label(self) -> str:
+        """What ``repr`` says of the target."""
+        return f"semaphore={self.name!r} permits={self.permits}"
+
 
 #: What an acquisition takes when it is not one resource (``None``): a set of resources
 #: (``redlock_acquire_many``) or a permit of a semaphore (``redlock_semaphore_acquire``).
+#: A target says which C functions acquire and check it (``call``, ``check``), what the
+#: lease holds (``lease_resources``, ``is_permit``) and how ``repr`` names it (``label``), so
+#: a new kind of acquisition brings its own target and the acquisition path stays as it is.
 _Target = Union[_Many, _Sem]
 
 
