@@ -365,7 +365,17 @@ impl<'a> Waiting<'a> {
             // every node has answered, which a first attempt waits for): try again at once,
             // without counting it as a retry. Bounded, so that nodes flapping in and out
             // cannot loop.
-            if sh.cluster.trust_epoch() != epoch && at_once < MAX_AT_ONCE {
+            // Or nodes were quarantined during it only for lacking a marker that another
+            // manager, meeting a brand-new cluster at the same moment, is writing: re-read
+            // those markers once before giving up (see Cluster::reread_fresh_markers).
+            if at_once < MAX_AT_ONCE
+                && (sh.cluster.trust_epoch() != epoch
+                    || sh.cluster.reread_fresh_markers(
+                        sh.budget.release_bound(),
+                        self.deadline,
+                        &|| self.cancelled(),
+                    ))
+            {
                 at_once += 1;
                 continue;
             }

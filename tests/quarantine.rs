@@ -664,3 +664,40 @@ fn a_promoted_replica_behind_the_same_address_is_quarantined_from_when_it_is_see
     let o = seen_outcome(&y, 0, Duration::from_secs(1));
     assert_eq!(reason(&o), Some(QuarantineReason::StaleMarker), "{o:?}");
 }
+
+/// Eight managers (as eight processes would) meet five brand-new nodes at the same moment,
+/// each taking one lock with a single attempt. Each may see the markers another one is
+/// writing on some nodes and not yet on others: "the cluster has met the library, these
+/// nodes lost their marker". That race must cost a moment, not the maximum TTL: no first
+/// contact is refused for restart quarantine. (An attempt that fails for another reason on a
+/// loaded machine, a timeout, is not what this checks.)
+#[test]
+fn managers_meeting_a_brand_new_cluster_together_are_not_quarantined() {
+    let managers = 8;
+    for round in 0..6 {
+        let cluster = Cluster::start(5);
+        let urls = cluster.urls();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(managers));
+        let workers: Vec<_> = (0..managers)
+            .map(|i| {
+                let (urls, start) = (urls.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let mgr = Redlock::new(Config::new(urls)).unwrap();
+                    start.wait();
+                    mgr.try_lock(format!("first-{i}"), Duration::from_secs(5))
+                        .map(|l| l.unlock())
+                })
+            })
+            .collect();
+        for (i, w) in workers.into_iter().enumerate() {
+            if let Err(e) = w.join().unwrap() {
+                let quarantined = e.report().is_some_and(|r| {
+                    r.nodes
+                        .iter()
+                        .any(|n| matches!(n.outcome, NodeOutcome::Quarantined { .. }))
+                });
+                assert!(!quarantined, "round {round}, manager {i}: {e}");
+            }
+        }
+    }
+}

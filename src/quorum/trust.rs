@@ -27,7 +27,9 @@
 //! the `run_id` of the handshake that decided, so a restart in between leaves a stale marker,
 //! never a false one). Quarantined nodes have their marker re-read with backoff, so that a
 //! benign race (a second process arriving while the first writes a fresh cluster's markers)
-//! costs a fraction of a second, not the maximum TTL. Grant scripts check that the marker
+//! costs a fraction of a second, not the maximum TTL, and a failed attempt re-reads the markers
+//! of nodes quarantined that way in the last second before it gives up
+//! (`reread_fresh_markers`). Grant scripts check that the marker
 //! exists atomically with the grant, so a trusted node that loses its keyspace stops granting
 //! at once, for every manager.
 //!
@@ -35,10 +37,18 @@
 //! like a brand-new cluster.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::Cluster;
-use crate::error::QuarantineReason;
+/// How recently a node must have been quarantined for lacking a marker for a failed attempt
+/// to re-read it at once (see [`Cluster::reread_fresh_markers`]).
+const FRESH: Duration = Duration::from_secs(1);
+
+/// The pause between two re-reads, and how many at most.
+const REREAD_PAUSE: Duration = Duration::from_millis(50);
+const REREADS: usize = 20;
+
+use super::{Cluster, Cmd, Limits, Request, Until};
+use crate::error::{NodeOutcome, QuarantineReason};
 use crate::node::health::Hs;
 use crate::node::{Node, Standing};
 
@@ -137,6 +147,90 @@ impl Cluster {
         if brand_new {
             log::info!("a brand-new cluster (no node has a marker, all are young): trusted");
         }
+    }
+
+    /// After a failed attempt: re-reads the markers of the nodes quarantined in the last
+    /// second for lacking one while other nodes have one, in rounds bounded by `limit`, until
+    /// one of them holds its `run_id`, that second has passed, `until` has come or `stop` says
+    /// so; trusts each that holds its `run_id` (which bumps the trust epoch, so the caller
+    /// tries again at once). Returns whether any did.
+    ///
+    /// Why: managers that meet a brand-new cluster at the same moment see each other's markers
+    /// half written. One that finds markers on some nodes and none yet on others applies "the
+    /// cluster has met this library: those nodes lost their keyspace" to nodes whose marker
+    /// another manager is writing right then. The backoff probes settle it within a fraction
+    /// of a second for a caller that waits, but a single attempt would be refused for the
+    /// maximum TTL. Trusting a node whose marker holds its current `run_id` is the probes'
+    /// own rule (a marker is written only by a manager that trusts the node).
+    pub(crate) fn reread_fresh_markers(
+        &self,
+        limit: Duration,
+        until: Option<Instant>,
+        stop: &dyn Fn() -> bool,
+    ) -> bool {
+        let now = self.now();
+        // Per node, when its fresh quarantine's second ends.
+        let fresh: Vec<Option<Instant>> = self
+            .nodes()
+            .map(|n| match n.standing() {
+                Standing::Quarantined {
+                    until,
+                    reason: QuarantineReason::NoMarker,
+                } => until
+                    .checked_sub(n.max_ttl())
+                    .map(|s| s + FRESH)
+                    .filter(|end| *end > now),
+                _ => None,
+            })
+            .collect();
+        let Some(end) = fresh.iter().flatten().max().copied() else {
+            return false;
+        };
+        let end = until.map_or(end, |u| u.min(end));
+        // Bounded in count too: a manual clock in tests does not advance on its own.
+        for _ in 0..REREADS {
+            if self.reread_once(&fresh, limit) {
+                return true;
+            }
+            let now = self.now();
+            if now >= end || stop() {
+                return false;
+            }
+            std::thread::sleep(REREAD_PAUSE.min(end - now));
+        }
+        false
+    }
+
+    /// One round of [`reread_fresh_markers`](Self::reread_fresh_markers).
+    fn reread_once(&self, fresh: &[Option<Instant>], limit: Duration) -> bool {
+        let cmd = Node::marker_probe_cmd();
+        let req = Request {
+            cmd: Cmd::Same(&cmd),
+            fallback: None,
+            combine: None,
+            grants: false,
+            work: 1,
+        };
+        let limits = Limits {
+            node_timeout: limit,
+            cap: None,
+            until: Until::All,
+        };
+        let Ok(round) = self.round(&req, &|_, _| NodeOutcome::Success, limits) else {
+            return false;
+        };
+        let mut any = false;
+        for (i, reply) in round.replies.iter().enumerate() {
+            if let (Some(_), Some(r)) = (fresh[i], reply) {
+                let n = &self.links[i].node;
+                n.observe_probe(r);
+                any |= n.trusted();
+            }
+        }
+        if any {
+            self.trust_epoch.fetch_add(1, Ordering::Release);
+        }
+        any
     }
 
     /// Bumped whenever a node becomes trusted: an acquisition that failed while it happened

@@ -231,7 +231,7 @@ impl Node {
 
     /// A re-read marker: the node is trusted once it holds its `run_id` (another process
     /// ended its quarantine and wrote it).
-    pub(super) fn observe_probe(&self, reply: &Reply) {
+    pub(crate) fn observe_probe(&self, reply: &Reply) {
         let Some(run_id) = self.identity().map(|i| i.run_id) else {
             return;
         };
