@@ -150,8 +150,13 @@ impl NodeOpts {
     }
 }
 
+/// The node URLs of a comma-separated list, each without the white space around it (`"a, b"`
+/// is two nodes, as written by hand).
 fn split_nodes(v: &str) -> impl Iterator<Item = String> + '_ {
-    v.split(',').filter(|s| !s.is_empty()).map(str::to_string)
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }
 
 /// The help lines of [`NodeOpts`], in the commands' option tables.
@@ -257,6 +262,13 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_node_list_may_have_spaces_after_its_commas() {
+        let nodes: Vec<String> =
+            crate::split_nodes("redis://127.0.0.1:1, 127.0.0.1:2 ,,127.0.0.1:3 ").collect();
+        assert_eq!(nodes, ["redis://127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]);
+    }
+
     /// Every help text: option descriptions start in one column, the `[VARIABLE]` tags end in
     /// one column, and no line is wider than that.
     #[test]
