@@ -648,17 +648,9 @@ fn unusable_files_are_invalid_input_naming_the_path_never_the_content() {
         ),
     ];
     for (opts, path, says) in cases {
-        let check = Config::check_tls(&opts).unwrap_err();
-        let new = Redlock::new(config(node.clone(), opts)).unwrap_err();
-        for e in [check, new] {
-            let text = e.to_string();
-            assert!(matches!(e, Error::InvalidInput(_)), "{text}");
-            assert!(text.contains(&path.display().to_string()), "{text}");
-            assert!(text.contains(says), "{text}");
-            assert!(!text.contains("not base64 at all"), "{text}");
-            assert_no_material(&pki, &text);
-            assert_no_material(&other, &text);
-        }
+        let text = refused_at_construction(&node, opts, path, says, "not base64 at all");
+        assert_no_material(&pki, &text);
+        assert_no_material(&other, &text);
     }
     // A file set for a cluster with no TLS node is still checked.
     let e = Redlock::new(config(
@@ -719,16 +711,8 @@ fn a_client_chain_with_a_certificate_that_does_not_parse_is_invalid_input() {
         ),
     ];
     for (opts, path, says) in cases {
-        let check = Config::check_tls(&opts).unwrap_err();
-        let new = Redlock::new(config(node.clone(), opts)).unwrap_err();
-        for e in [check, new] {
-            let text = e.to_string();
-            assert!(matches!(e, Error::InvalidInput(_)), "{text}");
-            assert!(text.contains(&path.display().to_string()), "{text}");
-            assert!(text.contains(says), "{text}");
-            assert!(!text.contains("dGhpcyBpcyBub3Qg"), "{text}");
-            assert_no_material(&pki, &text);
-        }
+        let text = refused_at_construction(&node, opts, path, says, "dGhpcyBpcyBub3Qg");
+        assert_no_material(&pki, &text);
     }
 }
 
@@ -755,4 +739,28 @@ fn the_readme_tls_fragment_runs() {
         Ok(())
     };
     run().unwrap();
+}
+
+/// Checks that TLS options `opts` are refused as `InvalidInput`, by `Config::check_tls` and by
+/// `Redlock::new` alike, naming `path` and saying `says`, without the file's bytes `never`;
+/// returns the message (the last of the two), for the caller's own checks.
+fn refused_at_construction(
+    node: &[String],
+    opts: TlsOptions,
+    path: &std::path::Path,
+    says: &str,
+    never: &str,
+) -> String {
+    let check = Config::check_tls(&opts).unwrap_err();
+    let new = Redlock::new(config(node.to_vec(), opts)).unwrap_err();
+    let mut last = String::new();
+    for e in [check, new] {
+        let text = e.to_string();
+        assert!(matches!(e, Error::InvalidInput(_)), "{text}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(says), "{text}");
+        assert!(!text.contains(never), "{text}");
+        last = text;
+    }
+    last
 }
