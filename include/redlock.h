@@ -12,6 +12,9 @@
 #define REDLOCK_VERSION_PATCH 0
 #define REDLOCK_VERSION "0.1.0"
 
+// The port a sentinel listens on when its URL names none.
+#define SENTINEL_PORT 26379
+
 // The largest TTL any lock may have, in milliseconds (`UINT32_MAX`, about 49.7 days).
 #define REDLOCK_MAX_TTL_MS UINT32_MAX
 
@@ -156,6 +159,9 @@ typedef enum redlock_node_outcome {
   // CA, expired, another name), it refused ours or wanted one this client lacks, or it does
   // not speak TLS. Also while the node waits out the reconnect backoff that follows.
   REDLOCK_NODE_TLS = 10,
+  // A failover group's master could not be found or confirmed (no sentinel answered, the
+  // service is unknown to them, they disagree, or the server they name is not a master).
+  REDLOCK_NODE_SENTINEL = 11,
 } redlock_node_outcome;
 
 // Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
@@ -178,6 +184,9 @@ typedef enum redlock_quarantine_reason {
   // No node has a marker yet and not every node has answered: a brand-new cluster is
   // trusted once all have (or after the maximum TTL).
   REDLOCK_QUARANTINE_UNDECIDED = 5,
+  // The server was promoted (a replica made master) and may lack its old master's last
+  // writes.
+  REDLOCK_QUARANTINE_PROMOTED = 6,
 } redlock_quarantine_reason;
 
 // Options of one acquisition: an opaque builder with one setter per option, passed to

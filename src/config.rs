@@ -8,7 +8,21 @@ use crate::tls::TlsOptions;
 
 mod addr;
 
-pub use addr::NodeAddr;
+pub use addr::{NodeAddr, SENTINEL_PORT};
+
+/// The credentials a failover group's sentinels ask for (see [`Config::sentinel_auth`]).
+/// Its `Debug` form never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelAuth {
+    pub username: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SentinelAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SentinelAuth({:?}, ***)", self.username)
+    }
+}
 
 /// The largest TTL any lock may have: `u32::MAX` milliseconds (about 49.7 days). This is also
 /// the range of the C API's `uint32_t ttl_ms`.
@@ -112,6 +126,7 @@ pub struct Config {
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) label: Option<String>,
     pub(crate) tls: TlsOptions,
+    pub(crate) sentinel_auth: Option<SentinelAuth>,
 }
 
 impl Default for Config {
@@ -135,6 +150,7 @@ impl Default for Config {
             key_prefix: KEY_PREFIX.to_vec(),
             label: None,
             tls: TlsOptions::default(),
+            sentinel_auth: None,
         }
     }
 }
@@ -354,6 +370,36 @@ impl Config {
         self
     }
 
+    /// The sentinels' credentials, if set: a password, and a user name that is not empty.
+    fn check_sentinel_auth(&self) -> Result<(), Error> {
+        let Some(a) = &self.sentinel_auth else {
+            return Ok(());
+        };
+        if a.password.is_empty() {
+            return Err(Error::invalid("the sentinels' password must not be empty"));
+        }
+        if a.username.as_deref() == Some("") {
+            return Err(Error::invalid(
+                "the sentinels' user name must not be empty (None means the default user)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The credentials every failover group's sentinels are asked with (`AUTH [username]
+    /// password` on each connection to a sentinel), when they differ from none: a
+    /// `redis+sentinel://` URL's own credentials are its master's, as with `redis://`.
+    /// `username` `None` authenticates as the default user. An empty password is refused by
+    /// [`Redlock::new`](crate::Redlock::new). Defaults to none (sentinels without
+    /// `requirepass`).
+    pub fn sentinel_auth(mut self, username: Option<&str>, password: &str) -> Config {
+        self.sentinel_auth = Some(SentinelAuth {
+            username: username.map(str::to_string),
+            password: password.to_string(),
+        });
+        self
+    }
+
     /// The TLS options (see [`tls`](Self::tls)).
     pub fn tls_options(&self) -> &TlsOptions {
         &self.tls
@@ -472,6 +518,7 @@ impl Config {
                 return Err(Error::invalid(format!("{what} must be > 0")));
             }
         }
+        self.check_sentinel_auth()?;
         if self.node_timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid("node timeout must be > 0"));
         }

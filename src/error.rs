@@ -69,6 +69,11 @@ pub enum NodeOutcome {
     /// with key or certificate material). Reported for the step whose connection failed this
     /// way, and for the steps during the reconnect backoff that follows.
     Tls(String),
+    /// A failover group's master could not be found or confirmed: no sentinel answered, none
+    /// knows the service, the sentinels named different masters, or the server they named is
+    /// not a master (`role:slave`). The text says which, naming the sentinels and servers.
+    /// The next connection asks the sentinels again.
+    Sentinel(String),
     /// The node is the same redis-server as node `of` (the same `run_id`, reached through
     /// another address): it counts in no round, or that server would vote twice.
     Duplicate {
@@ -104,6 +109,11 @@ pub enum QuarantineReason {
     /// This manager saw the node's `run_id` change on a reconnect: a restart, or a failover
     /// behind the same address. Counted from when it saw the change.
     RestartSeen,
+    /// The server's replication history shows a promotion (a replica made master) that its
+    /// marker does not know of, or this manager saw its replication id change: it may lack
+    /// the last writes of the master it replaced. Counted from when this manager first saw it
+    /// so.
+    Promoted,
     /// No node has a marker yet (a cluster meeting this library for the first time), and this
     /// node has been up for less than the maximum TTL. Counted from its start.
     Young,
@@ -121,6 +131,9 @@ impl QuarantineReason {
                 "stale marker: it restarted from disk, possibly without its latest writes"
             }
             QuarantineReason::RestartSeen => "restart seen: its run_id changed",
+            QuarantineReason::Promoted => {
+                "promoted: a replica made master, possibly without its old master's last writes"
+            }
             QuarantineReason::Young => {
                 "up for less than the maximum TTL, and no node has a marker yet"
             }
@@ -173,6 +186,7 @@ impl NodeOutcome {
             NodeOutcome::AuthFailed(s) => write!(f, "authentication failed: {s}"),
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
             NodeOutcome::Tls(s) => write!(f, "TLS failed: {s}"),
+            NodeOutcome::Sentinel(s) => write!(f, "failover group: {s}"),
             NodeOutcome::Duplicate { of } => write!(
                 f,
                 "the same server as node {of} (same run_id): it does not count; list each \

@@ -88,7 +88,7 @@ pub use config::{
     Config, DEFAULT_DROP_OUT, DEFAULT_MAX_TTL, FAIR_PREFIX, FAIR_TICKETS_PREFIX, FENCE_PREFIX,
     INTENT_PREFIX, KEY_PREFIX, MARKER_KEY, MAX_DROP_OUT, MAX_KEY_PREFIX_LEN, MAX_LABEL_LEN,
     MAX_OWNER_LEN, MAX_PERMITS, MAX_RESOURCE_LEN, MAX_RESOURCES, MAX_TTL, MIN_DROP_OUT, NodeAddr,
-    SEMAPHORE_PREFIX,
+    SEMAPHORE_PREFIX, SENTINEL_PORT,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
 pub use holders::{Holder, HolderKind, Holders, NodeHold};

@@ -58,7 +58,7 @@ pub struct HistogramSnapshot {
 }
 
 /// The kinds of per-node failure counted, in the order of [`NodeMetrics::errors`].
-pub const NODE_ERROR_KINDS: [&str; 8] = [
+pub const NODE_ERROR_KINDS: [&str; 9] = [
     "timeout",
     "unreachable",
     "backoff",
@@ -67,6 +67,7 @@ pub const NODE_ERROR_KINDS: [&str; 8] = [
     "quarantined",
     "duplicate",
     "tls",
+    "sentinel",
 ];
 
 fn error_kind(o: &NodeOutcome) -> Option<usize> {
@@ -80,6 +81,7 @@ fn error_kind(o: &NodeOutcome) -> Option<usize> {
         NodeOutcome::Quarantined { .. } => 5,
         NodeOutcome::Duplicate { .. } => 6,
         NodeOutcome::Tls(_) => 7,
+        NodeOutcome::Sentinel(_) => 8,
         NodeOutcome::Success | NodeOutcome::Rejected | NodeOutcome::Pending => return None,
     })
 }

@@ -131,8 +131,13 @@ fn a_brand_new_cluster_is_trusted_at_once_and_marked() {
     // Every node holds its own run_id as its marker, and is trusted.
     for s in &cluster.servers {
         let run_id = s.run_id();
-        assert!(eventually(Duration::from_secs(2), || s.marker().as_deref()
+        assert!(eventually(Duration::from_secs(2), || s
+            .marker_run_id()
+            .as_deref()
             == Some(run_id.as_str())));
+        // ... and the replication id it was written under (see node/health/quarantine.rs).
+        let replid = s.marker().unwrap_or_default();
+        assert_eq!(replid.split(' ').nth(1).map(str::len), Some(40), "{replid}");
     }
     assert!(mgr.node_states().iter().all(|s| s.trusted));
     // A manager that knows nothing trusts them from their markers, in its first attempt.
@@ -211,7 +216,7 @@ fn a_minority_restart_is_quarantined_for_running_and_new_managers() {
     // And its marker holds its new run_id now.
     let run_id = cluster.servers[0].run_id();
     assert!(eventually(Duration::from_secs(2), || cluster.servers[0]
-        .marker()
+        .marker_run_id()
         .as_deref()
         == Some(run_id.as_str())));
     assert!(!logs_mentioning(&format!("{}) restarted", cluster.servers[0].port)).is_empty());
@@ -412,7 +417,7 @@ fn an_aof_restart_is_quarantined_whatever_the_fsync_policy() {
         assert_eq!(seen_outcome(&mgr, 0, ttl), NodeOutcome::Success);
         let old = aof.run_id();
         aof.restart(); // same directory: it reloads its AOF, marker included
-        assert_eq!(aof.marker().as_deref(), Some(old.as_str()));
+        assert_eq!(aof.marker_run_id().as_deref(), Some(old.as_str()));
         // A new manager finds a stale marker (the earlier run_id); the running one saw the
         // restart itself.
         let fresh = manager(urls, max_ttl);

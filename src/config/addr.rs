@@ -8,8 +8,16 @@ use crate::error::Error;
 use crate::resp;
 use crate::tls::NOT_COMPILED;
 
-/// One Redis master, parsed from `redis://[user:password@]host[:port][/db]`, the same with
-/// `rediss://` (TLS), or `host:port`.
+/// The port a sentinel listens on when its URL names none.
+pub const SENTINEL_PORT: u16 = 26379;
+
+/// One node: a Redis master parsed from `redis://[user:password@]host[:port][/db]`, the same
+/// with `rediss://` (TLS), or `host:port`; or a failover group, whose master the library asks
+/// its sentinels for, parsed from
+/// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/SERVICE[/db]` (sentinel
+/// port 26379 when omitted; `rediss+sentinel://` for TLS to the sentinels and the master).
+/// A failover group's credentials and database are its master's; the sentinels' own
+/// credentials, if they need any, are [`Config::sentinel_auth`](crate::Config::sentinel_auth).
 ///
 /// Its `Display` form never shows the password (and starts with `rediss://` for TLS).
 #[derive(Clone, PartialEq, Eq)]
@@ -20,7 +28,15 @@ pub struct NodeAddr {
     password: Option<String>,
     db: i64,
     tls: bool,
+    /// A failover group's sentinels (host, port); empty for a plain node.
+    sentinels: Vec<(String, u16)>,
+    /// A failover group's service name (the master's name in the sentinels' configuration).
+    service: Option<String>,
 }
+
+/// The form a sentinel URL takes, for messages.
+const SENTINEL_FORM: &str =
+    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/SERVICE[/db]";
 
 impl NodeAddr {
     /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
@@ -31,6 +47,9 @@ impl NodeAddr {
     /// checked at connect), and `rediss://` when the library was built without its `tls`
     /// feature.
     pub fn parse(url: &str) -> Result<NodeAddr, Error> {
+        if let Some(group) = Self::parse_sentinel(url)? {
+            return Ok(group);
+        }
         let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
         if p.tls && !cfg!(feature = "tls") {
             return Err(Error::invalid(NOT_COMPILED));
@@ -42,7 +61,109 @@ impl NodeAddr {
             password: p.password,
             db: p.db,
             tls: p.tls,
+            sentinels: Vec::new(),
+            service: None,
         })
+    }
+
+    /// Parses a `redis+sentinel://` or `rediss+sentinel://` URL; `Ok(None)` for any other
+    /// scheme. Each sentinel's `host[:port]` and the credentials are checked by the plain
+    /// URL parser, so they follow the same rules (and percent-decoding) as a `redis://` URL.
+    fn parse_sentinel(url: &str) -> Result<Option<NodeAddr>, Error> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("redis+sentinel://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("rediss+sentinel://") {
+            (true, r)
+        } else {
+            return Ok(None);
+        };
+        if tls && !cfg!(feature = "tls") {
+            return Err(Error::invalid(NOT_COMPILED));
+        }
+        let bad = |why: &str| Error::invalid(format!("{why}: expected {SENTINEL_FORM}"));
+        if rest.contains(['?', '#']) {
+            return Err(bad("query parameters and fragments are not supported"));
+        }
+        let Some((authority, path)) = rest.split_once('/') else {
+            return Err(bad("a sentinel URL names its service"));
+        };
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            Some(u) => {
+                let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
+                    .map_err(|m| bad(&format!("credentials: {m}")))?;
+                (p.username, p.password)
+            }
+            None => (None, None),
+        };
+        let mut sentinels: Vec<(String, u16)> = Vec::new();
+        for h in hosts.split(',') {
+            let h = h.trim();
+            if h.is_empty() {
+                return Err(bad("empty sentinel address"));
+            }
+            let has_port = match h.strip_prefix('[') {
+                Some(v6) => v6.contains("]:"),
+                None => h.contains(':'),
+            };
+            let with_port = if has_port {
+                h.to_string()
+            } else {
+                format!("{h}:{SENTINEL_PORT}")
+            };
+            let p = resp::parse_url(&format!("redis://{with_port}"))
+                .map_err(|m| bad(&format!("sentinel {h:?}: {m}")))?;
+            if sentinels.contains(&(p.host.clone(), p.port)) {
+                return Err(bad(&format!("sentinel {h:?} is listed twice")));
+            }
+            sentinels.push((p.host, p.port));
+        }
+        let mut parts = path.split('/');
+        let service = parts.next().unwrap_or_default();
+        if service.is_empty() {
+            return Err(bad("a sentinel URL names its service"));
+        }
+        let db = match parts.next() {
+            None | Some("") => 0,
+            Some(d) => {
+                resp::parse_url(&format!("redis://127.0.0.1:1/{d}"))
+                    .map_err(|m| bad(&format!("database: {m}")))?
+                    .db
+            }
+        };
+        if parts.next().is_some() {
+            return Err(bad("too many path segments"));
+        }
+        let (host, port) = sentinels[0].clone();
+        Ok(Some(NodeAddr {
+            host,
+            port,
+            username,
+            password,
+            db,
+            tls,
+            sentinels,
+            service: Some(service.to_string()),
+        }))
+    }
+
+    /// True for a failover group (`redis+sentinel://`): its master is found by asking its
+    /// sentinels.
+    pub fn is_sentinel(&self) -> bool {
+        self.service.is_some()
+    }
+
+    /// A failover group's service name (the name its sentinels know its master by).
+    pub fn service(&self) -> Option<&str> {
+        self.service.as_deref()
+    }
+
+    /// A failover group's sentinels, as (host, port); empty for a plain node.
+    pub fn sentinels(&self) -> &[(String, u16)] {
+        &self.sentinels
     }
 
     /// True for a `rediss://` node: its connections are TLS.
@@ -50,12 +171,12 @@ impl NodeAddr {
         self.tls
     }
 
-    /// The host name or IP address.
+    /// The host name or IP address (for a failover group: its first sentinel's).
     pub fn host(&self) -> &str {
         &self.host
     }
 
-    /// The TCP port.
+    /// The TCP port (for a failover group: its first sentinel's).
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -81,27 +202,53 @@ impl NodeAddr {
 
     /// Resolves the host to socket addresses (a blocking DNS look-up for names).
     pub(crate) fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
-        let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = (host, self.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {self}: {e}"))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(format!("{self} resolves to no address"));
-        }
-        Ok(addrs)
+        resolve(&self.host, self.port).map_err(|e| format!("{self}: {e}"))
+    }
+
+    /// A failover group's sentinels, each resolved to its first address (a blocking DNS
+    /// look-up for names).
+    pub(crate) fn resolve_sentinels(&self) -> Result<Vec<SocketAddr>, String> {
+        self.sentinels
+            .iter()
+            .map(|(h, p)| {
+                resolve(h, *p)
+                    .map(|a| a[0])
+                    .map_err(|e| format!("{self}: sentinel {h}:{p}: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// `host:port` resolved (a blocking DNS look-up for names); never empty.
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{host} resolves to no address"));
+    }
+    Ok(addrs)
+}
+
+/// `host` as a URL writes it: an IPv6 address in brackets.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
     }
 }
 
 impl fmt::Display for NodeAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.tls {
-            f.write_str("rediss://")?;
+        let host = bracketed(&self.host);
+        match (self.tls, self.is_sentinel()) {
+            (true, true) => f.write_str("rediss+sentinel://")?,
+            (false, true) => f.write_str("redis+sentinel://")?,
+            (true, false) => f.write_str("rediss://")?,
+            (false, false) => {}
         }
         match (&self.username, &self.password) {
             (Some(u), Some(_)) => write!(f, "{u}:***@")?,
@@ -109,7 +256,16 @@ impl fmt::Display for NodeAddr {
             (Some(u), None) => write!(f, "{u}@")?,
             (None, None) => {}
         }
-        write!(f, "{host}:{}", self.port)?;
+        if let Some(service) = &self.service {
+            let list: Vec<String> = self
+                .sentinels
+                .iter()
+                .map(|(h, p)| format!("{}:{p}", bracketed(h)))
+                .collect();
+            write!(f, "{}/{service}", list.join(","))?;
+        } else {
+            write!(f, "{host}:{}", self.port)?;
+        }
         if self.db != 0 {
             write!(f, "/{}", self.db)?;
         }
@@ -143,5 +299,52 @@ mod tests {
             );
             assert!(!e.to_string().contains("hunter2"));
         }
+    }
+
+    #[test]
+    fn a_sentinel_url_names_its_sentinels_service_and_database() {
+        let a =
+            NodeAddr::parse("redis+sentinel://u:pw@127.0.0.1,127.0.0.2:5000/mymaster/3").unwrap();
+        assert!(a.is_sentinel() && !a.is_tls() && a.has_password());
+        assert_eq!(a.username(), Some("u"));
+        assert_eq!(a.service(), Some("mymaster"));
+        assert_eq!(a.db(), 3);
+        assert_eq!(
+            a.sentinels(),
+            &[
+                ("127.0.0.1".to_string(), 26379),
+                ("127.0.0.2".to_string(), 5000)
+            ]
+        );
+        assert_eq!(
+            a.to_string(),
+            "redis+sentinel://u:***@127.0.0.1:26379,127.0.0.2:5000/mymaster/3"
+        );
+        let b = NodeAddr::parse("redis+sentinel://[::1]:26380/m").unwrap();
+        assert_eq!(b.sentinels(), &[("::1".to_string(), 26380)]);
+        assert_eq!(b.to_string(), "redis+sentinel://[::1]:26380/m");
+        assert!(
+            !NodeAddr::parse("redis://127.0.0.1:1")
+                .unwrap()
+                .is_sentinel()
+        );
+        for (bad, says) in [
+            ("redis+sentinel://127.0.0.1:26379", "names its service"),
+            ("redis+sentinel://127.0.0.1:26379/", "names its service"),
+            ("redis+sentinel://127.0.0.1,,127.0.0.2/m", "empty sentinel"),
+            ("redis+sentinel://127.0.0.1:0/m", "port 0"),
+            (
+                "redis+sentinel://127.0.0.1,127.0.0.1:26379/m",
+                "listed twice",
+            ),
+            ("redis+sentinel://127.0.0.1/m/x", "database"),
+            ("redis+sentinel://127.0.0.1/m/1/2", "too many"),
+            ("redis+sentinel://127.0.0.1/m?x=1", "query"),
+        ] {
+            let e = NodeAddr::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(says) && e.contains("SERVICE"), "{bad}: {e}");
+        }
+        let e = NodeAddr::parse("redis+sentinel://:hunter2@127.0.0.1:0/m").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }

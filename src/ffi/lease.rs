@@ -159,6 +159,9 @@ pub enum redlock_node_outcome {
     /// CA, expired, another name), it refused ours or wanted one this client lacks, or it does
     /// not speak TLS. Also while the node waits out the reconnect backoff that follows.
     REDLOCK_NODE_TLS = 10,
+    /// A failover group's master could not be found or confirmed (no sentinel answered, the
+    /// service is unknown to them, they disagree, or the server they name is not a master).
+    REDLOCK_NODE_SENTINEL = 11,
 }
 
 impl From<&NodeOutcome> for redlock_node_outcome {
@@ -176,6 +179,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::Quarantined { .. } => REDLOCK_NODE_QUARANTINED,
             NodeOutcome::Duplicate { .. } => REDLOCK_NODE_DUPLICATE,
             NodeOutcome::Tls(_) => REDLOCK_NODE_TLS,
+            NodeOutcome::Sentinel(_) => REDLOCK_NODE_SENTINEL,
         }
     }
 }

@@ -214,6 +214,9 @@ pub enum redlock_quarantine_reason {
     /// No node has a marker yet and not every node has answered: a brand-new cluster is
     /// trusted once all have (or after the maximum TTL).
     REDLOCK_QUARANTINE_UNDECIDED = 5,
+    /// The server was promoted (a replica made master) and may lack its old master's last
+    /// writes.
+    REDLOCK_QUARANTINE_PROMOTED = 6,
 }
 
 /// Why node `index` (from 0, in configuration order) is in restart quarantine, or
@@ -239,6 +242,7 @@ pub unsafe extern "C" fn redlock_manager_node_quarantine_reason(
             Some(QuarantineReason::RestartSeen) => REDLOCK_QUARANTINE_RESTART_SEEN,
             Some(QuarantineReason::Young) => REDLOCK_QUARANTINE_YOUNG,
             Some(QuarantineReason::Undecided) => REDLOCK_QUARANTINE_UNDECIDED,
+            Some(QuarantineReason::Promoted) => REDLOCK_QUARANTINE_PROMOTED,
         }
     })
 }

@@ -6,19 +6,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::acquire::{self, LockOptions, Wait};
-use crate::config::{self, Config};
+use crate::config::{self, Config, NodeAddr};
 use crate::error::{Error, QuarantineReason};
 use crate::holders::{self, Holders};
 use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
 use crate::node::sub::Sub;
-use crate::node::{ConnSettings, Node, Peers, QuarantinePolicy};
+use crate::node::{ConnSettings, Group, Node, Peers, QuarantinePolicy};
 use crate::notify::Listener;
 use crate::quorum::Cluster;
 use crate::scan::{self, KeyKind, Scan};
 use crate::scripts;
 use crate::timing::{Clock, SystemClock};
+use crate::tls;
 
 mod semaphore;
 
@@ -40,6 +41,12 @@ pub struct NodeState {
     pub uptime: Option<Duration>,
     /// Restarts seen: reconnections that found a new `run_id`.
     pub restarts_seen: u64,
+    /// Promotions seen: handshakes that found the server's replication id changed to a new
+    /// history (a replica made master; see [`QuarantineReason::Promoted`]).
+    pub promotions_seen: u64,
+    /// For a failover group (`redis+sentinel://`): the master its sentinels named last
+    /// (`None` before the first answer, and for a plain node).
+    pub master: Option<String>,
     /// `Some(remaining)` while the node is in restart quarantine (zero while undecided).
     pub quarantined_for: Option<Duration>,
     /// Why it is in restart quarantine, while it is.
@@ -91,7 +98,9 @@ impl Redlock {
         // TLS: the files are read (and the system's trust store, if no CA file is set) once,
         // now, for every rediss:// node; files set for a cluster without one are still checked.
         let tls = if addrs.iter().any(|a| a.is_tls()) {
-            Some(config.tls.connector().map_err(Error::InvalidInput)?)
+            Some(Arc::new(
+                config.tls.connector().map_err(Error::InvalidInput)?,
+            ))
         } else {
             Config::check_tls(&config.tls)?;
             None
@@ -104,6 +113,15 @@ impl Redlock {
         let peers = Peers::new(addrs.len());
         let mut seen: Vec<(usize, std::net::SocketAddr)> = Vec::new();
         for (i, addr) in addrs.into_iter().enumerate() {
+            if addr.is_sentinel() {
+                let group = Self::group(i, &addr, &config, tls.as_ref())?;
+                let peers = Arc::clone(&peers);
+                let scripts = &scripts::ALL;
+                let mut node = Node::new(i, addr, None, None, scripts, policy, peers);
+                node.set_group(group);
+                nodes.push(node);
+                continue;
+            }
             let resolved = addr
                 .resolve()
                 .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
@@ -147,6 +165,42 @@ impl Redlock {
         })
     }
 
+    /// What node `i`, a failover group, asks its sentinels, and how it reaches them: their
+    /// addresses (resolved now), the sentinels' credentials, TLS clients for `rediss+sentinel`.
+    fn group(
+        i: usize,
+        addr: &NodeAddr,
+        config: &Config,
+        tls: Option<&Arc<tls::Connector>>,
+    ) -> Result<Group, Error> {
+        let bad = |m: String| Error::InvalidInput(format!("node {i} ({addr}): {m}"));
+        let sentinels = addr
+            .resolve_sentinels()
+            .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
+        let (sentinel_tls, master_tls) = match tls.filter(|_| addr.is_tls()) {
+            Some(t) => (
+                addr.sentinels()
+                    .iter()
+                    .map(|(h, _)| t.client(h).map(Some).map_err(&bad))
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(Arc::clone(t)),
+            ),
+            None => (vec![None; sentinels.len()], None),
+        };
+        let auth = config
+            .sentinel_auth
+            .as_ref()
+            .map(|a| (a.username.as_deref(), a.password.as_str()));
+        let service = addr.service().expect("a failover group names its service");
+        Ok(Group::new(
+            service,
+            sentinels,
+            auth,
+            sentinel_tls,
+            master_tls,
+        ))
+    }
+
     /// The number of nodes.
     pub fn node_count(&self) -> usize {
         self.shared.cluster.len()
@@ -188,6 +242,8 @@ impl Redlock {
                         .as_ref()
                         .map(|i| i.uptime + now.saturating_duration_since(i.seen_at)),
                     restarts_seen: n.restarts(),
+                    promotions_seen: n.promotions(),
+                    master: n.group.as_ref().and(n.master()).map(|a| a.to_string()),
                     quarantined_for: n.quarantine(now).map(|q| q.0),
                     quarantine_reason: n.quarantine(now).map(|q| q.1),
                     trusted: n.trusted(),

@@ -321,6 +321,12 @@ impl Conn {
         Ok(())
     }
 
+    /// Takes the commands held behind the handshake: a failover group's connection to a
+    /// sentinel hands them on to the next connection (another sentinel's, or the master's).
+    pub(crate) fn take_held(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+
     /// Queues a command ahead of those held behind the handshake (written right after the
     /// handshake itself); on a ready connection, the same as [`send`](Self::send).
     pub(crate) fn send_first(&mut self, bytes: &[u8]) -> io::Result<()> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::call::Call;
-use super::health::Hs;
+use super::health::{Ask, Hs};
 use crate::resp::Reply;
 
 /// Several commands written together as one entry (in one write, so nothing of another caller
@@ -35,6 +35,8 @@ pub(crate) enum Expect {
 pub(super) enum Purpose {
     /// A handshake command of a new connection.
     Handshake(Hs),
+    /// A question to a failover group's sentinel, while its master is being found.
+    Sentinel(Ask),
     /// A health command after the handshake (a marker read or write): for the node itself.
     Health(Hs),
     /// A command: the call waiting for it (none if nobody waits), and what it expects back.

@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::mux::{Interest, Readiness};
@@ -37,8 +38,11 @@ pub(crate) enum SubEvent {
 /// The subscriber connection to one node.
 pub(crate) struct Sub {
     addr_text: String,
-    sockaddr: Option<SocketAddr>,
+    /// The node's master address (a failover group's changes with its master).
+    master: Arc<Mutex<Option<SocketAddr>>>,
     tls: Option<tls::Client>,
+    /// For a `rediss+sentinel://` group: what the master's TLS client is made from.
+    master_tls: Option<Arc<tls::Connector>>,
     handshake: Vec<u8>,
     handshake_len: usize,
     conn: Option<Conn>,
@@ -56,8 +60,9 @@ impl Sub {
         let (handshake, handshake_len) = auth_and_select(&node.addr);
         Sub {
             addr_text: node.addr_text.clone(),
-            sockaddr: node.sockaddr,
+            master: Arc::clone(&node.master_addr),
             tls: node.tls.clone(),
+            master_tls: node.group.as_ref().and_then(|g| g.master_tls.clone()),
             handshake,
             handshake_len,
             conn: None,
@@ -75,10 +80,17 @@ impl Sub {
 
     /// Starts connecting (its handshake is queued; subscriptions may be queued behind it).
     pub(crate) fn connect(&mut self, now: Instant, s: &ConnSettings, ev: &mut Vec<SubEvent>) {
-        let Some(addr) = self.sockaddr else {
-            return self.fail(now, "no address".into(), s, ev);
+        let Some(addr) = *self.master.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return self.fail(now, "no master address yet".into(), s, ev);
         };
-        match Conn::connect(addr, &self.handshake, self.tls.as_ref()) {
+        let tls = match &self.master_tls {
+            Some(c) => match c.client(&addr.ip().to_string()) {
+                Ok(c) => Some(c),
+                Err(why) => return self.fail(now, why, s, ev),
+            },
+            None => self.tls.clone(),
+        };
+        match Conn::connect(addr, &self.handshake, tls.as_ref()) {
             Ok(c) => {
                 self.conn = Some(c);
                 self.handshake_left = self.handshake_len;

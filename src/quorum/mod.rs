@@ -327,6 +327,10 @@ impl Cluster {
                     let mut wait = limits.node_timeout.saturating_add(work);
                     if s.starting {
                         wait = wait.saturating_add(self.settings.connect_timeout);
+                        if link.node.group.is_some() {
+                            // A sentinel's connection and answer come first.
+                            wait = wait.saturating_add(self.settings.connect_timeout);
+                        }
                     }
                     // A wait is at most days (a u32 of milliseconds and the allowances), so
                     // this never saturates in practice; it must not panic if it did.

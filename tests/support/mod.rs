@@ -15,6 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub mod proxy;
+pub mod sentinel;
 pub mod tls;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -276,12 +277,19 @@ impl RedisServer {
             .expect("SET marker");
     }
 
-    /// The marker's value, if any.
+    /// The marker's value, if any: the `run_id` of the server it was written to, and its
+    /// replication id after a space.
     pub fn marker(&self) -> Option<String> {
         redis::cmd("GET")
             .arg(redlock::MARKER_KEY)
             .query(&mut self.client())
             .expect("GET marker")
+    }
+
+    /// The `run_id` the marker names, if there is a marker.
+    pub fn marker_run_id(&self) -> Option<String> {
+        self.marker()
+            .map(|m| m.split(' ').next().unwrap_or_default().to_string())
     }
 }
 

@@ -84,6 +84,13 @@ pub(crate) enum Hs {
     /// without a `run_id`, is refused: without its identity, one server listed under two
     /// addresses would vote twice, and a restart could not be told from a running server.
     Info,
+    /// `INFO replication`: the server's role and replication ids. A server that is not a
+    /// master is refused (Redlock writes to masters; a failover group's sentinels may name a
+    /// demoted one); a change of replication id that shows a promotion is a restart for
+    /// restart quarantine (see quarantine.rs). An error reply only skips the check for a
+    /// plain node (`INFO` sections restricted), and refuses a failover group's master, whose
+    /// role must be confirmed.
+    Replication,
     /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
     Marker,
     /// `CONFIG GET appendonly|appendfsync`: an error only means the setting is unknown.
@@ -112,6 +119,35 @@ pub(crate) struct Identity {
     pub uptime: Duration,
     /// When the reply was read (client monotonic clock): the uptime was at least `uptime` then.
     pub seen_at: Instant,
+    /// `master_replid`: the id of the replication history the server is at (`None` until
+    /// `INFO replication` answered it).
+    pub replid: Option<String>,
+    /// `master_replid2`: the history it continued at its last promotion; `None` when all
+    /// zeros (never promoted, or its backlog was reset since).
+    pub replid2: Option<String>,
+}
+
+impl Identity {
+    /// What the quarantine marker holds for this server: its `run_id`, and its replication
+    /// id after a space when known.
+    pub(crate) fn marker_value(&self) -> String {
+        match &self.replid {
+            Some(r) => format!("{} {r}", self.run_id),
+            None => self.run_id.clone(),
+        }
+    }
+
+    /// True when a marker holding `value` was written to this server as it is now (see
+    /// `Node::observe_marker`): the same `run_id`, and either the same replication id or no
+    /// promotion in the server's history.
+    pub(crate) fn vouched_by(&self, value: &[u8]) -> bool {
+        let value = String::from_utf8_lossy(value);
+        let (run_id, replid) = match value.split_once(' ') {
+            Some((r, p)) => (r, Some(p)),
+            None => (&*value, None),
+        };
+        run_id == self.run_id && (replid == self.replid.as_deref() || self.replid2.is_none())
+    }
 }
 
 /// The `run_id` of every node of one manager: two configured addresses that reach the same
@@ -224,6 +260,10 @@ impl Node {
             }
             (Hs::Cluster, _) => {}
             (Hs::Info, r) => self.observe_info(r, now)?,
+            (Hs::Replication, r) if refusal(r).is_some() => {
+                return Err(refusal(r).expect("checked"));
+            }
+            (Hs::Replication, r) => self.observe_replication(r, now)?,
             (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
             (Hs::MarkerProbe, r) => self.observe_probe(r),
             (Hs::MarkerWrite, Reply::Ok) => self.lock_trust().marker_present = true,
@@ -268,6 +308,7 @@ impl Node {
         let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
         let mut t = self.lock_trust();
         t.restarted = false;
+        t.promoted = false;
         match id.as_ref() {
             Some(old) if old.run_id != run_id => {
                 self.restarts.fetch_add(1, Ordering::Relaxed);
@@ -291,11 +332,75 @@ impl Node {
                  count toward any quorum; list each server once"
             );
         }
+        // The replication ids carry over while the server is the same (compared by
+        // observe_replication).
+        let (replid, replid2) = match id.take() {
+            Some(old) if old.run_id == run_id => (old.replid, old.replid2),
+            _ => (None, None),
+        };
         *id = Some(Identity {
             run_id,
             uptime: Duration::from_secs(uptime),
             seen_at: now,
+            replid,
+            replid2,
         });
+        Ok(())
+    }
+
+    /// Reads an `INFO replication` reply: refuses a server that is not a master, records its
+    /// replication ids, and notes a promotion (see [`Hs::Replication`]).
+    fn observe_replication(&self, reply: &Reply, now: Instant) -> Result<(), NodeOutcome> {
+        let text = match reply {
+            Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            other => {
+                return match &self.group {
+                    Some(g) => Err(NodeOutcome::Sentinel(format!(
+                        "cannot confirm that {} is the master of {:?}: INFO replication                          answered {}",
+                        self.master().map(|a| a.to_string()).unwrap_or_default(),
+                        g.service,
+                        other.describe()
+                    ))),
+                    None => Ok(()),
+                };
+            }
+        };
+        let role = info_field(&text, "role").unwrap_or("unknown");
+        if role != "master" {
+            return Err(match &self.group {
+                Some(g) => NodeOutcome::Sentinel(format!(
+                    "the sentinels name {} as the master of {:?}, but it says role:{role} (a                      failover in progress?); the sentinels are asked again at the next connection",
+                    self.master().map(|a| a.to_string()).unwrap_or_default(),
+                    g.service
+                )),
+                None => NodeOutcome::ServerError(format!(
+                    "the server is not a master (role:{role}): Redlock writes to masters; list                      the master, or its failover group as redis+sentinel://"
+                )),
+            });
+        }
+        let replid = info_field(&text, "master_replid").map(str::to_string);
+        let replid2 = info_field(&text, "master_replid2")
+            .filter(|r| !r.bytes().all(|b| b == b'0'))
+            .map(str::to_string);
+        let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(id) = id.as_mut() else {
+            return Ok(()); // INFO server failed first, and refused the node
+        };
+        let promoted = replid2.is_some() && id.replid.is_some() && id.replid != replid;
+        if promoted {
+            self.promotions.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "node {} ({}) was promoted (its replication id changed, continuing another                  history): it may lack its old master's last writes",
+                self.index,
+                self.addr
+            );
+            let mut t = self.lock_trust();
+            t.promoted = true;
+            t.first_seen = Some(now);
+            t.marker_present = false;
+        }
+        id.replid = replid;
+        id.replid2 = replid2;
         Ok(())
     }
 

@@ -15,10 +15,12 @@ use crate::tls;
 
 mod handshake;
 mod quarantine;
+mod sentinel;
 
 pub(crate) use handshake::{Action, Hs, Identity, Peers, auth_and_select, refusal};
 use quarantine::{Marker, PROBE_MIN, Trust};
 pub(crate) use quarantine::{QuarantinePolicy, Standing};
+pub(crate) use sentinel::{Ask, Discovery, Group, Next};
 
 /// A failure as the node's health records it: the outcome's text.
 pub(crate) fn describe(o: &NodeOutcome) -> String {
@@ -26,6 +28,7 @@ pub(crate) fn describe(o: &NodeOutcome) -> String {
         NodeOutcome::Unreachable(s)
         | NodeOutcome::Protocol(s)
         | NodeOutcome::Tls(s)
+        | NodeOutcome::Sentinel(s)
         | NodeOutcome::ServerError(s)
         | NodeOutcome::AuthFailed(s) => s.clone(),
         NodeOutcome::Timeout => "timeout".into(),
@@ -49,6 +52,14 @@ pub(crate) struct Node {
     /// `addr` as text, passwords redacted (reports copy it rather than format it each time).
     pub addr_text: String,
     pub sockaddr: Option<SocketAddr>,
+    /// For a failover group: its sentinels, asked for the master at every new connection.
+    pub group: Option<Group>,
+    /// The master's address as last found (a plain node's is `sockaddr`); shared with the
+    /// node's subscriber connection.
+    pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
+    /// Promotions seen: the replication id of the server changed, or it reports a history
+    /// its marker does not know.
+    promotions: AtomicU64,
     /// For a `rediss://` node: what its connections' TLS sessions start from.
     pub tls: Option<tls::Client>,
     /// The bytes every new connection starts with, and what each reply to them means.
@@ -125,6 +136,9 @@ fn handshake_commands(
     kinds.extend([Hs::Scripting, Hs::Scripting]);
     resp::pack(&[b"INFO", b"server"], &mut handshake);
     kinds.push(Hs::Info);
+    // Its role (a replica is refused) and replication history (a promotion is a restart).
+    resp::pack(&[b"INFO", b"replication"], &mut handshake);
+    kinds.push(Hs::Replication);
     if policy.enabled {
         resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
         kinds.push(Hs::Marker);
@@ -161,6 +175,9 @@ impl Node {
             addr_text: addr.to_string(),
             addr,
             sockaddr,
+            group: None,
+            master_addr: Arc::new(Mutex::new(sockaddr)),
+            promotions: AtomicU64::new(0),
             tls,
             handshake,
             handshake_kinds: kinds,
@@ -178,6 +195,7 @@ impl Node {
                 marker: Marker::Unread,
                 marker_present: false,
                 restarted: false,
+                promoted: false,
                 first_seen: None,
                 next_probe: None,
                 probe_wait: PROBE_MIN,
@@ -215,6 +233,36 @@ impl Node {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Makes the node a failover group: its master is found by asking `group`'s sentinels.
+    pub(crate) fn set_group(&mut self, group: Group) {
+        self.group = Some(group);
+        *self.master_addr.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The master's address: a plain node's, or the one its sentinels named last.
+    pub(crate) fn master(&self) -> Option<SocketAddr> {
+        *self.master_addr.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sentinels named `addr` as the group's master.
+    pub(crate) fn set_master(&self, addr: SocketAddr) {
+        let mut m = self.master_addr.lock().unwrap_or_else(|p| p.into_inner());
+        if m.is_some_and(|old| old != addr) {
+            log::warn!(
+                "node {} ({}): the sentinels now name {addr} as the master (was {})",
+                self.index,
+                self.addr,
+                m.expect("checked")
+            );
+        }
+        *m = Some(addr);
+    }
+
+    /// Promotions seen so far (see [`QuarantineReason::Promoted`](crate::QuarantineReason)).
+    pub(crate) fn promotions(&self) -> u64 {
+        self.promotions.load(Ordering::Relaxed)
     }
 
     /// Restarts seen so far (a new run_id on reconnect).
@@ -449,6 +497,81 @@ mod tests {
         assert!(n.trusted());
         n.marker_lost(t0); // NOMARKER before the write landed: still trusted
         assert!(n.trusted());
+    }
+
+    fn replication(role: &str, replid: &str, replid2: &str) -> Reply {
+        Reply::Bulk(
+            format!(
+                "# Replication\r\nrole:{role}\r\nmaster_replid:{replid}\r\n\
+                 master_replid2:{replid2}\r\n"
+            )
+            .into(),
+        )
+    }
+
+    const ZEROS: &str = "0000000000000000000000000000000000000000";
+
+    /// A handshake with INFO replication between INFO server and the marker.
+    fn handshake_with(n: &Node, id: &str, repl: (&str, &str), m: Option<&str>, now: Instant) {
+        n.on_handshake_reply(Hs::Info, &info(id, 5_000), now)
+            .unwrap();
+        n.on_handshake_reply(Hs::Replication, &replication("master", repl.0, repl.1), now)
+            .unwrap();
+        n.on_handshake_reply(Hs::Marker, &marker(m), now).unwrap();
+    }
+
+    #[test]
+    fn a_promotion_the_marker_does_not_know_is_quarantined_from_when_it_is_seen() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let promoted = Some((Duration::from_secs(60), QuarantineReason::Promoted));
+        // The marker records the run_id and the replication id it was written under.
+        let n = node();
+        handshake_with(&n, "a", ("r1", ZEROS), None, t0);
+        assert_eq!(n.make_trusted().as_deref(), Some("a r1"));
+        // The same process, demoted and promoted again: same run_id, a new replication id
+        // continuing another history, and its own old marker replicated back.
+        let n = node();
+        handshake_with(&n, "a", ("r3", "rx"), Some("a r1"), t0);
+        assert_eq!(n.quarantine(t0), promoted);
+        // ... and with a marker from an older version of the library (run_id alone).
+        let n = node();
+        handshake_with(&n, "a", ("r3", "rx"), Some("a"), t0);
+        assert_eq!(n.quarantine(t0), promoted);
+        // No promotion in its history (replid2 empty: the id changed when its backlog was
+        // created or freed): the run_id vouches, in either format.
+        for m in ["a r1", "a"] {
+            let n = node();
+            handshake_with(&n, "a", ("r2", ZEROS), Some(m), t0);
+            assert!(n.trusted(), "{m}");
+        }
+        // Exactly the marker's history: trusted.
+        let n = node();
+        handshake_with(&n, "a", ("r3", "rx"), Some("a r3"), t0);
+        assert!(n.trusted());
+        // Seen by this manager: the replication id changed to a promoted history.
+        handshake_with(&n, "a", ("r4", "r3"), Some("a r3"), t0);
+        assert_eq!(n.quarantine(t0), promoted);
+        assert_eq!(n.promotions(), 1);
+        // A probe of a marker another process wrote for the new history ends it.
+        n.on_handshake_reply(Hs::MarkerProbe, &marker(Some("a r4")), t0)
+            .unwrap();
+        assert!(n.trusted());
+        // A backlog reset seen by this manager is not a promotion.
+        handshake_with(&n, "a", ("r5", ZEROS), Some("a r4"), t0);
+        assert!(n.trusted());
+        assert_eq!(n.promotions(), 1);
+    }
+
+    #[test]
+    fn a_replica_is_refused() {
+        let t0 = crate::timing::Clock::now(&crate::timing::SystemClock);
+        let n = node();
+        n.on_handshake_reply(Hs::Info, &info("a", 5), t0).unwrap();
+        let r = n.on_handshake_reply(Hs::Replication, &replication("slave", "r", ZEROS), t0);
+        assert!(
+            matches!(&r, Err(NodeOutcome::ServerError(s)) if s.contains("role:slave")),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(super) enum Marker {
     /// Not read (or unreadable).
     Unread,
     Missing,
-    /// Some `run_id`: the current one or an earlier one.
+    /// Some value: the `run_id` (and replication id) of the current server or of another.
     Holds(String),
 }
 
@@ -46,6 +46,9 @@ pub(super) struct Trust {
     pub(super) marker_present: bool,
     /// The `run_id` changed at the last handshake.
     pub(super) restarted: bool,
+    /// The replication id changed at the last handshake, continuing another history (a
+    /// promotion).
+    pub(super) promoted: bool,
     /// When this manager first saw the current `run_id`.
     pub(super) first_seen: Option<Instant>,
     /// When a quarantined node's marker is read again next, and the wait after that.
@@ -135,10 +138,11 @@ impl Node {
     }
 
     /// Decides, from the handshake's `GET` of the marker, whether the node is trusted:
-    /// the marker holds its `run_id`: trusted; another `run_id`, or a restart this manager
-    /// saw: quarantined from when this manager first saw the node so (see below); none, where
-    /// it had one: quarantined from now; none otherwise: undecided (the cluster-wide rule in
-    /// quorum/trust.rs decides).
+    /// the marker vouches for the server as it is now (see below): trusted; a restart or a
+    /// promotion this manager saw, another `run_id`, or the same `run_id` with a promotion the
+    /// marker does not know: quarantined from when this manager first saw the node so; none,
+    /// where it had one: quarantined from now; none otherwise: undecided (the cluster-wide
+    /// rule in quorum/trust.rs decides).
     ///
     /// Why not from the server's start: a marker that holds another `run_id` was either
     /// written to this server before it restarted from disk, or *replicated* to it from
@@ -150,40 +154,52 @@ impl Node {
     /// reconnect, before the reconnect), so a maximum TTL from then covers every lock it may
     /// have lost. A replicated marker never holds the promoted server's own `run_id` (a replica
     /// takes its master's keyspace), so it never ends the quarantine early; the marker is
-    /// rewritten with the server's own `run_id` only once the quarantine is over.
+    /// rewritten only once the quarantine is over.
+    ///
+    /// What the marker records, and why: the `run_id` and the replication id
+    /// (`master_replid`) of the server it was written to ([`Identity::marker_value`](super::Identity::marker_value)). The
+    /// `run_id` alone misses one case: a master that was demoted, took its new master's
+    /// keyspace (and with it a marker holding *its own* `run_id`, replicated back from before
+    /// the first failover) and was promoted again, still the same process, without the last
+    /// writes of the master it replaced. Redis gives a master a new replication id at every
+    /// promotion, and keeps the history it continued as `master_replid2`; it also changes the
+    /// id, clearing `master_replid2`, when its backlog is created or freed (a first replica
+    /// attaching, or none for `repl-backlog-ttl`). So a marker vouches for the server
+    /// ([`Identity::vouched_by`](super::Identity::vouched_by)) when its `run_id` matches and either its replication id
+    /// matches too, or `master_replid2` is empty: the server has no promotion in its history
+    /// since its last backlog reset, which comes at least `repl-backlog-ttl` (3600 s by
+    /// default) after any promotion, so a promotion hidden by a reset is older than any lock
+    /// (this needs the maximum TTL at most `repl-backlog-ttl`). A marker written by an older
+    /// version of this library (the `run_id` alone) is read the same way.
     pub(super) fn observe_marker(&self, reply: &Reply, now: Instant) -> Action {
-        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+        let Some(id) = self.identity() else {
             // No identity: the handshake has already failed at INFO (observe_info), so this
             // is not reached; should it be, the node's standing stays as it is (never trusted
             // without an identity).
             return Action::None;
         };
-        let marker = match reply {
-            Reply::Bulk(v) => Marker::Holds(String::from_utf8_lossy(v).into_owned()),
-            Reply::Nil => Marker::Missing,
-            other => {
-                log::warn!(
-                    "node {} ({}): cannot read the quarantine marker ({}); grants from it will \
-                     fail until the marker key is readable",
-                    self.index,
-                    self.addr,
-                    other.describe()
-                );
-                Marker::Unread
-            }
-        };
+        let marker = self.read_marker(reply);
         let max_ttl = self.policy.max_ttl;
         let mut t = self.lock_trust();
         let was = t.standing;
         // When this manager first saw the server as it is now (set by the handshake's INFO).
         let seen = t.first_seen.unwrap_or(now);
         let (standing, action) = match &marker {
-            Marker::Holds(m) if *m == run_id => {
+            Marker::Holds(m) if !t.restarted && !t.promoted && id.vouched_by(m.as_bytes()) => {
                 t.marker_present = true;
                 (Standing::Trusted, Action::None)
             }
             _ if t.restarted => (
                 quarantined(seen + max_ttl, QuarantineReason::RestartSeen),
+                Action::None,
+            ),
+            _ if t.promoted => (
+                quarantined(seen + max_ttl, QuarantineReason::Promoted),
+                Action::None,
+            ),
+            // Its own run_id, but a promotion the marker does not know of.
+            Marker::Holds(m) if m.split(' ').next() == Some(id.run_id.as_str()) => (
+                quarantined(seen + max_ttl, QuarantineReason::Promoted),
                 Action::None,
             ),
             Marker::Holds(_) => (
@@ -201,7 +217,7 @@ impl Node {
             // Trusted, but our write of the marker never landed (the connection broke first):
             // no grant of this node counted without it, so writing it now is safe.
             Marker::Missing if was == Standing::Trusted => {
-                (Standing::Trusted, Action::WriteMarker(run_id.clone()))
+                (Standing::Trusted, Action::WriteMarker(id.marker_value()))
             }
             // Still quarantined or undecided from before this reconnect.
             Marker::Missing | Marker::Unread
@@ -229,18 +245,36 @@ impl Node {
         action
     }
 
-    /// A re-read marker: the node is trusted once it holds its `run_id` (another process
-    /// ended its quarantine and wrote it).
+    /// The marker as the handshake's `GET` read it.
+    fn read_marker(&self, reply: &Reply) -> Marker {
+        match reply {
+            Reply::Bulk(v) => Marker::Holds(String::from_utf8_lossy(v).into_owned()),
+            Reply::Nil => Marker::Missing,
+            other => {
+                log::warn!(
+                    "node {} ({}): cannot read the quarantine marker ({}); grants from it will \
+                     fail until the marker key is readable",
+                    self.index,
+                    self.addr,
+                    other.describe()
+                );
+                Marker::Unread
+            }
+        }
+    }
+
+    /// A re-read marker: the node is trusted once the marker vouches for it (another
+    /// process ended its quarantine and wrote it).
     pub(crate) fn observe_probe(&self, reply: &Reply) {
-        let Some(run_id) = self.identity().map(|i| i.run_id) else {
+        let Some(id) = self.identity() else {
             return;
         };
         let mut t = self.lock_trust();
         if let Reply::Bulk(v) = reply
-            && v == run_id.as_bytes()
+            && id.vouched_by(v)
         {
             t.marker_present = true;
-            t.marker = Marker::Holds(run_id);
+            t.marker = Marker::Holds(String::from_utf8_lossy(v).into_owned());
             if t.standing != Standing::Trusted {
                 log::info!(
                     "node {} ({}): marker written by another process; trusted",
@@ -269,14 +303,14 @@ impl Node {
         }
     }
 
-    /// The cluster-wide rule decided: trusted. Returns the `run_id` to write as the marker.
+    /// The cluster-wide rule decided: trusted. Returns the value to write as the marker.
     pub(crate) fn make_trusted(&self) -> Option<String> {
         let mut t = self.lock_trust();
         t.standing = Standing::Trusted;
         t.next_probe = None;
         t.probe_wait = PROBE_MIN;
         drop(t);
-        self.identity().map(|i| i.run_id)
+        self.identity().map(|i| i.marker_value())
     }
 
     /// The cluster-wide rule decided: quarantined until `until`.
@@ -324,10 +358,10 @@ impl Node {
         c
     }
 
-    /// The command that writes the marker.
-    pub(crate) fn marker_write_cmd(run_id: &str) -> Vec<u8> {
+    /// The command that writes the marker (`value`: see [`Identity::marker_value`](super::Identity::marker_value)).
+    pub(crate) fn marker_write_cmd(value: &str) -> Vec<u8> {
         let mut c = Vec::new();
-        resp::pack(&[b"SET", MARKER_KEY, run_id.as_bytes()], &mut c);
+        resp::pack(&[b"SET", MARKER_KEY, value.as_bytes()], &mut c);
         c
     }
 }

@@ -26,7 +26,6 @@
 //! released.
 
 use std::collections::VecDeque;
-use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -35,10 +34,12 @@ use super::call::{Call, Slot, Wakes, wake_all, wake_later};
 use super::conn::{self, Conn, unreachable_from};
 pub(crate) use super::entry::{Combine, Expect};
 use super::entry::{Entry, Purpose, stale};
-use super::health::{Action, ConnSettings, Hs, Node};
+use super::health::{self, Action, ConnSettings, Discovery, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
 use crate::resp::{ReadError, Reply};
+
+mod connect;
 
 /// How long a connection must have been idle before a caller checks, before using it, whether
 /// the node closed it. In a tight loop the check would cost a system call per step for
@@ -73,6 +74,9 @@ struct State {
     /// When the connection last delivered a reply: a node that answers is not hung, however
     /// far behind its queue (see [`stale`]).
     last_reply: Instant,
+    /// For a failover group: the search for its master in progress (`conn` is then the
+    /// connection to the sentinel being asked, and holds the commands written meanwhile).
+    discovery: Option<Discovery>,
 }
 
 /// What [`Link::submit`] did.
@@ -102,6 +106,7 @@ impl Link {
                 driver: None,
                 last_used: now,
                 last_reply: now,
+                discovery: None,
             }),
         }
     }
@@ -198,7 +203,7 @@ impl Link {
             if !connect {
                 return Ok(None);
             }
-            self.connect(&mut st, now, settings)?;
+            self.connect(&mut st, now, settings, wakes)?;
         }
         let conn = st.conn.as_mut().expect("connected above");
         let starting = conn.is_starting();
@@ -258,55 +263,6 @@ impl Link {
             // paused. Close the connection rather than pile more commands behind it.
             let what = format!("no reply for over {} ms", s.stale_limit.as_millis());
             self.fail_all(st, NodeOutcome::Unreachable(what), now, s, wakes);
-        }
-    }
-
-    fn connect(
-        &self,
-        st: &mut State,
-        now: Instant,
-        settings: &ConnSettings,
-    ) -> Result<(), NodeOutcome> {
-        if let Some(skipped) = self.node.backoff(now) {
-            return Err(skipped);
-        }
-        let conn = match self.node.sockaddr {
-            Some(addr) => Conn::connect(addr, &self.node.handshake, self.node.tls.as_ref()),
-            None => Err(io::Error::new(
-                io::ErrorKind::AddrNotAvailable,
-                "no address",
-            )),
-        };
-        match conn {
-            Ok(mut c) => {
-                // A TLS handshake still silent halfway through the connect timeout is probed.
-                c.probe_from(now + settings.connect_timeout / 2);
-                self.node.connected();
-                st.conn = Some(c);
-                st.generation += 1;
-                st.parts.clear(); // nothing is owed on a new connection
-                st.pending
-                    .extend(
-                        self.node
-                            .handshake_kinds
-                            .iter()
-                            .enumerate()
-                            .map(|(i, k)| Entry {
-                                purpose: Purpose::Handshake(*k),
-                                sent_at: now,
-                                // Over TLS the first reply also waits for the TLS handshake
-                                // (round trips and signatures): no fair sample.
-                                timed: i == 0 && self.node.tls.is_none(),
-                                work: Duration::ZERO,
-                            }),
-                    );
-                Ok(())
-            }
-            Err(e) => {
-                let outcome = unreachable_from(&e);
-                self.node.record_failure(now, &outcome, settings, true);
-                Err(outcome)
-            }
         }
     }
 
@@ -395,19 +351,34 @@ impl Link {
 
     /// For the caller that drives this link: when its connection's probe is due, and the
     /// probe's descriptor while one runs (see [`Conn::probe`]).
+    /// (While a failover group's master is being found: when the sentinel being asked is
+    /// given up on.)
     pub(crate) fn probe_wants(&self, call: &Call) -> (Option<Instant>, Option<(RawFd, Interest)>) {
         let st = self.lock();
         match st.conn.as_ref() {
             Some(c) if st.driver.as_ref().is_some_and(|d| d.call == call.round) => {
-                (c.probe_due(), c.probe_interest())
+                let give_up = st.discovery.as_ref().map(|d| d.give_up_at);
+                let due = match (c.probe_due(), give_up) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                (due, c.probe_interest())
             }
             _ => (None, None),
         }
     }
 
     /// Starts or moves on the connection's probe; a node found not to speak TLS fails it.
+    /// A sentinel silent past its patience is given up on.
     pub(crate) fn probe(&self, now: Instant, settings: &ConnSettings, wakes: &mut Wakes) {
         let mut st = self.lock();
+        if st.discovery.as_ref().is_some_and(|d| d.give_up_at <= now) {
+            let why = format!(
+                "no answer within {} ms",
+                settings.connect_timeout.as_millis() / 2
+            );
+            return self.sentinel_failed(&mut st, why, now, settings, wakes);
+        }
         if let Some(why) = st.conn.as_mut().and_then(|c| c.probe(now)) {
             self.fail_all(&mut st, NodeOutcome::Tls(why), now, settings, wakes);
         }
@@ -584,6 +555,7 @@ impl Link {
             Purpose::Health(kind) => {
                 let _ = self.node.on_handshake_reply(kind, &reply, now);
             }
+            Purpose::Sentinel(kind) => self.on_sentinel_reply(st, kind, &reply, now, s, w),
             Purpose::Handshake(kind) => {
                 if entry.timed {
                     // The first reply of a new connection: a TCP handshake and one command,
@@ -662,6 +634,20 @@ impl Link {
             });
             return;
         }
+        if reply.is_error_code("READONLY") {
+            // The server became a replica under this connection (a failover that kept it
+            // alive): the connection is dropped, and the next one finds the master again.
+            let what = NodeOutcome::ServerError(format!(
+                "the server is no longer a master ({})",
+                reply.describe()
+            ));
+            if let Some(c) = call
+                && c.fill(self.node.index, Slot::Failed(what.clone()))
+            {
+                wake_later(w, &c);
+            }
+            return self.fail_all(st, what, now, s, w);
+        }
         self.node.record_success();
         if reply.is_error_code("NOMARKER") {
             // A grant found the quarantine marker gone: seen here, whether or not its caller
@@ -691,6 +677,10 @@ impl Link {
         settings: &ConnSettings,
         w: &mut Wakes,
     ) {
+        if st.discovery.is_some() {
+            // The connection to a sentinel failed: the next one is asked.
+            return self.sentinel_failed(st, health::describe(&outcome), now, settings, w);
+        }
         st.conn = None;
         st.generation += 1;
         // A multi-part entry with some of its replies read fails like the others.

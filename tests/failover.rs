@@ -1,0 +1,236 @@
+//! Failover groups: a node that is a Sentinel-managed master and its replica
+//! (`redis+sentinel://`), with real `redis-server --sentinel` processes. The master is found
+//! through the sentinels, a promotion is a restart for restart quarantine, and the sentinels'
+//! failures are typed errors that name the node.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock::{Config, NodeOutcome, QuarantineReason, Redlock, RenewOptions};
+use support::sentinel::{Group, Sentinel};
+use support::{Cluster, RedisServer, eventually};
+
+fn manager(urls: Vec<String>, max_ttl: Duration) -> Redlock {
+    Redlock::new(
+        Config::new(urls)
+            .max_ttl(max_ttl)
+            .node_timeout(Duration::from_millis(300))
+            .retry_delay(Duration::from_millis(20))
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50)),
+    )
+    .unwrap()
+}
+
+/// Node 0 a failover group, nodes 1 and 2 plain masters; a manager that has met them (markers
+/// written everywhere, and copied to the replica).
+fn setup(service: &str, max_ttl: Duration) -> (Group, Cluster, Vec<String>, Redlock) {
+    let g = Group::start(service);
+    let others = Cluster::start(2);
+    let urls = vec![g.url(), others.urls()[0].clone(), others.urls()[1].clone()];
+    let x = manager(urls.clone(), max_ttl);
+    // The first lock may return at quorum before node 0 (the sentinels first, then the
+    // master) has answered: lock until all three have granted.
+    let all = eventually(Duration::from_secs(10), || {
+        x.try_lock("first-contact", Duration::from_secs(1))
+            .map(|l| {
+                let n = l.acquisition().successes;
+                l.unlock().unwrap();
+                n == 3
+            })
+            .unwrap_or(false)
+    });
+    assert!(all, "{:?}", x.node_states()[0]);
+    let state = &x.node_states()[0];
+    assert_eq!(
+        state.master.as_deref(),
+        Some(format!("127.0.0.1:{}", g.master.port).as_str())
+    );
+    assert!(
+        state.addr.starts_with("redis+sentinel://"),
+        "{}",
+        state.addr
+    );
+    let id = g.master.run_id();
+    assert!(
+        eventually(Duration::from_secs(20), || g
+            .replica
+            .marker()
+            .is_some_and(|m| m.starts_with(&id))),
+        "the replica never copied the marker"
+    );
+    (g, others, urls, x)
+}
+
+fn key_of(urls: &[String], resource: &str) -> Vec<u8> {
+    Config::new(urls.to_vec())
+        .lock_key(resource.as_bytes())
+        .unwrap()
+}
+
+/// The double grant of issue 35 with a Sentinel group: X holds `r` on nodes 0 and 1 (node 2
+/// held a foreign key meanwhile); replication lags, so the replica lacks X's key; the master
+/// dies and the sentinels promote the replica. A new manager must not be granted `r` while X's
+/// lease is valid: the promoted replica holds its old master's marker, so it is quarantined
+/// from when the new manager first sees it.
+#[test]
+fn a_promoted_replica_found_by_the_sentinels_grants_nothing_while_the_lock_is_held() {
+    let max_ttl = Duration::from_secs(6);
+    let (mut g, others, urls, x) = setup("double", max_ttl);
+    let resource = "failover";
+    let key = key_of(&urls, resource);
+    let foreign = |cmd: &str| {
+        let mut c = redis::cmd(cmd);
+        c.arg(&key);
+        if cmd == "SET" {
+            c.arg("someone-else").arg("PX").arg(60_000);
+        }
+        c.exec(&mut others.servers[1].client()).unwrap();
+    };
+    foreign("SET");
+    g.hold_replication();
+    let lease = x.try_lock(resource, max_ttl).unwrap();
+    foreign("DEL");
+    assert!(
+        g.replica.get(&key).is_none(),
+        "replication was not held back"
+    );
+    g.master.kill();
+    assert!(g.wait_master(g.replica.port), "no failover");
+    let y = manager(urls, max_ttl);
+    let mut tries = 0;
+    while lease.expires_at().is_some_and(|e| e > Instant::now()) && tries < 200 {
+        tries += 1;
+        let r = y.try_lock(resource, max_ttl);
+        let at = Instant::now();
+        if let Ok(l) = r {
+            let valid = lease.expires_at().is_some_and(|e| e > at);
+            assert!(!valid, "granted while X held it: {:?}", l.acquisition());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = &y.node_states()[0];
+    assert_eq!(
+        s.master.as_deref(),
+        Some(format!("127.0.0.1:{}", g.replica.port).as_str())
+    );
+    assert!(
+        matches!(
+            s.quarantine_reason,
+            Some(QuarantineReason::StaleMarker) | None
+        ),
+        "{s:?}"
+    );
+}
+
+/// N = 3, node 0 a group of one master, one replica and three sentinels. The master is killed
+/// while X holds an auto-renewed lock: the sentinels promote the replica; X's renewals and
+/// unlock go on through the other nodes; nobody else is granted while X holds; and once the
+/// quarantine is over, the group counts again.
+#[test]
+fn a_sentinel_failover_while_holding_keeps_the_lock_and_the_group_counts_again() {
+    let max_ttl = Duration::from_secs(3);
+    let (mut g, mut others, urls, x) = setup("holding", max_ttl);
+    let ttl = Duration::from_secs(1);
+    let lease = x.try_lock("held", ttl).unwrap();
+    lease.auto_renew(RenewOptions::default()).unwrap();
+    g.hold_replication();
+    g.master.kill();
+    assert!(g.wait_master(g.replica.port), "no failover");
+    let y = manager(urls, max_ttl);
+    // Several TTLs pass: X's lease is renewed through nodes 1 and 2, and Y is never granted.
+    let until = Instant::now() + 3 * ttl;
+    while Instant::now() < until {
+        assert!(y.try_lock("held", ttl).is_err());
+        assert!(!lease.is_lost(), "{:?}", lease.lost_reason());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lease.unlock().unwrap();
+    // The group counts again once its quarantine is over: with node 2 gone, a lock needs it.
+    others.servers[1].kill();
+    let granted = eventually(Duration::from_secs(30), || {
+        y.try_lock("after", ttl).map(|l| l.unlock()).is_ok()
+    });
+    assert!(granted, "{:?}", y.node_states()[0]);
+    let s = &y.node_states()[0];
+    assert!(s.trusted, "{s:?}");
+    assert_eq!(
+        s.master.as_deref(),
+        Some(format!("127.0.0.1:{}", g.replica.port).as_str())
+    );
+}
+
+/// Node 0's outcome in one acquisition through a manager over `url` and two plain nodes.
+fn group_outcome(url: String, others: &Cluster) -> (NodeOutcome, Duration) {
+    let mgr = Redlock::new(
+        Config::new([url, others.urls()[0].clone(), others.urls()[1].clone()])
+            .connect_timeout(Duration::from_millis(200))
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(20)),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let r = mgr.try_lock("probe", Duration::from_secs(1));
+    let took = start.elapsed();
+    let report = match &r {
+        Ok(l) => l.acquisition().clone(),
+        Err(e) => e.report().expect("a report").clone(),
+    };
+    (report.nodes[0].outcome.clone(), took)
+}
+
+/// Every way the sentinels can fail gives a `Sentinel` outcome that says what happened, for
+/// node 0 only, within the step (not a hang: a step here is well under a second; the bound is
+/// generous for a busy machine).
+#[test]
+fn sentinel_failures_are_typed_and_name_what_happened() {
+    let others = Cluster::start(2);
+    let check = |url: String, says: &str| {
+        let (o, took) = group_outcome(url.clone(), &others);
+        match &o {
+            NodeOutcome::Sentinel(m) => assert!(m.contains(says), "{url}: {m}"),
+            other => panic!("{url}: expected a sentinel failure, got {other:?}"),
+        }
+        assert!(took < Duration::from_secs(5), "{url}: took {took:?}");
+    };
+    // No sentinel listening.
+    let dead: Vec<String> = (0..2)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        })
+        .collect();
+    check(
+        format!("redis+sentinel://{}/svc", dead.join(",")),
+        "connection refused",
+    );
+    // A service the sentinels do not know.
+    let master = RedisServer::start();
+    let s = Sentinel::start("svc", master.port, 1);
+    check(
+        format!("redis+sentinel://{}/nosuch", s.host_port()),
+        "no sentinel knows a master named \"nosuch\"",
+    );
+    // Two sentinels that name different masters for the same service.
+    let other_master = RedisServer::start();
+    let s2 = Sentinel::start("svc", other_master.port, 1);
+    check(
+        format!("redis+sentinel://{},{}/svc", s.host_port(), s2.host_port()),
+        "disagree",
+    );
+    // A sentinel that names a server that is a replica.
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let s3 = Sentinel::start("svc", replica.port, 1);
+    check(
+        format!("redis+sentinel://{}/svc", s3.host_port()),
+        "role:slave",
+    );
+    // And the group that works, for contrast (alone, so that its answer decides).
+    let alone = Redlock::new(Config::new([format!(
+        "redis+sentinel://{}/svc",
+        s.host_port()
+    )]))
+    .unwrap();
+    let lease = alone.try_lock("probe", Duration::from_secs(1)).unwrap();
+    assert_eq!(lease.acquisition().nodes[0].outcome, NodeOutcome::Success);
+}
