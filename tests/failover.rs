@@ -234,3 +234,51 @@ fn sentinel_failures_are_typed_and_name_what_happened() {
     let lease = alone.try_lock("probe", Duration::from_secs(1)).unwrap();
     assert_eq!(lease.acquisition().nodes[0].outcome, NodeOutcome::Success);
 }
+
+/// `?durable=true` turns restart quarantine off for that node alone: after both restart
+/// empty, the durable node's grants count at once, the other's do not.
+#[test]
+fn a_durable_node_is_not_quarantined_and_the_others_still_are() {
+    let mut cluster = Cluster::start(3);
+    cluster.mark();
+    let mut urls = cluster.urls();
+    urls[0] = format!("{}?durable=true", urls[0]);
+    let mgr = manager(urls, Duration::from_secs(30));
+    let ttl = Duration::from_secs(1);
+    assert_eq!(
+        mgr.node_states()[0].addr,
+        format!("127.0.0.1:{}?durable=true", cluster.servers[0].port)
+    );
+    let all = eventually(Duration::from_secs(10), || {
+        mgr.try_lock("warm", ttl)
+            .map(|l| {
+                let n = l.acquisition().successes;
+                l.unlock().unwrap();
+                n == 3
+            })
+            .unwrap_or(false)
+    });
+    assert!(all);
+    cluster.servers[0].restart();
+    cluster.servers[1].restart();
+    // Once the manager has reconnected to both (each outcome says so), node 0 grants and
+    // node 1 is quarantined.
+    let mut last = None;
+    let seen = eventually(Duration::from_secs(20), || {
+        let report = match mgr.try_lock("after", ttl) {
+            Ok(l) => {
+                let r = l.acquisition().clone();
+                l.unlock().unwrap();
+                r
+            }
+            Err(e) => e.report().expect("a report").clone(),
+        };
+        let done = report.nodes[0].outcome == NodeOutcome::Success
+            && matches!(report.nodes[1].outcome, NodeOutcome::Quarantined { .. });
+        last = Some(report);
+        done
+    });
+    assert!(seen, "{last:?}");
+    assert!(mgr.node_states()[0].trusted);
+    assert!(!mgr.node_states()[1].trusted);
+}

@@ -32,6 +32,9 @@ pub struct NodeAddr {
     sentinels: Vec<(String, u16)>,
     /// A failover group's service name (the master's name in the sentinels' configuration).
     service: Option<String>,
+    /// `?durable=true`: the node keeps every acknowledged write across restarts and failovers,
+    /// so restart quarantine is off for it.
+    durable: bool,
 }
 
 /// The form a sentinel URL takes, for messages.
@@ -47,6 +50,33 @@ impl NodeAddr {
     /// checked at connect), and `rediss://` when the library was built without its `tls`
     /// feature.
     pub fn parse(url: &str) -> Result<NodeAddr, Error> {
+        let (url, durable) = Self::split_durable(url)?;
+        let mut addr = Self::parse_base(url)?;
+        addr.durable = durable;
+        Ok(addr)
+    }
+
+    /// Takes a trailing `?durable=true` or `?durable=false` off `url`; any other query is left
+    /// in place, for the URL parsers to refuse.
+    fn split_durable(url: &str) -> Result<(&str, bool), Error> {
+        let Some((base, query)) = url.split_once('?') else {
+            return Ok((url, false));
+        };
+        match query {
+            "durable=true" => Ok((base, true)),
+            "durable=false" => Ok((base, false)),
+            q if q.starts_with("durable=") => Err(Error::invalid(format!(
+                "durable must be true or false, got {:?}",
+                &q["durable=".len()..]
+            ))),
+            _ => Err(Error::invalid(
+                "query parameters are not supported in node URLs, except ?durable=true \
+                 (a node whose failovers and restarts keep every write: no restart quarantine)",
+            )),
+        }
+    }
+
+    fn parse_base(url: &str) -> Result<NodeAddr, Error> {
         if let Some(group) = Self::parse_sentinel(url)? {
             return Ok(group);
         }
@@ -63,6 +93,7 @@ impl NodeAddr {
             tls: p.tls,
             sentinels: Vec::new(),
             service: None,
+            durable: false,
         })
     }
 
@@ -147,6 +178,7 @@ impl NodeAddr {
             tls,
             sentinels,
             service: Some(service.to_string()),
+            durable: false,
         }))
     }
 
@@ -154,6 +186,13 @@ impl NodeAddr {
     /// sentinels.
     pub fn is_sentinel(&self) -> bool {
         self.service.is_some()
+    }
+
+    /// True for a node marked `?durable=true`: one whose restarts and failovers keep every
+    /// acknowledged write (a managed service that promises it, or a master with
+    /// `appendfsync always` and no failover), so restart quarantine is off for it alone.
+    pub fn is_durable(&self) -> bool {
+        self.durable
     }
 
     /// A failover group's service name (the name its sentinels know its master by).
@@ -269,6 +308,9 @@ impl fmt::Display for NodeAddr {
         if self.db != 0 {
             write!(f, "/{}", self.db)?;
         }
+        if self.durable {
+            f.write_str("?durable=true")?;
+        }
         Ok(())
     }
 }
@@ -342,7 +384,28 @@ mod tests {
             ("redis+sentinel://127.0.0.1/m?x=1", "query"),
         ] {
             let e = NodeAddr::parse(bad).expect_err(bad).to_string();
-            assert!(e.contains(says) && e.contains("SERVICE"), "{bad}: {e}");
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.contains("SERVICE") || says == "query", "{bad}: {e}");
+        }
+        let d = NodeAddr::parse("redis+sentinel://127.0.0.1/m/2?durable=true").unwrap();
+        assert!(d.is_durable() && d.db() == 2);
+        assert_eq!(
+            d.to_string(),
+            "redis+sentinel://127.0.0.1:26379/m/2?durable=true"
+        );
+        let p = NodeAddr::parse("redis://127.0.0.1:7000?durable=true").unwrap();
+        assert!(p.is_durable() && p.to_string().ends_with("?durable=true"));
+        assert!(
+            !NodeAddr::parse("127.0.0.1:7000?durable=false")
+                .unwrap()
+                .is_durable()
+        );
+        for (bad, says) in [
+            ("redis://127.0.0.1:7000?durable=yes", "true or false"),
+            ("redis://127.0.0.1:7000?db=1", "except ?durable=true"),
+        ] {
+            let e = NodeAddr::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
         let e = NodeAddr::parse("redis+sentinel://:hunter2@127.0.0.1:0/m").unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");

@@ -108,11 +108,18 @@ impl Redlock {
         let policy = QuarantinePolicy {
             enabled: config.restart_quarantine,
             max_ttl: config.max_ttl,
+            durable: false,
         };
         let mut nodes = Vec::with_capacity(addrs.len());
         let peers = Peers::new(addrs.len());
         let mut seen: Vec<(usize, std::net::SocketAddr)> = Vec::new();
         for (i, addr) in addrs.into_iter().enumerate() {
+            // A node marked durable keeps every write: restart quarantine is off for it alone.
+            let policy = QuarantinePolicy {
+                enabled: policy.enabled && !addr.is_durable(),
+                durable: policy.enabled && addr.is_durable(),
+                ..policy
+            };
             if addr.is_sentinel() {
                 let group = Self::group(i, &addr, &config, tls.as_ref())?;
                 let peers = Arc::clone(&peers);

@@ -139,7 +139,7 @@ fn handshake_commands(
     // Its role (a replica is refused) and replication history (a promotion is a restart).
     resp::pack(&[b"INFO", b"replication"], &mut handshake);
     kinds.push(Hs::Replication);
-    if policy.enabled {
+    if policy.enabled || policy.durable {
         resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
         kinds.push(Hs::Marker);
     } else {
@@ -219,6 +219,7 @@ impl Node {
             QuarantinePolicy {
                 enabled: true,
                 max_ttl: Duration::from_secs(60),
+                durable: false,
             },
             Peers::new(index + 1),
         );
@@ -423,6 +424,7 @@ mod tests {
             QuarantinePolicy {
                 enabled: true,
                 max_ttl: Duration::from_secs(60),
+                durable: false,
             },
             Peers::new(1),
         )

@@ -68,8 +68,13 @@ fn quarantined(until: Instant, reason: QuarantineReason) -> Standing {
 /// Restart quarantine's settings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QuarantinePolicy {
+    /// Quarantine applies to this node (off for a node marked durable).
     pub enabled: bool,
     pub max_ttl: Duration,
+    /// The node is marked durable while the cluster uses quarantine: its grants must still
+    /// find a marker (other nodes' rules and other managers read it), so its handshake reads
+    /// the marker and writes it when it does not vouch for the server, but never quarantines.
+    pub durable: bool,
 }
 
 impl Node {
@@ -179,6 +184,17 @@ impl Node {
             return Action::None;
         };
         let marker = self.read_marker(reply);
+        if self.policy.durable {
+            // Trusted whatever happened (it keeps every write): the marker is written for the
+            // grant scripts and for managers that do not know it is durable.
+            return match marker {
+                Marker::Holds(m) if id.vouched_by(m.as_bytes()) => {
+                    self.lock_trust().marker_present = true;
+                    Action::None
+                }
+                _ => Action::WriteMarker(id.marker_value()),
+            };
+        }
         let max_ttl = self.policy.max_ttl;
         let mut t = self.lock_trust();
         let was = t.standing;
@@ -287,8 +303,13 @@ impl Node {
     }
 
     /// A grant script answered `NOMARKER`: a trusted node whose marker was known to be there
-    /// has lost its keyspace (a `FLUSHALL`, say) and is quarantined from now.
-    pub(crate) fn marker_lost(&self, now: Instant) {
+    /// has lost its keyspace (a `FLUSHALL`, say) and is quarantined from now. A durable node
+    /// is not: the marker to write back is returned instead.
+    pub(crate) fn marker_lost(&self, now: Instant) -> Option<String> {
+        if self.policy.durable {
+            self.lock_trust().marker_present = false;
+            return self.identity().map(|i| i.marker_value());
+        }
         let mut t = self.lock_trust();
         if t.standing == Standing::Trusted && t.marker_present {
             t.marker_present = false;
@@ -301,6 +322,7 @@ impl Node {
                 self.addr
             );
         }
+        None
     }
 
     /// The cluster-wide rule decided: trusted. Returns the value to write as the marker.

@@ -652,7 +652,11 @@ impl Link {
         if reply.is_error_code("NOMARKER") {
             // A grant found the quarantine marker gone: seen here, whether or not its caller
             // still waits, so that the loss counts from now.
-            self.node.marker_lost(now);
+            if let Some(value) = self.node.marker_lost(now) {
+                // A durable node: its marker is written back, ahead of later commands.
+                let cmd = Node::marker_write_cmd(&value);
+                self.push_health(st, &cmd, Hs::MarkerWrite, false, now);
+            }
         }
         if let Some(c) = call {
             let latency = now.saturating_duration_since(sent_at);
