@@ -286,6 +286,8 @@ impl Registry {
                     latency: n.latency.snapshot(),
                     quarantined: false,
                     connections: 0,
+                    promotions: 0,
+                    master: None,
                 })
                 .collect(),
         }
@@ -312,6 +314,12 @@ pub struct NodeMetrics {
     /// than the stale limit). Flat once warm; growth means connections are being lost. The
     /// subscriber connection used for waiting is not counted.
     pub connections: u64,
+    /// Promotions seen: the server became master of another replication history (see
+    /// [`QuarantineReason::Promoted`](crate::QuarantineReason::Promoted)).
+    pub promotions: u64,
+    /// For a failover group: the master its sentinels named last (`None` for a plain node,
+    /// and before the first answer).
+    pub master: Option<String>,
 }
 
 /// A snapshot of a manager's metrics (see [`crate::Redlock::metrics`]).
@@ -554,6 +562,28 @@ impl Metrics {
         for n in &self.nodes {
             let labels = format!("{{{}}}", node_labels(n));
             p.sample("node_connections_total", &labels, n.connections);
+        }
+        p.head(
+            "node_promotions_total",
+            "counter",
+            "Promotions seen (the server became master of another replication history).",
+        );
+        for n in &self.nodes {
+            let labels = format!("{{{}}}", node_labels(n));
+            p.sample("node_promotions_total", &labels, n.promotions);
+        }
+        if self.nodes.iter().any(|n| n.master.is_some()) {
+            p.head(
+                "node_master",
+                "gauge",
+                "A failover group's master, as its sentinels named it last (always 1).",
+            );
+            for n in &self.nodes {
+                if let Some(m) = &n.master {
+                    let labels = format!("{{{},master=\"{}\"}}", node_labels(n), escape(m));
+                    p.sample("node_master", &labels, 1);
+                }
+            }
         }
         p.head("node_errors_total", "counter", "Node failures by kind.");
         for n in &self.nodes {

@@ -155,9 +155,29 @@ fn a_sentinel_failover_while_holding_keeps_the_lock_and_the_group_counts_again()
     assert!(granted, "{:?}", y.node_states()[0]);
     let s = &y.node_states()[0];
     assert!(s.trusted, "{s:?}");
-    assert_eq!(
-        s.master.as_deref(),
-        Some(format!("127.0.0.1:{}", g.replica.port).as_str())
+    let promoted = format!("127.0.0.1:{}", g.replica.port);
+    assert_eq!(s.master.as_deref(), Some(promoted.as_str()));
+    // Metrics and `redlock inspect` name the group and its current master.
+    let text = y.metrics().to_prometheus();
+    let line = format!("master=\"{promoted}\"}} 1");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("redlock_node_master{node=\"0\"") && l.ends_with(&line)),
+        "{text}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+        .args(["inspect", "--nodes", &y.config().node_urls().join(",")])
+        .args(["--resource", "after"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "{} (master {promoted}, 0 promotions seen)",
+            g.url()
+        )),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 

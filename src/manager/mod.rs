@@ -272,6 +272,12 @@ impl Redlock {
             n.addr = node.addr_text.clone();
             n.quarantined = node.quarantine(now).is_some();
             n.connections = node.connections();
+            n.promotions = node.promotions();
+            n.master = node
+                .group
+                .as_ref()
+                .and(node.master())
+                .map(|a| a.to_string());
         }
         m
     }

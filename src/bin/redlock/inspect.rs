@@ -130,7 +130,7 @@ fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak:
             f.index, f.addr, f.outcome
         );
     }
-    let addrs = mgr.node_addrs();
+    let addrs = node_names(mgr);
     print_locks(&locks.keys, &addrs, prefix);
     let leaked = print_leaks(&locks.keys, &addrs, max_ttl);
     println!(
@@ -238,8 +238,26 @@ fn holders(mgr: &Redlock, resource: &str) -> u8 {
             return EXIT_ERROR;
         }
     };
-    print!("{}", describe_holders(&seen, &mgr.node_addrs()));
+    print!("{}", describe_holders(&seen, &node_names(mgr)));
     if seen.is_locked() { 0 } else { 4 }
+}
+
+/// Each node's address as reports show it; a failover group's followed by the master its
+/// sentinels named and the promotions seen (`redis+sentinel://…/svc (master 10.0.0.5:6379,
+/// 1 promotion seen)`).
+fn node_names(mgr: &Redlock) -> Vec<String> {
+    mgr.node_states()
+        .into_iter()
+        .map(|s| match (&s.master, s.promotions_seen) {
+            (Some(m), n) => format!(
+                "{} (master {m}, {n} promotion{} seen)",
+                s.addr,
+                if n == 1 { "" } else { "s" }
+            ),
+            (None, 0) => s.addr,
+            (None, n) => format!("{} ({n} promotions seen)", s.addr),
+        })
+        .collect()
 }
 
 fn ms(d: Option<Duration>) -> String {

@@ -151,18 +151,34 @@ impl NodeOpts {
 }
 
 /// The node URLs of a comma-separated list, each without the white space around it (`"a, b"`
-/// is two nodes, as written by hand).
+/// is two nodes, as written by hand). A failover group's URL lists its sentinels with commas
+/// too: its pieces run until the one that names the service (`/SERVICE`).
 fn split_nodes(v: &str) -> impl Iterator<Item = String> + '_ {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false; // the last URL is a sentinel URL still listing sentinels
+    for piece in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match out.last_mut() {
+            Some(last) if open => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+        let last = out.last().expect("pushed above");
+        open = ["redis+sentinel://", "rediss+sentinel://"]
+            .iter()
+            .find_map(|s| last.strip_prefix(s))
+            .is_some_and(|rest| !rest.contains('/'));
+    }
+    out.into_iter()
 }
 
 /// The help lines of [`NodeOpts`], in the commands' option tables.
 pub const NODE_OPTS_HELP: &str =
     "  -n, --nodes URL[,URL…]       the Redis masters, comma-separated or repeated:
                                redis://[user:password@]host[:port][/db]       [REDLOCK_NODES]
+                               or a failover group:
+                               redis+sentinel://host[:port][,host…]/SERVICE
       --no-quarantine          count nodes that restarted less than the maximum TTL ago:
                                only for nodes that persist every write (appendfsync always),
                                or a brand-new cluster that has never held a lock
@@ -267,6 +283,22 @@ mod tests {
         let nodes: Vec<String> =
             crate::split_nodes("redis://127.0.0.1:1, 127.0.0.1:2 ,,127.0.0.1:3 ").collect();
         assert_eq!(nodes, ["redis://127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]);
+    }
+
+    #[test]
+    fn a_failover_groups_sentinels_stay_in_its_url() {
+        let nodes: Vec<String> = crate::split_nodes(
+            "redis+sentinel://a:1, b:2,c/svc,127.0.0.1:2,rediss+sentinel://d/s2/1",
+        )
+        .collect();
+        assert_eq!(
+            nodes,
+            [
+                "redis+sentinel://a:1,b:2,c/svc",
+                "127.0.0.1:2",
+                "rediss+sentinel://d/s2/1"
+            ]
+        );
     }
 
     /// Every help text: option descriptions start in one column, the `[VARIABLE]` tags end in
