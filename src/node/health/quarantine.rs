@@ -185,15 +185,7 @@ impl Node {
         };
         let marker = self.read_marker(reply);
         if self.policy.durable {
-            // Trusted whatever happened (it keeps every write): the marker is written for the
-            // grant scripts and for managers that do not know it is durable.
-            return match marker {
-                Marker::Holds(m) if id.vouched_by(m.as_bytes()) => {
-                    self.lock_trust().marker_present = true;
-                    Action::None
-                }
-                _ => Action::WriteMarker(id.marker_value()),
-            };
+            return self.durable_marker(&marker, &id);
         }
         let max_ttl = self.policy.max_ttl;
         let mut t = self.lock_trust();
@@ -259,6 +251,19 @@ impl Node {
         t.standing = standing;
         t.marker = marker;
         action
+    }
+
+    /// A durable node is trusted whatever happened (it keeps every write): its marker is
+    /// written when it does not vouch for the server, for the grant scripts and for managers
+    /// that do not know the node is durable.
+    fn durable_marker(&self, marker: &Marker, id: &super::Identity) -> Action {
+        match marker {
+            Marker::Holds(m) if id.vouched_by(m.as_bytes()) => {
+                self.lock_trust().marker_present = true;
+                Action::None
+            }
+            _ => Action::WriteMarker(id.marker_value()),
+        }
     }
 
     /// The marker as the handshake's `GET` read it.
