@@ -130,28 +130,7 @@ impl NodeAddr {
             }
             None => (None, None),
         };
-        let mut sentinels: Vec<(String, u16)> = Vec::new();
-        for h in hosts.split(',') {
-            let h = h.trim();
-            if h.is_empty() {
-                return Err(bad("empty sentinel address"));
-            }
-            let has_port = match h.strip_prefix('[') {
-                Some(v6) => v6.contains("]:"),
-                None => h.contains(':'),
-            };
-            let with_port = if has_port {
-                h.to_string()
-            } else {
-                format!("{h}:{SENTINEL_PORT}")
-            };
-            let p = resp::parse_url(&format!("redis://{with_port}"))
-                .map_err(|m| bad(&format!("sentinel {h:?}: {m}")))?;
-            if sentinels.contains(&(p.host.clone(), p.port)) {
-                return Err(bad(&format!("sentinel {h:?} is listed twice")));
-            }
-            sentinels.push((p.host, p.port));
-        }
+        let sentinels = Self::parse_sentinel_list(hosts, &bad)?;
         let mut parts = path.split('/');
         let service = parts.next().unwrap_or_default();
         if service.is_empty() {
@@ -180,6 +159,37 @@ impl NodeAddr {
             service: Some(service.to_string()),
             durable: false,
         }))
+    }
+
+    /// A sentinel URL's `host[:port][,host[:port]…]`, each checked as a `redis://` URL's
+    /// would be (port 26379 when omitted), none twice.
+    fn parse_sentinel_list(
+        hosts: &str,
+        bad: &dyn Fn(&str) -> Error,
+    ) -> Result<Vec<(String, u16)>, Error> {
+        let mut sentinels: Vec<(String, u16)> = Vec::new();
+        for h in hosts.split(',') {
+            let h = h.trim();
+            if h.is_empty() {
+                return Err(bad("empty sentinel address"));
+            }
+            let has_port = match h.strip_prefix('[') {
+                Some(v6) => v6.contains("]:"),
+                None => h.contains(':'),
+            };
+            let with_port = if has_port {
+                h.to_string()
+            } else {
+                format!("{h}:{SENTINEL_PORT}")
+            };
+            let p = resp::parse_url(&format!("redis://{with_port}"))
+                .map_err(|m| bad(&format!("sentinel {h:?}: {m}")))?;
+            if sentinels.contains(&(p.host.clone(), p.port)) {
+                return Err(bad(&format!("sentinel {h:?} is listed twice")));
+            }
+            sentinels.push((p.host, p.port));
+        }
+        Ok(sentinels)
     }
 
     /// True for a failover group (`redis+sentinel://`): its master is found by asking its
