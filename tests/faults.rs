@@ -23,6 +23,12 @@
 //! acquisitions that were granted. The checker counts two sections that overlap while
 //! both are valid as a violation unless both are shared.
 //!
+//! The failover schedules make nodes 0–2 failover groups behind one address each (a master,
+//! and a replica whose replication link lags 150 ms, as a managed service's primary endpoint):
+//! the master is killed, the replica promoted without the writes it had not received yet, the
+//! address moved to it, and the old master brought back empty as its replica. Without restart
+//! quarantine a promoted replica grants locks whose holders it never heard of.
+//!
 //! Other workers (`--permit-workers`, 3 by default) take permits of one counting semaphore of
 //! [`PERMITS`] permits, a name of its own. The checker counts how many permits were valid at one
 //! instant: more than [`PERMITS`] is a violation, and so are two valid permits on one slot. A
@@ -65,11 +71,21 @@ enum Schedule {
     PauseMajority,
     Latency,
     WorkerPause,
+    Failover,
+    FailoverUnprotected,
 }
 
 use Schedule::*;
 
-const ALL: [Schedule; 10] = [
+/// The nodes that are failover groups (a master and a lagging replica behind one address) in
+/// the failover schedules.
+const GROUPS: usize = 3;
+
+/// How far a group's replica lags behind its master (one way, on its replication link): the
+/// writes of the last moment before a failover are lost, as with asynchronous replication.
+const REPLICA_LAG: Duration = Duration::from_millis(150);
+
+const ALL: [Schedule; 12] = [
     None,
     KillDelayedRestart,
     KillRestartNowUnprotected,
@@ -80,6 +96,8 @@ const ALL: [Schedule; 10] = [
     PauseMajority,
     Latency,
     WorkerPause,
+    Failover,
+    FailoverUnprotected,
 ];
 
 impl Schedule {
@@ -95,6 +113,8 @@ impl Schedule {
             PauseMajority => "pause-majority",
             Latency => "latency",
             WorkerPause => "worker-gc-pause",
+            Failover => "failover",
+            FailoverUnprotected => "failover-no-quarantine",
         }
     }
 
@@ -122,12 +142,19 @@ impl Schedule {
             WorkerPause => {
                 "no violations while valid; a late write is never accepted after a newer one"
             }
+            Failover => {
+                "no violations (default configuration: a promoted replica is quarantined, also \
+                 by workers started after the failover)"
+            }
+            FailoverUnprotected => {
+                "violations possible: the promoted replica lacks the last writes (no quarantine)"
+            }
         }
     }
 
     /// Whether the algorithm promises no violation under this schedule.
     fn safe(self) -> bool {
-        self != KillRestartNowUnprotected
+        !matches!(self, KillRestartNowUnprotected | FailoverUnprotected)
     }
 
     /// Whether every node keeps its data (and so its fencing counters): not when nodes are
@@ -137,23 +164,33 @@ impl Schedule {
     fn keeps_data(self) -> bool {
         !matches!(
             self,
-            KillRestartNowUnprotected | KillRestart | KillMajorityRestart
+            KillRestartNowUnprotected
+                | KillRestart
+                | KillMajorityRestart
+                | Failover
+                | FailoverUnprotected
         )
     }
 
     /// Restart quarantine, except where the point is to run without it: the unprotected case,
     /// and nodes that persist every write (they need none).
     fn quarantine(self) -> bool {
-        !matches!(self, KillRestartNowUnprotected | KillWithAof)
+        !matches!(
+            self,
+            KillRestartNowUnprotected | KillWithAof | FailoverUnprotected
+        )
     }
 
     /// Critical sections, in ms: long ones where restarts must erode a holder's copies within
     /// one hold to show the unsafe case (and that quarantine prevents it).
     fn hold_ms(self) -> (u64, u64) {
         match self {
-            KillRestartNowUnprotected | KillRestart | KillMajorityRestart | KillWithAof => {
-                (300, 800)
-            }
+            KillRestartNowUnprotected
+            | KillRestart
+            | KillMajorityRestart
+            | KillWithAof
+            | Failover
+            | FailoverUnprotected => (300, 800),
             _ => (20, 200),
         }
     }
@@ -161,7 +198,14 @@ impl Schedule {
     /// Worker processes live for a random 0.5–1.5 s and are replaced by new ones, so that
     /// managers that never saw a node before meet it right after its restart.
     fn recreate_workers(self) -> bool {
-        matches!(self, KillRestart | KillMajorityRestart)
+        matches!(
+            self,
+            KillRestart | KillMajorityRestart | Failover | FailoverUnprotected
+        )
+    }
+
+    fn failover(self) -> bool {
+        matches!(self, Failover | FailoverUnprotected)
     }
 
     fn aof(self) -> bool {
@@ -895,7 +939,57 @@ struct Run {
     servers: Vec<RedisServer>,
     store: RedisServer,
     proxies: Vec<DelayProxy>,
+    /// In the failover schedules, node `i < GROUPS` is a group: `servers[i]` its master now.
+    groups: Vec<Group>,
     dir: PathBuf,
+}
+
+/// A failover group behind one address, as a managed service's primary endpoint: the master
+/// (`Run::servers[i]`), a replica that lags [`REPLICA_LAG`] behind it, and the address the
+/// workers use (`front`), which a failover moves to the promoted replica.
+struct Group {
+    replica: RedisServer,
+    /// The replica's replication link to the master (the lag).
+    link: DelayProxy,
+    front: DelayProxy,
+}
+
+impl Group {
+    fn start(master: &RedisServer) -> Group {
+        let link = DelayProxy::start(master.port, REPLICA_LAG);
+        let replica = RedisServer::start();
+        replicate(&replica, link.port);
+        Group {
+            replica,
+            link,
+            front: DelayProxy::start(master.port, Duration::ZERO),
+        }
+    }
+
+    /// The master dies; the replica is promoted (missing what it had not received yet) and
+    /// the address moves to it; the old master comes back empty, as the new one's replica.
+    fn failover(&mut self, master: &mut RedisServer) {
+        master.kill();
+        redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .exec(&mut self.replica.client())
+            .expect("promote the replica");
+        self.front.move_to(self.replica.port);
+        std::mem::swap(master, &mut self.replica);
+        self.replica.restart();
+        self.link.move_to(master.port);
+        replicate(&self.replica, self.link.port);
+    }
+}
+
+/// `REPLICAOF 127.0.0.1 port` on `s`.
+fn replicate(s: &RedisServer, port: u16) {
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(port)
+        .exec(&mut s.client())
+        .expect("REPLICAOF");
 }
 
 fn signal(pid: Option<i32>, sig: i32) {
@@ -938,9 +1032,17 @@ fn run_schedule(
         servers: (0..NODES).map(|_| RedisServer::start_with(&args)).collect(),
         store: RedisServer::start(),
         proxies: Vec::new(),
+        groups: Vec::new(),
         dir,
     };
     let mut urls: Vec<String> = run.servers.iter().map(|s| s.url()).collect();
+    if s.failover() {
+        for (i, url) in urls.iter_mut().enumerate().take(GROUPS) {
+            let g = Group::start(&run.servers[i]);
+            *url = g.front.url();
+            run.groups.push(g);
+        }
+    }
     if s == Latency {
         // Every quorum needs a node 16 ms or more away.
         for (i, ms) in [(1, 3), (2, 8), (3, 15), (4, 20)] {
@@ -1036,6 +1138,11 @@ fn run_schedule(
                 thread::sleep(Duration::from_millis(150 + next() % 200));
                 let i = next() as usize % NODES;
                 run.servers[i].restart(); // kill -9, then at once back
+            }
+            Failover | FailoverUnprotected => {
+                thread::sleep(Duration::from_millis(300 + next() % 300));
+                let i = next() as usize % GROUPS;
+                run.groups[i].failover(&mut run.servers[i]);
             }
             KillMajorityRestart => {
                 // Long enough apart that the quarantine ends in between, now and then.
@@ -1262,11 +1369,15 @@ fn main() -> ExitCode {
          fenced locks ({}), \
          and {permit_workers} more worker processes taking fenced permits of one semaphore of \
          {PERMITS} permits (one of them paused with the lock's holder in worker-gc-pause), \
-         critical sections of 20–200 ms (300–800 ms in the kill-restart schedules, whose \
-         workers are replaced by new processes every 0.5–1.5 s)",
+         critical sections of 20–200 ms (300–800 ms in the kill-restart and failover \
+         schedules, whose workers are replaced by new processes every 0.5–1.5 s); in the \
+         failover schedules nodes 0–{} are each a master and a replica {} ms behind it behind one \
+         address, failed over every 0.3–0.6 s",
         NODES,
         TTL.as_millis(),
         MAX_TTL.as_millis(),
+        GROUPS - 1,
+        REPLICA_LAG.as_millis(),
         match roles.as_str() {
             "plain" => "every lock worker plain, fenced and unfenced in turn",
             "fair" => "every lock worker fair",

@@ -84,6 +84,9 @@ enum Driver {
     Ours,
     Peer,
     OursTls,
+    /// The library with node 0 a failover group (`redis+sentinel://`, one sentinel watching
+    /// the same server through the same delay): `--sentinel`.
+    OursSentinel,
 }
 
 impl Driver {
@@ -93,6 +96,7 @@ impl Driver {
             Driver::Ours => "redlock",
             Driver::Peer => "peer",
             Driver::OursTls => "redlock+tls",
+            Driver::OursSentinel => "redlock+sentinel",
         }
     }
 }
@@ -156,6 +160,8 @@ struct Opts {
     semaphore: Vec<u32>,
     /// `--tls`: the `redlock+tls` driver beside the others, and the TLS/plain table.
     tls: bool,
+    /// `--sentinel`: the `redlock+sentinel` driver beside the others.
+    sentinel: bool,
     /// `--scale`: thread counts for the scaling rows (scale.rs).
     scale: Vec<usize>,
 }
@@ -181,6 +187,7 @@ fn parse() -> Opts {
         many: Vec::new(),
         semaphore: Vec::new(),
         tls: false,
+        sentinel: false,
         scale: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -200,6 +207,7 @@ fn parse() -> Opts {
             }
             "--handoff" => o.handoff = true,
             "--tls" => o.tls = true,
+            "--sentinel" => o.sentinel = true,
             "--scale" => {
                 o.scale = v()
                     .split(',')
@@ -244,6 +252,7 @@ fn parse() -> Opts {
                         "redlock" | "ours" => Driver::Ours,
                         "peer" => Driver::Peer,
                         "redlock+tls" => Driver::OursTls,
+                        "redlock+sentinel" => Driver::OursSentinel,
                         _ => panic!("unknown driver {s}"),
                     })
                     .collect()
@@ -256,7 +265,7 @@ fn parse() -> Opts {
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
                      --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
-                     --many 1,10,100 --semaphore 1,4,64 --tls --scale 1,8,32,64"
+                     --many 1,10,100 --semaphore 1,4,64 --tls --sentinel --scale 1,8,32,64"
                 );
                 std::process::exit(0);
             }
@@ -307,16 +316,35 @@ fn endpoints(servers: &[u16], n: usize, delay: &str, proxies: &mut Vec<DelayProx
 /// Runs one driver for `secs`: `threads` client threads, each doing cycles until the time is
 /// up.
 fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &str) -> Raw {
+    run_row_with(driver, scenario, ports, secs, tag, None)
+}
+
+/// [`run_row`], with node 0's URL replaced by `first` (a failover group's) when given.
+fn run_row_with(
+    driver: Driver,
+    scenario: Scenario,
+    ports: &[u16],
+    secs: f64,
+    tag: &str,
+    first: Option<&str>,
+) -> Raw {
     let scheme = if driver == Driver::OursTls {
         "rediss"
     } else {
         "redis"
     };
-    let urls: Vec<String> = ports
+    let mut urls: Vec<String> = ports
         .iter()
         .map(|p| format!("{scheme}://127.0.0.1:{p}"))
         .collect();
-    let ours = matches!(driver, Driver::Ours | Driver::OursTls).then(|| {
+    if let Some(f) = first {
+        urls[0] = f.to_string();
+    }
+    let ours = matches!(
+        driver,
+        Driver::Ours | Driver::OursTls | Driver::OursSentinel
+    )
+    .then(|| {
         Redlock::new(
             support::config(urls.clone())
                 .tls(tls::options())
@@ -368,16 +396,14 @@ fn run_row(driver: Driver, scenario: Scenario, ports: &[u16], secs: f64, tag: &s
                         let ok = loop {
                             let got = match driver {
                                 Driver::Floor => floor.as_mut().unwrap().cycle(&resource, TTL_MS),
-                                Driver::Ours | Driver::OursTls => {
-                                    match ours
-                                        .as_ref()
-                                        .unwrap()
-                                        .try_lock(&resource, Duration::from_millis(TTL_MS))
-                                    {
-                                        Ok(l) => l.unlock().is_ok(),
-                                        Err(_) => false,
-                                    }
-                                }
+                                Driver::Ours | Driver::OursTls | Driver::OursSentinel => match ours
+                                    .as_ref()
+                                    .unwrap()
+                                    .try_lock(&resource, Duration::from_millis(TTL_MS))
+                                {
+                                    Ok(l) => l.unlock().is_ok(),
+                                    Err(_) => false,
+                                },
                                 Driver::Peer => {
                                     let p = peer.as_mut().unwrap();
                                     match p.lock(resource.as_bytes(), TTL_MS as usize) {
@@ -605,6 +631,9 @@ fn main() {
         }
         tls::start(max_n)
     });
+    if o.sentinel && !drivers.contains(&Driver::OursSentinel) {
+        drivers.push(Driver::OursSentinel);
+    }
     let tls_servers: Vec<u16> = tls_cluster
         .iter()
         .flat_map(|c| c.servers.iter().map(|s| s.port))
@@ -676,6 +705,13 @@ fn main() {
             } else {
                 Vec::new()
             };
+            // A sentinel that names node 0's endpoint (through its delay) as its master.
+            let sentinel = drivers
+                .contains(&Driver::OursSentinel)
+                .then(|| support::sentinel::Sentinel::start("bench", ports[0], 1));
+            let group = sentinel
+                .as_ref()
+                .map(|s| format!("redis+sentinel://{}/bench", s.host_port()));
             for &scenario in &o.scenarios {
                 // Drivers take turns in short rounds, so that drift on a busy machine (other
                 // processes, thermal state) hits them alike.
@@ -690,7 +726,8 @@ fn main() {
                         } else {
                             &ports
                         };
-                        let r = run_row(driver, scenario, p, chunk, &tag);
+                        let first = group.as_deref().filter(|_| driver == Driver::OursSentinel);
+                        let r = run_row_with(driver, scenario, p, chunk, &tag, first);
                         raws.entry(driver).or_default().add(r);
                         let _ = round;
                     }
