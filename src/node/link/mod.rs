@@ -34,12 +34,13 @@ use super::call::{Call, Slot, Wakes, wake_all, wake_later};
 use super::conn::{self, Conn, unreachable_from};
 pub(crate) use super::entry::{Combine, Expect};
 use super::entry::{Entry, Purpose, stale};
-use super::health::{self, Action, ConnSettings, Discovery, Hs, Node};
+use super::health::{self, ConnSettings, Discovery, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
 use crate::resp::{ReadError, Reply};
 
 mod connect;
+mod reply;
 
 /// How long a connection must have been idle before a caller checks, before using it, whether
 /// the node closed it. In a tight loop the check would cost a system call per step for
@@ -516,158 +517,6 @@ impl Link {
                 Err(ReadError::Protocol(s)) => NodeOutcome::Protocol(s),
                 Err(ReadError::Tls(s)) => NodeOutcome::Tls(s),
             });
-        }
-    }
-
-    /// Hands one reply to the entry it answers. A part of a multi-part entry is kept until
-    /// the entry's last part arrives; the entry then answers with the combined reply, exactly
-    /// where a single reply would have been dispatched.
-    fn dispatch(
-        &self,
-        st: &mut State,
-        reply: Reply,
-        now: Instant,
-        s: &ConnSettings,
-        w: &mut Wakes,
-    ) {
-        let reply = match st.pending.front().map(|e| &e.purpose) {
-            None => {
-                let what = NodeOutcome::Protocol("unsolicited reply".into());
-                return self.fail_all(st, what, now, s, w);
-            }
-            Some(Purpose::Command {
-                expect: Expect::Parts(c),
-                ..
-            }) => {
-                let c = *c;
-                st.parts.push(reply);
-                if st.parts.len() < c.parts {
-                    return; // the entry stays first: its next parts are the next replies
-                }
-                let combined = (c.f)(&st.parts);
-                st.parts.clear();
-                combined
-            }
-            Some(_) => reply,
-        };
-        let entry = st.pending.pop_front().expect("looked at above");
-        match entry.purpose {
-            Purpose::Health(kind) => {
-                let _ = self.node.on_handshake_reply(kind, &reply, now);
-            }
-            Purpose::Sentinel(kind) => self.on_sentinel_reply(st, kind, &reply, now, s, w),
-            Purpose::Handshake(kind) => {
-                if entry.timed {
-                    // The first reply of a new connection: a TCP handshake and one command,
-                    // so at most about two round trips. Taken as it is: too long a timeout
-                    // costs nothing while a quorum answers, too short a one a failed step.
-                    self.node
-                        .rtt
-                        .sample(now.saturating_duration_since(entry.sent_at));
-                }
-                match self.node.on_handshake_reply(kind, &reply, now) {
-                    Err(what) => {
-                        // WRONGPASS, NOAUTH, an out-of-range SELECT, cluster mode: the node is
-                        // unusable as configured. The commands held behind the handshake were
-                        // never sent.
-                        return self.fail_all(st, what, now, s, w);
-                    }
-                    Ok(Action::WriteMarker(run_id)) => {
-                        // Ahead of what is held behind the handshake: those grants need it.
-                        let cmd = Node::marker_write_cmd(&run_id);
-                        self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
-                    }
-                    Ok(Action::None) => {}
-                }
-                let more = matches!(
-                    st.pending.front(),
-                    Some(Entry {
-                        purpose: Purpose::Handshake(_),
-                        ..
-                    })
-                );
-                if !more {
-                    self.node.record_success();
-                    if let Some(c) = st.conn.as_mut() {
-                        c.handshake_done(); // what was held is written by the next flush
-                    }
-                }
-            }
-            Purpose::Command { .. } => self.answer(st, entry, reply, now, s, w),
-        }
-    }
-
-    /// The reply to a command's entry (a multi-part entry's combined one): a `NOSCRIPT`
-    /// answered with the `EVAL` form, a lost marker told to the node, the reply handed to its
-    /// caller if it still waits.
-    fn answer(
-        &self,
-        st: &mut State,
-        entry: Entry,
-        reply: Reply,
-        now: Instant,
-        s: &ConnSettings,
-        w: &mut Wakes,
-    ) {
-        let (sent_at, timed, work) = (entry.sent_at, entry.timed, entry.work);
-        let Purpose::Command { call, expect } = entry.purpose else {
-            return; // dispatch hands over command entries only
-        };
-        if reply.is_error_code("NOSCRIPT")
-            && let Expect::One(Some(fb)) = expect
-        {
-            // The script cache was flushed: send the EVAL form once, for the same call (or for
-            // nobody), behind whatever is queued already (written by the caller's flush once
-            // the lock is released).
-            let sent = st.conn.as_mut().map(|c| c.send(&fb));
-            if let Some(Err(e)) = sent {
-                return self.fail_all(st, unreachable_from(&e), now, s, w);
-            }
-            st.pending.push_back(Entry {
-                purpose: Purpose::Command {
-                    call,
-                    expect: Expect::One(None),
-                },
-                sent_at,
-                timed: false,
-                work,
-            });
-            return;
-        }
-        if reply.is_error_code("READONLY") {
-            // The server became a replica under this connection (a failover that kept it
-            // alive): the connection is dropped, and the next one finds the master again.
-            let what = NodeOutcome::ServerError(format!(
-                "the server is no longer a master ({})",
-                reply.describe()
-            ));
-            if let Some(c) = call
-                && c.fill(self.node.index, Slot::Failed(what.clone()))
-            {
-                wake_later(w, &c);
-            }
-            return self.fail_all(st, what, now, s, w);
-        }
-        self.node.record_success();
-        if reply.is_error_code("NOMARKER") {
-            // A grant found the quarantine marker gone: seen here, whether or not its caller
-            // still waits, so that the loss counts from now.
-            if let Some(value) = self.node.marker_lost(now) {
-                // A durable node: its marker is written back, ahead of later commands.
-                let cmd = Node::marker_write_cmd(&value);
-                self.push_health(st, &cmd, Hs::MarkerWrite, false, now);
-            }
-        }
-        if let Some(c) = call {
-            let latency = now.saturating_duration_since(sent_at);
-            if c.fill(self.node.index, Slot::Reply { reply, latency }) {
-                // Read while its caller still waited, so promptly: a fair sample (a reply
-                // nobody waited for may have been read long after it came).
-                if timed {
-                    self.node.rtt.sample(latency);
-                }
-                wake_later(w, &c);
-            }
         }
     }
 
