@@ -162,6 +162,9 @@ typedef enum redlock_node_outcome {
   // A failover group's master could not be found or confirmed (no sentinel answered, the
   // service is unknown to them, they disagree, or the server they name is not a master).
   REDLOCK_NODE_SENTINEL = 11,
+  // A failover group granted, but fewer of its replicas acknowledged the grant in time than
+  // `redlock_config_set_replica_acks` asks for: it does not count (and was released).
+  REDLOCK_NODE_UNACKNOWLEDGED = 12,
 } redlock_node_outcome;
 
 // Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
@@ -779,6 +782,23 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
                                                           bool enabled,
                                                           char *err,
                                                           size_t err_len);
+
+// Makes a grant count on a failover group (`redis+sentinel://`) only once `replicas` of its
+// master's replicas acknowledged it: `WAIT replicas timeout_ms` is written behind every grant
+// command, and a grant it did not see acknowledged in time does not count (it is released;
+// the node's outcome is `REDLOCK_NODE_UNACKNOWLEDGED`). Replication stays asynchronous, so
+// restart quarantine is still needed; plain nodes are not affected. Defaults to none.
+//
+// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (`replicas` or `timeout_ms`
+// 0; the config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_replica_acks(struct redlock_config *cfg,
+                                                    uint32_t replicas,
+                                                    uint32_t timeout_ms,
+                                                    char *err,
+                                                    size_t err_len);
 
 // Sets the prefix of every lock key: the key of a resource is the prefix followed by the
 // resource's bytes. `prefix` is `prefix_len` bytes (0 to `REDLOCK_MAX_KEY_PREFIX_LEN`, any

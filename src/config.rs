@@ -127,6 +127,7 @@ pub struct Config {
     pub(crate) label: Option<String>,
     pub(crate) tls: TlsOptions,
     pub(crate) sentinel_auth: Option<SentinelAuth>,
+    pub(crate) replica_acks: Option<(u32, Duration)>,
 }
 
 impl Default for Config {
@@ -151,6 +152,7 @@ impl Default for Config {
             label: None,
             tls: TlsOptions::default(),
             sentinel_auth: None,
+            replica_acks: None,
         }
     }
 }
@@ -370,8 +372,21 @@ impl Config {
         self
     }
 
-    /// The sentinels' credentials, if set: a password, and a user name that is not empty.
-    fn check_sentinel_auth(&self) -> Result<(), Error> {
+    /// The failover groups' options: replica acknowledgements (at least one, a timeout), and
+    /// the sentinels' credentials (a password, and a user name that is not empty).
+    fn check_group_options(&self) -> Result<(), Error> {
+        if let Some((n, t)) = self.replica_acks {
+            if n == 0 {
+                return Err(Error::invalid(
+                    "replica acknowledgements: at least 1 replica (or do not set the option)",
+                ));
+            }
+            if t.is_zero() {
+                return Err(Error::invalid(
+                    "replica acknowledgement timeout must be > 0 (WAIT 0 would wait forever)",
+                ));
+            }
+        }
         let Some(a) = &self.sentinel_auth else {
             return Ok(());
         };
@@ -384,6 +399,24 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Makes a grant count on a failover group (`redis+sentinel://`) only once `replicas` of
+    /// its master's replicas have acknowledged it: `WAIT replicas timeout` is written right
+    /// behind every grant command, in the same write, and a grant that `WAIT` did not see
+    /// acknowledged in time does not count (it is released, as a quarantined node's is; the
+    /// node's outcome is [`NodeOutcome::Unacknowledged`](crate::NodeOutcome::Unacknowledged)).
+    /// Each acquisition on a group then waits for its replication as well (up to `timeout`).
+    ///
+    /// What it buys: a failover to a replica that acknowledged the grant keeps the lock, and
+    /// a master cut off from its replicas grants nothing that counts. What it does not:
+    /// replication stays asynchronous, so a failover may still promote a replica that had not
+    /// acknowledged (Sentinel picks by offset, not by `WAIT`), and restart quarantine is still
+    /// needed. Plain nodes are not affected. `replicas` must be at least 1, `timeout` greater
+    /// than zero. Defaults to none.
+    pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> Config {
+        self.replica_acks = Some((replicas, timeout));
+        self
     }
 
     /// The credentials every failover group's sentinels are asked with (`AUTH [username]
@@ -518,7 +551,7 @@ impl Config {
                 return Err(Error::invalid(format!("{what} must be > 0")));
             }
         }
-        self.check_sentinel_auth()?;
+        self.check_group_options()?;
         if self.node_timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid("node timeout must be > 0"));
         }

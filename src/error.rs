@@ -74,6 +74,15 @@ pub enum NodeOutcome {
     /// not a master (`role:slave`). The text says which, naming the sentinels and servers.
     /// The next connection asks the sentinels again.
     Sentinel(String),
+    /// A failover group granted, but its `WAIT` saw fewer replicas acknowledge the grant in
+    /// time than [`Config::replica_acks`](crate::Config::replica_acks) asks for: the grant does
+    /// not count, and is released.
+    Unacknowledged {
+        /// Replicas that acknowledged it.
+        acknowledged: u64,
+        /// Replicas required.
+        wanted: u32,
+    },
     /// The node is the same redis-server as node `of` (the same `run_id`, reached through
     /// another address): it counts in no round, or that server would vote twice.
     Duplicate {
@@ -187,6 +196,14 @@ impl NodeOutcome {
             NodeOutcome::Protocol(s) => write!(f, "protocol error: {s}"),
             NodeOutcome::Tls(s) => write!(f, "TLS failed: {s}"),
             NodeOutcome::Sentinel(s) => write!(f, "failover group: {s}"),
+            NodeOutcome::Unacknowledged {
+                acknowledged,
+                wanted,
+            } => write!(
+                f,
+                "granted, but {acknowledged} of the {wanted} replicas required acknowledged it \
+                 in time: it does not count (released)"
+            ),
             NodeOutcome::Duplicate { of } => write!(
                 f,
                 "the same server as node {of} (same run_id): it does not count; list each \

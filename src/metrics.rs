@@ -58,7 +58,7 @@ pub struct HistogramSnapshot {
 }
 
 /// The kinds of per-node failure counted, in the order of [`NodeMetrics::errors`].
-pub const NODE_ERROR_KINDS: [&str; 9] = [
+pub const NODE_ERROR_KINDS: [&str; 10] = [
     "timeout",
     "unreachable",
     "backoff",
@@ -68,6 +68,7 @@ pub const NODE_ERROR_KINDS: [&str; 9] = [
     "duplicate",
     "tls",
     "sentinel",
+    "unacknowledged",
 ];
 
 fn error_kind(o: &NodeOutcome) -> Option<usize> {
@@ -82,6 +83,7 @@ fn error_kind(o: &NodeOutcome) -> Option<usize> {
         NodeOutcome::Duplicate { .. } => 6,
         NodeOutcome::Tls(_) => 7,
         NodeOutcome::Sentinel(_) => 8,
+        NodeOutcome::Unacknowledged { .. } => 9,
         NodeOutcome::Success | NodeOutcome::Rejected | NodeOutcome::Pending => return None,
     })
 }

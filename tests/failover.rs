@@ -302,3 +302,62 @@ fn a_durable_node_is_not_quarantined_and_the_others_still_are() {
     assert!(mgr.node_states()[0].trusted);
     assert!(!mgr.node_states()[1].trusted);
 }
+
+/// `Config::replica_acks`: a grant counts on the group only once its replica acknowledged it
+/// (`WAIT`, written behind the grant). With replication held back, the group's grant does not
+/// count and is released; the lock is still granted by the two plain nodes.
+#[test]
+fn a_grant_its_replicas_did_not_acknowledge_does_not_count_and_is_released() {
+    let g = Group::start("acks");
+    let others = Cluster::start(2);
+    let urls = vec![g.url(), others.urls()[0].clone(), others.urls()[1].clone()];
+    let mgr = Redlock::new(
+        Config::new(urls.clone())
+            .replica_acks(1, Duration::from_millis(300))
+            .node_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    let ttl = Duration::from_secs(5);
+    // Replicating: node 0's grant is acknowledged and counts.
+    let all = eventually(Duration::from_secs(10), || {
+        mgr.try_lock("acked", ttl)
+            .map(|l| {
+                let n = l.acquisition().successes;
+                l.unlock().unwrap();
+                n == 3
+            })
+            .unwrap_or(false)
+    });
+    assert!(all, "{:?}", mgr.node_states()[0]);
+    // Replication held back, and node 2 holds a foreign key: the lock needs node 0's grant,
+    // whose WAIT counts no replica, so it does not count, and is undone.
+    g.hold_replication();
+    let key = key_of(&urls, "unacked");
+    redis::cmd("SET")
+        .arg(&key)
+        .arg("someone-else")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut others.servers[1].client())
+        .unwrap();
+    let e = mgr.try_lock("unacked", ttl).unwrap_err();
+    let r = e.report().expect("a report");
+    assert_eq!(
+        r.nodes[0].outcome,
+        NodeOutcome::Unacknowledged {
+            acknowledged: 0,
+            wanted: 1
+        },
+        "{r:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || g.master.get(&key).is_none()),
+        "the unacknowledged grant was not released"
+    );
+    // Refused at construction: no replica, or no timeout.
+    for (n, t) in [(0, 100), (1, 0)] {
+        let e = Redlock::new(Config::new(urls.clone()).replica_acks(n, Duration::from_millis(t)))
+            .unwrap_err();
+        assert!(matches!(e, redlock::Error::InvalidInput(_)), "{e}");
+    }
+}

@@ -87,6 +87,9 @@ enum Driver {
     /// The library with node 0 a failover group (`redis+sentinel://`, one sentinel watching
     /// the same server through the same delay): `--sentinel`.
     OursSentinel,
+    /// The same, each grant on the group acknowledged by its replica (`WAIT 1 100`, see
+    /// `Config::replica_acks`): `--sentinel` too.
+    OursSentinelWait,
 }
 
 impl Driver {
@@ -97,6 +100,7 @@ impl Driver {
             Driver::Peer => "peer",
             Driver::OursTls => "redlock+tls",
             Driver::OursSentinel => "redlock+sentinel",
+            Driver::OursSentinelWait => "redlock+sentinel+wait",
         }
     }
 }
@@ -253,6 +257,7 @@ fn parse() -> Opts {
                         "peer" => Driver::Peer,
                         "redlock+tls" => Driver::OursTls,
                         "redlock+sentinel" => Driver::OursSentinel,
+                        "redlock+sentinel+wait" => Driver::OursSentinelWait,
                         _ => panic!("unknown driver {s}"),
                     })
                     .collect()
@@ -342,17 +347,18 @@ fn run_row_with(
     }
     let ours = matches!(
         driver,
-        Driver::Ours | Driver::OursTls | Driver::OursSentinel
+        Driver::Ours | Driver::OursTls | Driver::OursSentinel | Driver::OursSentinelWait
     )
     .then(|| {
-        Redlock::new(
-            support::config(urls.clone())
-                .tls(tls::options())
-                .retry_delay(RETRY_DELAY)
-                // Long enough that a 5 ms node is never timed out by a slow machine.
-                .node_timeout(Duration::from_millis(200)),
-        )
-        .expect("manager")
+        let mut c = support::config(urls.clone())
+            .tls(tls::options())
+            .retry_delay(RETRY_DELAY)
+            // Long enough that a 5 ms node is never timed out by a slow machine.
+            .node_timeout(Duration::from_millis(200));
+        if driver == Driver::OursSentinelWait {
+            c = c.replica_acks(1, Duration::from_millis(100));
+        }
+        Redlock::new(c).expect("manager")
     });
     let threads = scenario.threads();
     let barrier = Arc::new(Barrier::new(threads));
@@ -396,7 +402,10 @@ fn run_row_with(
                         let ok = loop {
                             let got = match driver {
                                 Driver::Floor => floor.as_mut().unwrap().cycle(&resource, TTL_MS),
-                                Driver::Ours | Driver::OursTls | Driver::OursSentinel => match ours
+                                Driver::Ours
+                                | Driver::OursTls
+                                | Driver::OursSentinel
+                                | Driver::OursSentinelWait => match ours
                                     .as_ref()
                                     .unwrap()
                                     .try_lock(&resource, Duration::from_millis(TTL_MS))
@@ -631,9 +640,17 @@ fn main() {
         }
         tls::start(max_n)
     });
-    if o.sentinel && !drivers.contains(&Driver::OursSentinel) {
-        drivers.push(Driver::OursSentinel);
-    }
+    // With --sentinel: node 0's server gets a replica (for the WAIT driver), and both
+    // failover-group drivers run beside the others.
+    let _replica = o.sentinel.then(|| {
+        for d in [Driver::OursSentinel, Driver::OursSentinelWait] {
+            if !drivers.contains(&d) {
+                drivers.push(d);
+            }
+        }
+        let port = servers[0].to_string();
+        support::RedisServer::start_with(&["--replicaof", "127.0.0.1", &port])
+    });
     let tls_servers: Vec<u16> = tls_cluster
         .iter()
         .flat_map(|c| c.servers.iter().map(|s| s.port))
@@ -706,8 +723,8 @@ fn main() {
                 Vec::new()
             };
             // A sentinel that names node 0's endpoint (through its delay) as its master.
-            let sentinel = drivers
-                .contains(&Driver::OursSentinel)
+            let sentinel = o
+                .sentinel
                 .then(|| support::sentinel::Sentinel::start("bench", ports[0], 1));
             let group = sentinel
                 .as_ref()
@@ -726,7 +743,9 @@ fn main() {
                         } else {
                             &ports
                         };
-                        let first = group.as_deref().filter(|_| driver == Driver::OursSentinel);
+                        let first = group.as_deref().filter(|_| {
+                            matches!(driver, Driver::OursSentinel | Driver::OursSentinelWait)
+                        });
                         let r = run_row_with(driver, scenario, p, chunk, &tag, first);
                         raws.entry(driver).or_default().add(r);
                         let _ = round;

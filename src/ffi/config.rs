@@ -243,6 +243,38 @@ pub unsafe extern "C" fn redlock_config_set_restart_quarantine(
     unsafe { with_cfg(cfg, err, err_len, |c| Ok(c.restart_quarantine(enabled))) }
 }
 
+/// Makes a grant count on a failover group (`redis+sentinel://`) only once `replicas` of its
+/// master's replicas acknowledged it: `WAIT replicas timeout_ms` is written behind every grant
+/// command, and a grant it did not see acknowledged in time does not count (it is released;
+/// the node's outcome is `REDLOCK_NODE_UNACKNOWLEDGED`). Replication stays asynchronous, so
+/// restart quarantine is still needed; plain nodes are not affected. Defaults to none.
+///
+/// Statuses: OK, NULL_ARGUMENT, INVALID_HANDLE, INVALID_ARGUMENT (`replicas` or `timeout_ms`
+/// 0; the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_replica_acks(
+    cfg: *mut redlock_config,
+    replicas: u32,
+    timeout_ms: u32,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            if replicas == 0 || timeout_ms == 0 {
+                return Err(FfiError::invalid(
+                    "replica acknowledgements need at least 1 replica and a timeout > 0 ms",
+                ));
+            }
+            Ok(c.replica_acks(replicas, Duration::from_millis(timeout_ms.into())))
+        })
+    }
+}
+
 /// Sets the prefix of every lock key: the key of a resource is the prefix followed by the
 /// resource's bytes. `prefix` is `prefix_len` bytes (0 to `REDLOCK_MAX_KEY_PREFIX_LEN`, any
 /// bytes); `NULL, 0` is the empty prefix. Defaults to `redlock:`.

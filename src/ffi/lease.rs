@@ -162,6 +162,9 @@ pub enum redlock_node_outcome {
     /// A failover group's master could not be found or confirmed (no sentinel answered, the
     /// service is unknown to them, they disagree, or the server they name is not a master).
     REDLOCK_NODE_SENTINEL = 11,
+    /// A failover group granted, but fewer of its replicas acknowledged the grant in time than
+    /// `redlock_config_set_replica_acks` asks for: it does not count (and was released).
+    REDLOCK_NODE_UNACKNOWLEDGED = 12,
 }
 
 impl From<&NodeOutcome> for redlock_node_outcome {
@@ -180,6 +183,7 @@ impl From<&NodeOutcome> for redlock_node_outcome {
             NodeOutcome::Duplicate { .. } => REDLOCK_NODE_DUPLICATE,
             NodeOutcome::Tls(_) => REDLOCK_NODE_TLS,
             NodeOutcome::Sentinel(_) => REDLOCK_NODE_SENTINEL,
+            NodeOutcome::Unacknowledged { .. } => REDLOCK_NODE_UNACKNOWLEDGED,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::lease::{Lease, Shared};
 use crate::lock;
 use crate::metrics::{Metrics, RenewalStats};
 use crate::node::sub::Sub;
-use crate::node::{ConnSettings, Group, Node, Peers, QuarantinePolicy};
+use crate::node::{Ack, ConnSettings, Group, Node, Peers, QuarantinePolicy};
 use crate::notify::Listener;
 use crate::quorum::Cluster;
 use crate::scan::{self, KeyKind, Scan};
@@ -125,7 +125,8 @@ impl Redlock {
                 let peers = Arc::clone(&peers);
                 let scripts = &scripts::ALL;
                 let mut node = Node::new(i, addr, None, None, scripts, policy, peers);
-                node.set_group(group);
+                let ack = config.replica_acks.map(|(n, t)| Ack::new(n, t));
+                node.set_group(group, ack);
                 nodes.push(node);
                 continue;
             }

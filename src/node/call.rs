@@ -21,8 +21,13 @@ use crate::resp::Reply;
 pub(crate) enum Slot {
     /// No answer yet.
     Waiting,
-    /// The node answered, `latency` after the command was written.
-    Reply { reply: Reply, latency: Duration },
+    /// The node answered, `latency` after the command was written; `acks`: how many replicas
+    /// the `WAIT` written behind it counted (only where one was).
+    Reply {
+        reply: Reply,
+        latency: Duration,
+        acks: Option<u64>,
+    },
     /// The node did not answer; why.
     Failed(NodeOutcome),
 }

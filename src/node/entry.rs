@@ -39,8 +39,13 @@ pub(super) enum Purpose {
     Sentinel(Ask),
     /// A health command after the handshake (a marker read or write): for the node itself.
     Health(Hs),
-    /// A command: the call waiting for it (none if nobody waits), and what it expects back.
-    Command { call: Option<Call>, expect: Expect },
+    /// A command: the call waiting for it (none if nobody waits), and what it expects back;
+    /// `ack`: a `WAIT` was written right behind it, whose reply comes with its own.
+    Command {
+        call: Option<Call>,
+        expect: Expect,
+        ack: bool,
+    },
 }
 
 pub(super) struct Entry {

@@ -10,5 +10,5 @@ pub(crate) mod link;
 pub(crate) mod sub;
 
 pub(crate) use call::{Call, Slot};
-pub(crate) use health::{ConnSettings, Group, Node, Peers, QuarantinePolicy, Standing};
+pub(crate) use health::{Ack, ConnSettings, Group, Node, Peers, QuarantinePolicy, Standing};
 pub(crate) use link::{Combine, Expect, Link};

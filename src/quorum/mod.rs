@@ -317,7 +317,16 @@ impl Cluster {
                 }
                 (None, None, None) => Err(NodeOutcome::Rejected),
                 (None, None, Some(cmd)) => link
-                    .submit(Some(call), cmd, &expect, work, start, &self.settings, true)
+                    .submit(
+                        Some(call),
+                        cmd,
+                        &expect,
+                        work,
+                        start,
+                        &self.settings,
+                        true,
+                        req.grants,
+                    )
                     .map(|s| s.expect("submit connects when asked to")),
             };
             match sent {
@@ -325,6 +334,10 @@ impl Cluster {
                     w.driving = s.drive;
                     w.starting = s.starting;
                     let mut wait = limits.node_timeout.saturating_add(work);
+                    if let Some(a) = link.node.ack.as_ref().filter(|_| req.grants) {
+                        // The server answers once WAIT is over.
+                        wait = wait.saturating_add(a.timeout);
+                    }
                     if s.starting {
                         wait = wait.saturating_add(self.settings.connect_timeout);
                         if link.node.group.is_some() {
@@ -355,9 +368,9 @@ impl Cluster {
         for (i, s) in slots.iter().enumerate() {
             match s {
                 Slot::Waiting => waiting += 1,
-                Slot::Reply { reply, .. }
+                Slot::Reply { reply, acks, .. }
                     if judge(i, reply).is_success()
-                        && (!grants || self.links[i].node.trusted()) =>
+                        && (!grants || (self.links[i].node.trusted() && self.acked(i, *acks))) =>
                 {
                     ok += 1;
                 }
@@ -381,7 +394,11 @@ impl Cluster {
             let (outcome, reply, latency) = match slot {
                 Slot::Waiting => (NodeOutcome::Pending, None, None),
                 Slot::Failed(o) => (o, None, None),
-                Slot::Reply { reply, latency } => {
+                Slot::Reply {
+                    reply,
+                    latency,
+                    acks,
+                } => {
                     let o = if let Some(of) = self.links[i].node.duplicate_of() {
                         // Found out in this round's handshake: its answer does not count.
                         NodeOutcome::Duplicate { of }
@@ -391,7 +408,8 @@ impl Cluster {
                         // tell, INFO being renamed) says so, not just "MOVED …".
                         o
                     } else if grants {
-                        self.trusted_outcome(i, &reply, judge, now, &mut round.untrusted[i])
+                        let untrusted = &mut round.untrusted[i];
+                        self.trusted_outcome(i, (&reply, acks), judge, now, untrusted)
                     } else {
                         judge(i, &reply)
                     };
@@ -408,10 +426,12 @@ impl Cluster {
     /// What a reply to a grant request means, with restart quarantine: `NOMARKER` is a node
     /// that lost its keyspace (or was never marked); a success from a node that is not trusted
     /// does not count, and is flagged in `untrusted` to be undone.
+    /// A success that its replicas did not acknowledge (see `Config::replica_acks`) does not
+    /// count either, and is undone the same way.
     fn trusted_outcome(
         &self,
         i: usize,
-        reply: &Reply,
+        (reply, acks): (&Reply, Option<u64>),
         judge: Judge<'_>,
         now: Instant,
         untrusted: &mut bool,
@@ -420,7 +440,18 @@ impl Cluster {
         // NOMARKER: the link told the node already (node/link.rs).
         if !reply.is_error_code("NOMARKER") {
             let o = judge(i, reply);
-            if !o.is_success() || node.trusted() {
+            if !o.is_success() {
+                return o;
+            }
+            if !self.acked(i, acks) {
+                *untrusted = true;
+                let wanted = node.ack.as_ref().map_or(0, |a| a.replicas);
+                return NodeOutcome::Unacknowledged {
+                    acknowledged: acks.unwrap_or(0),
+                    wanted,
+                };
+            }
+            if node.trusted() {
                 return o;
             }
             *untrusted = true;
@@ -429,6 +460,15 @@ impl Cluster {
             .quarantine(now)
             .unwrap_or((Duration::ZERO, crate::error::QuarantineReason::Undecided));
         NodeOutcome::Quarantined { remaining, reason }
+    }
+
+    /// True when node `i`'s grant needs no acknowledgement, or `acks` replicas are enough.
+    fn acked(&self, i: usize, acks: Option<u64>) -> bool {
+        self.links[i]
+            .node
+            .ack
+            .as_ref()
+            .is_none_or(|a| a.enough(acks))
     }
 
     /// Writes `cmd` to the nodes `to` selects, without waiting for the replies (they are read
@@ -449,7 +489,7 @@ impl Cluster {
             if to(i) {
                 // Queued behind whatever the connection already carries (the command being
                 // cleaned up among it), so the node runs it after that.
-                let _ = link.submit(None, cmd, &expect, work, now, &self.settings, false);
+                let _ = link.submit(None, cmd, &expect, work, now, &self.settings, false, false);
                 if link.orphaned() {
                     care::care(&self.links, i, &self.settings);
                 }

@@ -45,6 +45,40 @@ pub(crate) struct ConnSettings {
     pub backoff_max: Duration,
 }
 
+/// Replica acknowledgement of a failover group's grants (see
+/// [`Config::replica_acks`](crate::Config::replica_acks)): the `WAIT` written behind each grant,
+/// and what it must count for the grant to count.
+pub(crate) struct Ack {
+    pub replicas: u32,
+    pub timeout: Duration,
+    /// `WAIT replicas timeout-ms`.
+    pub cmd: Vec<u8>,
+}
+
+impl Ack {
+    pub(crate) fn new(replicas: u32, timeout: Duration) -> Ack {
+        let mut cmd = Vec::new();
+        resp::pack(
+            &[
+                b"WAIT",
+                replicas.to_string().as_bytes(),
+                timeout.as_millis().to_string().as_bytes(),
+            ],
+            &mut cmd,
+        );
+        Ack {
+            replicas,
+            timeout,
+            cmd,
+        }
+    }
+
+    /// True when a `WAIT` that counted `acks` replicas is enough.
+    pub(crate) fn enough(&self, acks: Option<u64>) -> bool {
+        acks.is_some_and(|n| n >= u64::from(self.replicas))
+    }
+}
+
 /// A configured node and its shared state.
 pub(crate) struct Node {
     pub index: usize,
@@ -54,6 +88,8 @@ pub(crate) struct Node {
     pub sockaddr: Option<SocketAddr>,
     /// For a failover group: its sentinels, asked for the master at every new connection.
     pub group: Option<Group>,
+    /// For a failover group whose grants must be acknowledged by replicas: how.
+    pub ack: Option<Ack>,
     /// The master's address as last found (a plain node's is `sockaddr`); shared with the
     /// node's subscriber connection.
     pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
@@ -176,6 +212,7 @@ impl Node {
             addr,
             sockaddr,
             group: None,
+            ack: None,
             master_addr: Arc::new(Mutex::new(sockaddr)),
             promotions: AtomicU64::new(0),
             tls,
@@ -236,8 +273,10 @@ impl Node {
             .clone()
     }
 
-    /// Makes the node a failover group: its master is found by asking `group`'s sentinels.
-    pub(crate) fn set_group(&mut self, group: Group) {
+    /// Makes the node a failover group: its master is found by asking `group`'s sentinels;
+    /// with `ack`, its grants count only once that many replicas acknowledged them.
+    pub(crate) fn set_group(&mut self, group: Group, ack: Option<Ack>) {
+        self.ack = ack;
         self.group = Some(group);
         *self.master_addr.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }

@@ -75,6 +75,8 @@ struct State {
     /// When the connection last delivered a reply: a node that answers is not hung, however
     /// far behind its queue (see [`stale`]).
     last_reply: Instant,
+    /// The reply of the first entry, when that entry waits for its `WAIT`'s reply too.
+    acked: Option<Reply>,
     /// For a failover group: the search for its master in progress (`conn` is then the
     /// connection to the sentinel being asked, and holds the commands written meanwhile).
     discovery: Option<Discovery>,
@@ -107,6 +109,7 @@ impl Link {
                 driver: None,
                 last_used: now,
                 last_reply: now,
+                acked: None,
                 discovery: None,
             }),
         }
@@ -155,6 +158,8 @@ impl Link {
     /// since there is no connection and `connect` is false. `Err`: the node cannot be asked
     /// now (backoff, refused, …). `work`: the server time the command may take beyond a
     /// one-key command's, which the connection may stay silent for on top of the stale limit.
+    /// `ack`: the command grants, and the node wants its grants acknowledged by replicas
+    /// (`Node::ack`): its `WAIT` is written right behind it.
     #[allow(clippy::too_many_arguments)] // a command, its reply's shape and its cost, and when
     pub(crate) fn submit(
         &self,
@@ -165,9 +170,20 @@ impl Link {
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
+        ack: bool,
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
-        let r = self.submit_locked(call, cmd, expect, work, now, settings, connect, &mut wakes);
+        let ack = ack && self.node.ack.is_some();
+        let r = self.submit_locked(
+            call,
+            (cmd, ack),
+            expect,
+            work,
+            now,
+            settings,
+            connect,
+            &mut wakes,
+        );
         self.flush(now, settings, &mut wakes);
         wake_all(&mut wakes, call.map_or(0, |c| c.round));
         r
@@ -177,7 +193,7 @@ impl Link {
     fn submit_locked(
         &self,
         call: Option<&Call>,
-        cmd: &[u8],
+        (cmd, ack): (&[u8], bool),
         expect: &Expect,
         work: Duration,
         now: Instant,
@@ -208,7 +224,11 @@ impl Link {
         }
         let conn = st.conn.as_mut().expect("connected above");
         let starting = conn.is_starting();
-        if let Err(e) = conn.send(cmd) {
+        let wait = self.node.ack.as_ref().filter(|_| ack);
+        let sent = conn
+            .send(cmd)
+            .and_then(|()| wait.map_or(Ok(()), |a| conn.send(&a.cmd)));
+        if let Err(e) = sent {
             let outcome = unreachable_from(&e);
             self.fail_all(&mut st, outcome.clone(), now, settings, wakes);
             return Err(outcome);
@@ -217,10 +237,12 @@ impl Link {
             purpose: Purpose::Command {
                 call: call.cloned(),
                 expect: expect.clone(),
+                ack,
             },
             sent_at: now,
             timed: !starting,
-            work,
+            // The server blocks in WAIT for up to its timeout.
+            work: work.saturating_add(wait.map_or(Duration::ZERO, |a| a.timeout)),
         });
         st.last_used = now;
         let mut drive = false;
@@ -538,6 +560,7 @@ impl Link {
         st.generation += 1;
         // A multi-part entry with some of its replies read fails like the others.
         st.parts.clear();
+        st.acked = None;
         for e in st.pending.drain(..) {
             if let Purpose::Command { call: Some(c), .. } = e.purpose
                 && c.fill(self.node.index, Slot::Failed(outcome.clone()))

@@ -25,6 +25,15 @@ impl Link {
         s: &ConnSettings,
         w: &mut Wakes,
     ) {
+        if let Some(main) = st.acked.take() {
+            // The reply of the WAIT behind the first entry's command: the entry is complete.
+            let acks = match reply {
+                Reply::Int(n) => u64::try_from(n).unwrap_or(0),
+                _ => 0, // WAIT refused (an error): no replica is known to have it
+            };
+            let entry = st.pending.pop_front().expect("an entry waits for its WAIT");
+            return self.answer(st, entry, main, Some(acks), now, s, w);
+        }
         let reply = match st.pending.front().map(|e| &e.purpose) {
             None => {
                 let what = NodeOutcome::Protocol("unsolicited reply".into());
@@ -45,6 +54,10 @@ impl Link {
             }
             Some(_) => reply,
         };
+        if let Some(Purpose::Command { ack: true, .. }) = st.pending.front().map(|e| &e.purpose) {
+            st.acked = Some(reply); // the entry stays first: its WAIT's reply is next
+            return;
+        }
         let entry = st.pending.pop_front().expect("looked at above");
         match entry.purpose {
             Purpose::Health(kind) => {
@@ -52,60 +65,78 @@ impl Link {
             }
             Purpose::Sentinel(kind) => self.on_sentinel_reply(st, kind, &reply, now, s, w),
             Purpose::Handshake(kind) => {
-                if entry.timed {
-                    // The first reply of a new connection: a TCP handshake and one command,
-                    // so at most about two round trips. Taken as it is: too long a timeout
-                    // costs nothing while a quorum answers, too short a one a failed step.
-                    self.node
-                        .rtt
-                        .sample(now.saturating_duration_since(entry.sent_at));
-                }
-                match self.node.on_handshake_reply(kind, &reply, now) {
-                    Err(what) => {
-                        // WRONGPASS, NOAUTH, an out-of-range SELECT, cluster mode: the node is
-                        // unusable as configured. The commands held behind the handshake were
-                        // never sent.
-                        return self.fail_all(st, what, now, s, w);
-                    }
-                    Ok(Action::WriteMarker(run_id)) => {
-                        // Ahead of what is held behind the handshake: those grants need it.
-                        let cmd = Node::marker_write_cmd(&run_id);
-                        self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
-                    }
-                    Ok(Action::None) => {}
-                }
-                let more = matches!(
-                    st.pending.front(),
-                    Some(Entry {
-                        purpose: Purpose::Handshake(_),
-                        ..
-                    })
-                );
-                if !more {
-                    self.node.record_success();
-                    if let Some(c) = st.conn.as_mut() {
-                        c.handshake_done(); // what was held is written by the next flush
-                    }
-                }
+                self.on_handshake_entry(st, &entry, kind, &reply, now, s, w)
             }
-            Purpose::Command { .. } => self.answer(st, entry, reply, now, s, w),
+            Purpose::Command { .. } => self.answer(st, entry, reply, None, now, s, w),
+        }
+    }
+
+    /// The reply to a handshake entry: the first one is a round-trip sample; a refusal fails
+    /// the connection; the last one releases what was held behind the handshake.
+    #[allow(clippy::too_many_arguments)] // a reply, what it answers, and the link's context
+    fn on_handshake_entry(
+        &self,
+        st: &mut State,
+        entry: &Entry,
+        kind: Hs,
+        reply: &Reply,
+        now: Instant,
+        s: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        if entry.timed {
+            // The first reply of a new connection: a TCP handshake and one command,
+            // so at most about two round trips. Taken as it is: too long a timeout
+            // costs nothing while a quorum answers, too short a one a failed step.
+            self.node
+                .rtt
+                .sample(now.saturating_duration_since(entry.sent_at));
+        }
+        match self.node.on_handshake_reply(kind, reply, now) {
+            Err(what) => {
+                // WRONGPASS, NOAUTH, an out-of-range SELECT, cluster mode: the node is
+                // unusable as configured. The commands held behind the handshake were
+                // never sent.
+                return self.fail_all(st, what, now, s, w);
+            }
+            Ok(Action::WriteMarker(run_id)) => {
+                // Ahead of what is held behind the handshake: those grants need it.
+                let cmd = Node::marker_write_cmd(&run_id);
+                self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
+            }
+            Ok(Action::None) => {}
+        }
+        let more = matches!(
+            st.pending.front(),
+            Some(Entry {
+                purpose: Purpose::Handshake(_),
+                ..
+            })
+        );
+        if !more {
+            self.node.record_success();
+            if let Some(c) = st.conn.as_mut() {
+                c.handshake_done(); // what was held is written by the next flush
+            }
         }
     }
 
     /// The reply to a command's entry (a multi-part entry's combined one): a `NOSCRIPT`
     /// answered with the `EVAL` form, a lost marker told to the node, the reply handed to its
-    /// caller if it still waits.
+    /// caller if it still waits, with the replicas its `WAIT` counted (`acks`).
+    #[allow(clippy::too_many_arguments)] // a reply, what it answers, and the link's context
     fn answer(
         &self,
         st: &mut State,
         entry: Entry,
         reply: Reply,
+        acks: Option<u64>,
         now: Instant,
         s: &ConnSettings,
         w: &mut Wakes,
     ) {
         let (sent_at, timed, work) = (entry.sent_at, entry.timed, entry.work);
-        let Purpose::Command { call, expect } = entry.purpose else {
+        let Purpose::Command { call, expect, ack } = entry.purpose else {
             return; // dispatch hands over command entries only
         };
         if reply.is_error_code("NOSCRIPT")
@@ -114,7 +145,11 @@ impl Link {
             // The script cache was flushed: send the EVAL form once, for the same call (or for
             // nobody), behind whatever is queued already (written by the caller's flush once
             // the lock is released).
-            let sent = st.conn.as_mut().map(|c| c.send(&fb));
+            let wait = self.node.ack.as_ref().filter(|_| ack);
+            let sent = st.conn.as_mut().map(|c| {
+                c.send(&fb)
+                    .and_then(|()| wait.map_or(Ok(()), |a| c.send(&a.cmd)))
+            });
             if let Some(Err(e)) = sent {
                 return self.fail_all(st, unreachable_from(&e), now, s, w);
             }
@@ -122,6 +157,7 @@ impl Link {
                 purpose: Purpose::Command {
                     call,
                     expect: Expect::One(None),
+                    ack,
                 },
                 sent_at,
                 timed: false,
@@ -130,18 +166,7 @@ impl Link {
             return;
         }
         if reply.is_error_code("READONLY") {
-            // The server became a replica under this connection (a failover that kept it
-            // alive): the connection is dropped, and the next one finds the master again.
-            let what = NodeOutcome::ServerError(format!(
-                "the server is no longer a master ({})",
-                reply.describe()
-            ));
-            if let Some(c) = call
-                && c.fill(self.node.index, Slot::Failed(what.clone()))
-            {
-                wake_later(w, &c);
-            }
-            return self.fail_all(st, what, now, s, w);
+            return self.no_longer_master(st, call, &reply, now, s, w);
         }
         self.node.record_success();
         if reply.is_error_code("NOMARKER") {
@@ -155,7 +180,14 @@ impl Link {
         }
         if let Some(c) = call {
             let latency = now.saturating_duration_since(sent_at);
-            if c.fill(self.node.index, Slot::Reply { reply, latency }) {
+            if c.fill(
+                self.node.index,
+                Slot::Reply {
+                    reply,
+                    latency,
+                    acks,
+                },
+            ) {
                 // Read while its caller still waited, so promptly: a fair sample (a reply
                 // nobody waited for may have been read long after it came).
                 if timed {
@@ -164,5 +196,28 @@ impl Link {
                 wake_later(w, &c);
             }
         }
+    }
+
+    /// A `READONLY` reply: the server became a replica under this connection (a failover that
+    /// kept it alive). The connection is dropped, and the next one finds the master again.
+    fn no_longer_master(
+        &self,
+        st: &mut State,
+        call: Option<crate::node::Call>,
+        reply: &Reply,
+        now: Instant,
+        s: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        let what = NodeOutcome::ServerError(format!(
+            "the server is no longer a master ({})",
+            reply.describe()
+        ));
+        if let Some(c) = call
+            && c.fill(self.node.index, Slot::Failed(what.clone()))
+        {
+            wake_later(w, &c);
+        }
+        self.fail_all(st, what, now, s, w);
     }
 }
