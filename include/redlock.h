@@ -783,6 +783,23 @@ enum redlock_status redlock_config_set_restart_quarantine(struct redlock_config 
                                                           char *err,
                                                           size_t err_len);
 
+// Sets the credentials every failover group's sentinels are asked with (`AUTH [username]
+// password` on each connection to a sentinel): a `redis+sentinel://` URL's own credentials
+// are its master's. `username` NULL authenticates as the default user; `password` is
+// NUL-terminated UTF-8, not empty. Defaults to none (sentinels without `requirepass`).
+//
+// Statuses: OK, NULL_ARGUMENT (`cfg`, `password`), INVALID_HANDLE, INVALID_ARGUMENT (not
+// UTF-8, an empty password or user name; the config is unchanged).
+//
+// # Safety
+// `cfg` must be a live config; `username` NULL or NUL-terminated; `password` NUL-terminated;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_config_set_sentinel_auth(struct redlock_config *cfg,
+                                                     const char *username,
+                                                     const char *password,
+                                                     char *err,
+                                                     size_t err_len);
+
 // Makes a grant count on a failover group (`redis+sentinel://`) only once `replicas` of its
 // master's replicas acknowledged it: `WAIT replicas timeout_ms` is written behind every grant
 // command, and a grant it did not see acknowledged in time does not count (it is released;

@@ -190,6 +190,53 @@ fn c_tls_program_is_clean_under_valgrind() {
     run_tls_program(&build("static").join("test_tls"), true);
 }
 
+/// Runs `test_sentinel` (bindings/c/test_sentinel.c): a master watched by two sentinels, one of
+/// them requiring a password.
+fn run_sentinel_program(bin: &Path, valgrind: bool) {
+    let master = support::RedisServer::start();
+    let open = support::sentinel::Sentinel::start("svc", master.port, 1);
+    let locked = support::sentinel::Sentinel::start_with_password("svc", master.port, "s3cret");
+    let mut cmd = if valgrind {
+        let mut c = Command::new("valgrind");
+        c.args([
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--error-exitcode=1",
+            "--quiet",
+        ])
+        .arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    cmd.arg(format!("redis+sentinel://{}/svc", open.host_port()))
+        .arg(format!("redis+sentinel://{}/svc", locked.host_port()))
+        .arg("s3cret");
+    let out = run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "C sentinel tests failed: {:?}",
+        out.status
+    );
+    assert!(stdout.contains(" 0 failures"), "{stdout}");
+    if valgrind {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("definitely lost"), "{stderr}");
+    }
+}
+
+#[test]
+fn c_sentinel_program_passes() {
+    run_sentinel_program(&build("static").join("test_sentinel"), false);
+}
+
+#[test]
+fn c_sentinel_program_is_clean_under_valgrind() {
+    require_valgrind();
+    run_sentinel_program(&build("static").join("test_sentinel"), true);
+}
+
 #[test]
 fn c_example_runs() {
     let cluster = Cluster::start(3);

@@ -243,6 +243,51 @@ pub unsafe extern "C" fn redlock_config_set_restart_quarantine(
     unsafe { with_cfg(cfg, err, err_len, |c| Ok(c.restart_quarantine(enabled))) }
 }
 
+/// Sets the credentials every failover group's sentinels are asked with (`AUTH [username]
+/// password` on each connection to a sentinel): a `redis+sentinel://` URL's own credentials
+/// are its master's. `username` NULL authenticates as the default user; `password` is
+/// NUL-terminated UTF-8, not empty. Defaults to none (sentinels without `requirepass`).
+///
+/// Statuses: OK, NULL_ARGUMENT (`cfg`, `password`), INVALID_HANDLE, INVALID_ARGUMENT (not
+/// UTF-8, an empty password or user name; the config is unchanged).
+///
+/// # Safety
+/// `cfg` must be a live config; `username` NULL or NUL-terminated; `password` NUL-terminated;
+/// `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_config_set_sentinel_auth(
+    cfg: *mut redlock_config,
+    username: *const c_char,
+    password: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        with_cfg(cfg, err, err_len, |c| {
+            let user = if username.is_null() {
+                None
+            } else {
+                // SAFETY: NUL-terminated per the contract.
+                Some(c_str(username, "sentinel username")?)
+            };
+            // SAFETY: NUL-terminated per the contract (NULL is refused).
+            let pw = c_str(password, "sentinel password")?;
+            if pw.is_empty() {
+                return Err(FfiError::invalid(
+                    "the sentinels' password must not be empty",
+                ));
+            }
+            if user == Some("") {
+                return Err(FfiError::invalid(
+                    "the sentinels' user name must not be empty (NULL means the default user)",
+                ));
+            }
+            Ok(c.sentinel_auth(user, pw))
+        })
+    }
+}
+
 /// Makes a grant count on a failover group (`redis+sentinel://`) only once `replicas` of its
 /// master's replicas acknowledged it: `WAIT replicas timeout_ms` is written behind every grant
 /// command, and a grant it did not see acknowledged in time does not count (it is released;

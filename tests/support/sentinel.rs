@@ -26,6 +26,21 @@ impl Sentinel {
     /// another address (the group's proxy) back at the master, which would undo
     /// [`Group::hold_replication`].
     pub fn start(service: &str, master_port: u16, quorum: u32) -> Sentinel {
+        Sentinel::start_with(service, master_port, quorum, "")
+    }
+
+    /// The same, with `password` required of its clients (`requirepass`; its own
+    /// readiness check then only needs the process to answer).
+    pub fn start_with_password(service: &str, master_port: u16, password: &str) -> Sentinel {
+        Sentinel::start_with(
+            service,
+            master_port,
+            1,
+            &format!("requirepass {password}\n"),
+        )
+    }
+
+    fn start_with(service: &str, master_port: u16, quorum: u32, extra: &str) -> Sentinel {
         let bin = redis_server_binary();
         for _ in 0..20 {
             let port = free_port();
@@ -43,7 +58,7 @@ impl Sentinel {
                      sentinel monitor {service} 127.0.0.1 {master_port} {quorum}\n\
                      sentinel down-after-milliseconds {service} 500\n\
                      sentinel failover-timeout {service} 20000\n\
-                     sentinel parallel-syncs {service} 1\n",
+                     sentinel parallel-syncs {service} 1\n{extra}",
                     dir = dir.display()
                 ),
             )
@@ -77,12 +92,17 @@ impl Sentinel {
             if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
                 return false;
             }
-            if let Ok(text) = self.query::<String>(&mut redis::cmd("INFO").arg("server").clone())
-                && text
-                    .lines()
-                    .any(|l| l.trim() == format!("process_id:{pid}"))
-            {
-                return true;
+            match self.query::<String>(&mut redis::cmd("INFO").arg("server").clone()) {
+                Ok(text)
+                    if text
+                        .lines()
+                        .any(|l| l.trim() == format!("process_id:{pid}")) =>
+                {
+                    return true;
+                }
+                // A password is required: our process answers (it has not exited).
+                Err(e) if e.code() == Some("NOAUTH") => return true,
+                _ => {}
             }
             thread::sleep(Duration::from_millis(10));
         }
