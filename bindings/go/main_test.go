@@ -500,8 +500,9 @@ func pttl(t testing.TB, node, resource string) int64 {
 	return n
 }
 
-// markerKey is the key in which restart quarantine keeps a node's marker: the node's run_id as
-// of the time a manager that trusted the node wrote it.
+// markerKey is the key in which restart quarantine keeps a node's marker: the node's run_id
+// (and, after a space, its replication id) as of the time a manager that trusted the node wrote
+// it.
 const markerKey = "redlock-marker"
 
 // runID returns the server's run_id (INFO server): a new one on every start.
@@ -521,7 +522,8 @@ func (s *redisServer) runID(t testing.TB) string {
 	return ""
 }
 
-// marker returns the server's restart-quarantine marker, and whether it has one.
+// marker returns the run_id the server's restart-quarantine marker names (its value up to the
+// first space), and whether it has a marker.
 func (s *redisServer) marker(t testing.TB) (string, bool) {
 	t.Helper()
 	v, err := respDo(s.addr(), "GET", markerKey)
@@ -529,7 +531,8 @@ func (s *redisServer) marker(t testing.TB) (string, bool) {
 		t.Fatalf("GET %s on %s: %v", markerKey, s.addr(), err)
 	}
 	m, ok := v.(string)
-	return m, ok
+	runID, _, _ := strings.Cut(m, " ")
+	return runID, ok
 }
 
 // flushAll empties the server's keyspace (FLUSHALL), marker included, without a restart.

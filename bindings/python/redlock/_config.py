@@ -123,6 +123,10 @@ class Config(NamedTuple):
     tls_pair: Optional[Tuple[bytes, bytes]]
     tls_name: Optional[bytes]
     tls_skip: bool
+    #: The sentinels' (user, password): user ``None`` for the default user.
+    sentinel_auth: Optional[Tuple[Optional[bytes], bytes]] = None
+    #: (replicas, timeout in ms) a failover group's grants must be acknowledged by.
+    replica_acks: Optional[Tuple[int, int]] = None
 
 
 def _nodes(nodes: object) -> List[bytes]:
@@ -144,6 +148,37 @@ def _pair(name_a: str, a: object, default_a: int, name_b: str, b: object, defaul
         _u32(name_a, default_a if a is None else a),
         _u32(name_b, default_b if b is None else b),
     )
+
+
+def _text(name: str, value: object) -> bytes:
+    """A string C takes NUL-terminated, as UTF-8."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise InvalidArgument(f"{name} must not contain a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"{name} is not encodable as UTF-8: {e}") from None
+
+
+def groups(
+    sentinel_username: object,
+    sentinel_password: object,
+    replica_acks: object,
+    replica_ack_timeout_ms: object,
+) -> Tuple[Optional[Tuple[Optional[bytes], bytes]], Optional[Tuple[int, int]]]:
+    """The failover groups' keywords of :class:`~redlock.Redlock`, checked for type and
+    converted: the sentinels' credentials, and the replica acknowledgement (replicas, timeout
+    ms; either alone takes 1 replica or 100 ms). The library checks their values."""
+    auth = None
+    if sentinel_password is not None:
+        user = None if sentinel_username is None else _text("sentinel_username", sentinel_username)
+        auth = (user, _text("sentinel_password", sentinel_password))
+    elif sentinel_username is not None:
+        raise TypeError("sentinel_username needs sentinel_password")
+    acks = _pair("replica_acks", replica_acks, 1, "replica_ack_timeout_ms", replica_ack_timeout_ms, 100)
+    return auth, acks
 
 
 def check(
@@ -221,6 +256,12 @@ def _configure(c: Any, cfg: Any, conf: Config, err: Any) -> None:
         _check(c.redlock_config_set_tls_server_name(cfg, conf.tls_name, err, n), err)
     if conf.tls_skip:
         _check(c.redlock_config_set_tls_insecure_skip_verify(cfg, True, err, n), err)
+    if conf.sentinel_auth is not None:
+        user, pw = conf.sentinel_auth
+        _check(c.redlock_config_set_sentinel_auth(cfg, user, pw, err, n), err)
+    if conf.replica_acks is not None:
+        r, t = conf.replica_acks
+        _check(c.redlock_config_set_replica_acks(cfg, r, t, err, n), err)
 
 
 def new_manager(conf: Config) -> Any:

@@ -72,6 +72,13 @@ class NodeOutcome(enum.IntEnum):
     #: (another CA, expired, another name), it refused ours or wanted one this client lacks
     #: (mutual TLS), or it does not speak TLS.
     TLS = 10
+    #: A failover group's (``redis+sentinel://``) master could not be found or confirmed: no
+    #: sentinel answered, none knows the service, they disagree, or the server they name is
+    #: not a master. The error's message says which.
+    SENTINEL = 11
+    #: A failover group granted, but fewer of its replicas acknowledged the grant in time than
+    #: ``replica_acks`` asks for: it does not count (and was released).
+    UNACKNOWLEDGED = 12
 
 
 class QuarantineReason(enum.IntEnum):
@@ -97,6 +104,10 @@ class QuarantineReason(enum.IntEnum):
     #: No node has a marker yet and not every node has answered: a brand-new cluster is
     #: trusted once all of them have (or, at the latest, a maximum TTL after it was first seen).
     UNDECIDED = 5
+    #: The server was promoted (a replica made master, a new replication history its marker
+    #: does not know), possibly without its old master's last writes. Counted from when this
+    #: manager first saw it so.
+    PROMOTED = 6
 
 
 class RedlockError(Exception):

@@ -295,6 +295,14 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         (ConfigPtr, resource_t, c_size_t, err_buf_t, c_size_t),
     ),
     "redlock_config_set_label": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
+    "redlock_config_set_sentinel_auth": (
+        status_t,
+        (ConfigPtr, c_char_p, c_char_p, err_buf_t, c_size_t),
+    ),
+    "redlock_config_set_replica_acks": (
+        status_t,
+        (ConfigPtr, c_uint32, c_uint32, err_buf_t, c_size_t),
+    ),
     "redlock_config_set_tls_ca_file": (status_t, (ConfigPtr, c_char_p, err_buf_t, c_size_t)),
     "redlock_config_set_tls_client_cert": (
         status_t,

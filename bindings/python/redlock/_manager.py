@@ -106,6 +106,20 @@ class Redlock:
         node whose certificate is refused, or that refuses ours, is reported per node as
         :attr:`NodeOutcome.TLS`, its reason in the error message.
 
+    Failover groups: a node may be a Sentinel-managed group,
+    ``redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/SERVICE[/db]`` (its
+    credentials and database are its master's; see the README's "Failover groups"), and any
+    node URL may end ``?durable=true`` (no restart quarantine for that node).
+
+        sentinel_username, sentinel_password: the credentials every group's sentinels are
+            asked with (``AUTH``), when they have ``requirepass``; the user ``None`` (the
+            default) is the default user. A user name without a password is a ``TypeError``.
+        replica_acks, replica_ack_timeout_ms: a group's grant counts only once this many of
+            its master's replicas acknowledged it within the timeout (``WAIT``, written behind
+            the grant); one given alone takes 1 replica or 100 ms. Otherwise the node's
+            outcome is :attr:`NodeOutcome.UNACKNOWLEDGED` and its grant is released. It does
+            not make replication synchronous; restart quarantine still applies. Default: off.
+
     ``None`` leaves an option at the library's default. Validation happens here: no nodes,
     a malformed URL, a node listed twice, a host that does not resolve or an option out of
     range raise :class:`InvalidArgument`; a value of the wrong type raises ``TypeError``. No
@@ -148,6 +162,10 @@ class Redlock:
         tls_client_key: Optional[PathArg] = None,
         tls_server_name: Optional[str] = None,
         tls_insecure_skip_verify: bool = False,
+        sentinel_username: Optional[str] = None,
+        sentinel_password: Optional[str] = None,
+        replica_acks: Optional[int] = None,
+        replica_ack_timeout_ms: Optional[int] = None,
     ) -> None:
         conf = _config.check(
             nodes, retry_count, retry_delay_ms, drift_factor, connect_timeout_ms,
@@ -155,6 +173,10 @@ class Redlock:
             (tls_ca_file, tls_client_cert, tls_client_key, tls_server_name,
              tls_insecure_skip_verify),
         )  # fmt: skip
+        auth, acks = _config.groups(
+            sentinel_username, sentinel_password, replica_acks, replica_ack_timeout_ms
+        )
+        conf = conf._replace(sentinel_auth=auth, replica_acks=acks)
         out = _config.new_manager(conf)
         c = _core._c
         # The options objects of acquire/lock/try_lock, by key, made on first use and freed

@@ -24,7 +24,8 @@ from typing import Dict, List, Optional, Union
 
 HOST = "127.0.0.1"
 
-#: The key that holds a node's restart-quarantine marker (its ``run_id`` when written).
+#: The key that holds a node's restart-quarantine marker (its ``run_id`` when written, and its
+#: replication id after a space).
 MARKER_KEY = b"redlock-marker"
 
 _live: Dict[int, subprocess.Popen] = {}
@@ -305,9 +306,15 @@ class RedisServer:
         """The restart-quarantine marker (``redlock-marker``), ``None`` when absent."""
         return self.get(MARKER_KEY)
 
+    def marker_run_id(self) -> Optional[bytes]:
+        """The ``run_id`` the marker names (its value up to the first space: the replication
+        id follows), ``None`` when there is no marker."""
+        m = self.marker()
+        return None if m is None else m.split(b" ")[0]
+
     def marked(self) -> bool:
-        """Whether the node's marker holds its current ``run_id``."""
-        return self.marker() == self.run_id()
+        """Whether the node's marker names its current ``run_id``."""
+        return self.marker_run_id() == self.run_id()
 
     def flushall(self) -> None:
         """``FLUSHALL``: the keyspace (marker included) is lost, the process goes on."""
@@ -379,6 +386,67 @@ class Cluster:
     def stop(self) -> None:
         for s in self.servers:
             s.stop()
+
+
+class Sentinel:
+    """One ``redis-server --sentinel`` process watching ``service`` at
+    ``127.0.0.1:master_port`` (quorum 1), in its own temporary directory; with ``password``
+    its clients must ``AUTH`` (``requirepass``)."""
+
+    def __init__(self, service: str, master_port: int, password: Optional[str] = None) -> None:
+        self.binary = redis_server_binary()
+        self.dir = tempfile.mkdtemp(prefix="redlock-py-sentinel-")
+        self.proc: Optional[subprocess.Popen] = None
+        for _ in range(20):
+            self.port = free_port()
+            conf = os.path.join(self.dir, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write(
+                    f"port {self.port}\nbind {HOST}\ndaemonize no\ndir {self.dir}\n"
+                    f"logfile {self.dir}/sentinel.log\n"
+                    f"sentinel monitor {service} {HOST} {master_port} 1\n"
+                    + (f"requirepass {password}\n" if password else "")
+                )
+            proc = subprocess.Popen(
+                [self.binary, conf, "--sentinel"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            with _live_lock:
+                _live[proc.pid] = proc
+            if self._answers(proc):
+                self.proc = proc
+                return
+            RedisServer._kill(proc)
+        self.stop()
+        raise AssertionError("could not start a sentinel on a free port after 20 tries")
+
+    def _answers(self, proc: subprocess.Popen) -> bool:
+        deadline = time.monotonic() + 10.0
+        for _ in range(2000):  # bounded in count and time
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            try:
+                info = resp(self.port, "INFO", "server", timeout=0.5)
+            except (OSError, ValueError):
+                info = None
+            if isinstance(info, bytes) and f"process_id:{proc.pid}\r\n".encode() in info:
+                return True
+            if isinstance(info, RespError) and str(info).startswith("NOAUTH"):
+                return True  # a password is required: our process answers
+            time.sleep(0.005)
+        return False
+
+    def url(self, service: str) -> str:
+        """The failover group's URL through this sentinel."""
+        return f"redis+sentinel://{HOST}:{self.port}/{service}"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            RedisServer._kill(self.proc)
+            self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def key_of(resource: Union[str, bytes]) -> bytes:

@@ -197,7 +197,7 @@ def test_fresh_cluster_counts_at_once_and_gets_markers(make_cluster, resource):
         # Every node's marker holds its run_id (written right after the nodes were trusted).
         c.wait_marked()
         for s in c.servers:
-            assert s.marker() == s.run_id()
+            assert s.marker_run_id() == s.run_id()
             assert s.command("PTTL", MARKER_KEY) == -1  # no TTL
         lines = m.metrics().splitlines()
         assert "redlock_nodes_quarantined 0" in lines
@@ -392,7 +392,7 @@ def test_flushed_node_is_quarantined_for_the_max_ttl(make_cluster, new_manager, 
     lk, t_ok = _probe_until_counted(m, resource, 1, timeout=SHORT_MAX_TTL_MS / 1000 + 15)
     assert t_ok >= safe_from
     wait_until(c.servers[1].marked, timeout=10, what="node 1's marker written again")
-    assert c.servers[1].marker() == run_id
+    assert c.servers[1].marker_run_id() == run_id
     # The second manager reads the marker again (or ends its own quarantine) and counts it.
     _, t_ok2 = _probe_until_counted(m2, resource, 1, timeout=SHORT_MAX_TTL_MS / 1000 + 15)
     assert t_ok2 >= safe_from
