@@ -48,10 +48,18 @@ const (
 	// (another CA, expired, another name), it refused this client's or wanted one this client
 	// lacks (mutual TLS), or it does not speak TLS. The error's message says which.
 	NodeTLS NodeOutcome = C.REDLOCK_NODE_TLS
+	// NodeSentinel: a failover group's (redis+sentinel://) master could not be found or
+	// confirmed: no sentinel answered, none knows the service, they disagree, or the server
+	// they name is not a master. The error's message says which.
+	NodeSentinel NodeOutcome = C.REDLOCK_NODE_SENTINEL
+	// NodeUnacknowledged: a failover group granted, but fewer of its replicas acknowledged the
+	// grant in time than WithReplicaAcks asks for: it does not count (and was released).
+	NodeUnacknowledged NodeOutcome = C.REDLOCK_NODE_UNACKNOWLEDGED
 )
 
 // String returns a short name: "success", "rejected", "pending", "timeout", "unreachable",
-// "backoff", "server error", "protocol error", "quarantined", "duplicate", "tls", or
+// "backoff", "server error", "protocol error", "quarantined", "duplicate", "tls",
+// "sentinel", "unacknowledged", or
 // "NodeOutcome(n)" for other numbers.
 func (o NodeOutcome) String() string {
 	switch o {
@@ -77,6 +85,10 @@ func (o NodeOutcome) String() string {
 		return "duplicate"
 	case NodeTLS:
 		return "tls"
+	case NodeSentinel:
+		return "sentinel"
+	case NodeUnacknowledged:
+		return "unacknowledged"
 	}
 	return "NodeOutcome(" + strconv.Itoa(int(o)) + ")"
 }

@@ -44,10 +44,14 @@ const (
 	// brand-new cluster is trusted as soon as every node has answered, or at the latest the
 	// maximum TTL after the node was first seen.
 	QuarantineUndecided QuarantineReason = C.REDLOCK_QUARANTINE_UNDECIDED
+	// QuarantinePromoted: the server was promoted (a replica made master: a new replication
+	// history its marker does not know), possibly without its old master's last writes.
+	// Quarantined until the maximum TTL after the manager first saw it so.
+	QuarantinePromoted QuarantineReason = C.REDLOCK_QUARANTINE_PROMOTED
 )
 
 // String returns a short name: "none", "no marker", "stale marker", "restart seen", "young",
-// "undecided", or "QuarantineReason(n)" for other numbers.
+// "undecided", "promoted", or "QuarantineReason(n)" for other numbers.
 func (r QuarantineReason) String() string {
 	switch r {
 	case QuarantineNone:
@@ -62,6 +66,8 @@ func (r QuarantineReason) String() string {
 		return "young"
 	case QuarantineUndecided:
 		return "undecided"
+	case QuarantinePromoted:
+		return "promoted"
 	}
 	return "QuarantineReason(" + strconv.Itoa(int(r)) + ")"
 }

@@ -45,6 +45,8 @@ const (
 	setTLSClientCert
 	setTLSServerName
 	setTLSInsecureSkipVerify
+	setSentinelAuth // sentinel.go
+	setReplicaAcks
 	numSettings
 )
 
