@@ -70,19 +70,7 @@ fn run_test_program(bin: &Path, how: &str) {
     // A failed test poisons the lock; the next program runs all the same.
     let _turn = one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::start(3);
-    let mut cmd = if valgrind {
-        let mut c = Command::new("valgrind");
-        c.args([
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            "--error-exitcode=1",
-            "--quiet",
-        ])
-        .arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
+    let mut cmd = program(bin, valgrind, None);
     let out = run(cmd.args(cluster.urls()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "C tests failed: {:?}", out.status);
@@ -91,6 +79,26 @@ fn run_test_program(bin: &Path, how: &str) {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("definitely lost"), "{stderr}");
     }
+}
+
+/// `bin` as it is, or under `valgrind --leak-check=full` (definite leaks and every error fail
+/// it), with `suppressions` if given.
+fn program(bin: &Path, valgrind: bool, suppressions: Option<&Path>) -> Command {
+    if !valgrind {
+        return Command::new(bin);
+    }
+    let mut c = Command::new("valgrind");
+    c.args([
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--error-exitcode=1",
+        "--quiet",
+    ]);
+    if let Some(s) = suppressions {
+        c.arg(format!("--suppressions={}", s.display()));
+    }
+    c.arg(bin);
+    c
 }
 
 fn require_valgrind() {
@@ -147,23 +155,8 @@ c_test_program!(
 fn run_tls_program(bin: &Path, valgrind: bool) {
     let pki = Pki::new();
     let cluster = Cluster::start_tls(3, &pki.serve().auth_clients());
-    let mut cmd = if valgrind {
-        let mut c = Command::new("valgrind");
-        c.args([
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            "--error-exitcode=1",
-            "--quiet",
-        ])
-        .arg(format!(
-            "--suppressions={}",
-            root().join("bindings/c/valgrind-tls.supp").display()
-        ))
-        .arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
+    let supp = root().join("bindings/c/valgrind-tls.supp");
+    let mut cmd = program(bin, valgrind, Some(&supp));
     cmd.arg(&pki.ca).arg(&pki.client_cert).arg(&pki.client_key);
     let out = run(cmd.args(cluster.urls()));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -196,19 +189,7 @@ fn run_sentinel_program(bin: &Path, valgrind: bool) {
     let master = support::RedisServer::start();
     let open = support::sentinel::Sentinel::start("svc", master.port, 1);
     let locked = support::sentinel::Sentinel::start_with_password("svc", master.port, "s3cret");
-    let mut cmd = if valgrind {
-        let mut c = Command::new("valgrind");
-        c.args([
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            "--error-exitcode=1",
-            "--quiet",
-        ])
-        .arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
+    let mut cmd = program(bin, valgrind, None);
     cmd.arg(format!("redis+sentinel://{}/svc", open.host_port()))
         .arg(format!("redis+sentinel://{}/svc", locked.host_port()))
         .arg("s3cret");

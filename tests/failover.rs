@@ -30,17 +30,7 @@ fn setup(service: &str, max_ttl: Duration) -> (Group, Cluster, Vec<String>, Redl
     let others = Cluster::start(2);
     let urls = vec![g.url(), others.urls()[0].clone(), others.urls()[1].clone()];
     let x = manager(urls.clone(), max_ttl);
-    // The first lock may return at quorum before node 0 (the sentinels first, then the
-    // master) has answered: lock until all three have granted.
-    let all = eventually(Duration::from_secs(10), || {
-        x.try_lock("first-contact", Duration::from_secs(1))
-            .map(|l| {
-                let n = l.acquisition().successes;
-                l.unlock().unwrap();
-                n == 3
-            })
-            .unwrap_or(false)
-    });
+    let all = all_grant(&x, "first-contact");
     assert!(all, "{:?}", x.node_states()[0]);
     let state = &x.node_states()[0];
     assert_eq!(
@@ -61,6 +51,21 @@ fn setup(service: &str, max_ttl: Duration) -> (Group, Cluster, Vec<String>, Redl
         "the replica never copied the marker"
     );
     (g, others, urls, x)
+}
+
+/// Locks `resource` until every node (three) granted it (bounded): the first locks may return
+/// at quorum before a node still connecting (a group's sentinels first, then its master)
+/// answered. True once one did.
+fn all_grant(mgr: &Redlock, resource: &str) -> bool {
+    eventually(Duration::from_secs(10), || {
+        mgr.try_lock(resource, Duration::from_secs(1))
+            .map(|l| {
+                let n = l.acquisition().successes;
+                l.unlock().unwrap();
+                n == 3
+            })
+            .unwrap_or(false)
+    })
 }
 
 fn key_of(urls: &[String], resource: &str) -> Vec<u8> {
@@ -269,15 +274,7 @@ fn a_durable_node_is_not_quarantined_and_the_others_still_are() {
         mgr.node_states()[0].addr,
         format!("127.0.0.1:{}?durable=true", cluster.servers[0].port)
     );
-    let all = eventually(Duration::from_secs(10), || {
-        mgr.try_lock("warm", ttl)
-            .map(|l| {
-                let n = l.acquisition().successes;
-                l.unlock().unwrap();
-                n == 3
-            })
-            .unwrap_or(false)
-    });
+    let all = all_grant(&mgr, "warm");
     assert!(all);
     cluster.servers[0].restart();
     cluster.servers[1].restart();
@@ -319,15 +316,7 @@ fn a_grant_its_replicas_did_not_acknowledge_does_not_count_and_is_released() {
     .unwrap();
     let ttl = Duration::from_secs(5);
     // Replicating: node 0's grant is acknowledged and counts.
-    let all = eventually(Duration::from_secs(10), || {
-        mgr.try_lock("acked", ttl)
-            .map(|l| {
-                let n = l.acquisition().successes;
-                l.unlock().unwrap();
-                n == 3
-            })
-            .unwrap_or(false)
-    });
+    let all = all_grant(&mgr, "acked");
     assert!(all, "{:?}", mgr.node_states()[0]);
     // Replication held back, and node 2 holds a foreign key: the lock needs node 0's grant,
     // whose WAIT counts no replica, so it does not count, and is undone.

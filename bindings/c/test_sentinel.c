@@ -7,39 +7,12 @@
  * SENTINEL_PASSWORD`, both watching the same master. `cargo test --test c_api` starts them and
  * runs this program, plain and under valgrind --leak-check=full --error-exitcode=1. Exit
  * status 0 only if every check passed. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "redlock.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    checks++;                                                                \
-    if (!(cond)) {                                                           \
-      failures++;                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                        \
-  } while (0)
-
-#define CHECK_STATUS(expr, want)                                                        \
-  do {                                                                                  \
-    redlock_status got_ = (expr);                                                       \
-    checks++;                                                                           \
-    if (got_ != (want)) {                                                               \
-      failures++;                                                                       \
-      fprintf(stderr, "%s:%d: %s returned %s (%d), want %s\n", __FILE__, __LINE__, #expr, \
-              redlock_status_str(got_), (int)got_, redlock_status_str(want));           \
-    }                                                                                   \
-  } while (0)
+#include "harness.h"
 
 static const char *group, *auth_group, *password;
 
 /* A manager over one node, `url`, with the sentinels' password if `pw` is not NULL. */
-static redlock_manager *manager(const char *url, const char *pw) {
+static redlock_manager *group_manager(const char *url, const char *pw) {
   char err[512];
   redlock_config *cfg = redlock_config_new();
   CHECK_STATUS(redlock_config_add_node(cfg, url, err, sizeof err), REDLOCK_STATUS_OK);
@@ -79,7 +52,7 @@ static void test_setters(void) {
 
 static void test_lock_through_a_group(void) {
   char err[512];
-  redlock_manager *mgr = manager(group, NULL);
+  redlock_manager *mgr = group_manager(group, NULL);
   const char *res = "c:sentinel:lock";
   redlock_lease *lease = NULL;
   redlock_status st = redlock_try_lock(mgr, (const uint8_t *)res, strlen(res), 10000, &lease, err, sizeof err);
@@ -98,7 +71,7 @@ static void test_sentinel_credentials(void) {
   char err[1024];
   const char *res = "c:sentinel:auth";
   /* Without the sentinels' password: the group cannot be found, and the error says why. */
-  redlock_manager *mgr = manager(auth_group, NULL);
+  redlock_manager *mgr = group_manager(auth_group, NULL);
   redlock_lease *lease = (redlock_lease *)0x1;
   CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)res, strlen(res), 10000, &lease, err, sizeof err),
                REDLOCK_STATUS_UNAVAILABLE);
@@ -106,7 +79,7 @@ static void test_sentinel_credentials(void) {
   CHECK(strstr(err, "failover group") != NULL && strstr(err, "NOAUTH") != NULL);
   redlock_manager_free(mgr);
   /* With it: granted. */
-  mgr = manager(auth_group, password);
+  mgr = group_manager(auth_group, password);
   lease = NULL;
   redlock_status st = redlock_try_lock(mgr, (const uint8_t *)res, strlen(res), 10000, &lease, err, sizeof err);
   if (st != REDLOCK_STATUS_OK) fprintf(stderr, "try_lock with the sentinel password: %s\n", err);
@@ -119,16 +92,15 @@ static void test_sentinel_credentials(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
+  if (!harness_start(argc, argv) || n_urls != 3) {
     fprintf(stderr, "usage: %s GROUP_URL AUTH_GROUP_URL SENTINEL_PASSWORD\n", argv[0]);
     return 2;
   }
-  group = argv[1];
-  auth_group = argv[2];
-  password = argv[3];
+  group = urls[0];
+  auth_group = urls[1];
+  password = urls[2];
   test_setters();
   test_lock_through_a_group();
   test_sentinel_credentials();
-  printf("%d checks, %d failures\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return harness_finish();
 }
