@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::{Entry, Expect, Link, Purpose, State};
 use crate::error::NodeOutcome;
-use crate::node::call::{Slot, Wakes, wake_later};
+use crate::node::call::{Call, Slot, Wakes, wake_later};
 use crate::node::conn::unreachable_from;
 use crate::node::health::{Action, ConnSettings, Hs, Node};
 use crate::resp::Reply;
@@ -203,7 +203,7 @@ impl Link {
     fn no_longer_master(
         &self,
         st: &mut State,
-        call: Option<crate::node::Call>,
+        call: Option<Call>,
         reply: &Reply,
         now: Instant,
         s: &ConnSettings,
