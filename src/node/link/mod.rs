@@ -359,6 +359,7 @@ impl Link {
             st.generation += 1;
             st.pending.clear();
             st.parts.clear();
+            st.acked = None;
         }
     }
 
