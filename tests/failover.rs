@@ -350,3 +350,29 @@ fn a_grant_its_replicas_did_not_acknowledge_does_not_count_and_is_released() {
         assert!(matches!(e, redlock::Error::InvalidInput(_)), "{e}");
     }
 }
+
+/// `rediss+sentinel://`: TLS to the sentinels and to the master they name (verified against
+/// the run's CA, the master by the IP address the sentinel gives). A plain sentinel URL for
+/// the same TLS sentinel is refused, typed.
+#[test]
+fn a_failover_group_over_tls() {
+    let pki = support::tls::Pki::new();
+    let serve = pki.serve();
+    let master = RedisServer::start_tls(&serve);
+    let s = Sentinel::start_tls("svc", master.port, &serve);
+    let url = format!("rediss+sentinel://{}/svc", s.host_port());
+    let mgr = Redlock::new(Config::new([url]).tls(pki.options())).unwrap();
+    let lease = mgr.try_lock("over-tls", Duration::from_secs(5)).unwrap();
+    assert_eq!(lease.acquisition().nodes[0].outcome, NodeOutcome::Success);
+    lease.unlock().unwrap();
+    let plain = Redlock::new(Config::new([format!(
+        "redis+sentinel://{}/svc",
+        s.host_port()
+    )]))
+    .unwrap();
+    let e = plain
+        .try_lock("over-tls", Duration::from_secs(5))
+        .unwrap_err();
+    let o = &e.report().expect("a report").nodes[0].outcome;
+    assert!(matches!(o, NodeOutcome::Sentinel(_)), "{o:?}");
+}

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::proxy::DelayProxy;
+use super::tls::TlsServe;
 use super::{RedisServer, eventually, free_port, redis_server_binary};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -17,6 +18,8 @@ pub struct Sentinel {
     pub port: u16,
     child: Option<Child>,
     dir: PathBuf,
+    /// Serves TLS only, and reaches its masters over TLS.
+    tls: Option<TlsServe>,
 }
 
 impl Sentinel {
@@ -40,7 +43,23 @@ impl Sentinel {
         )
     }
 
+    /// A sentinel that serves TLS only, as `tls` says, and reaches the master (a TLS node) over
+    /// TLS (`tls-replication yes`).
+    pub fn start_tls(service: &str, master_port: u16, tls: &TlsServe) -> Sentinel {
+        Sentinel::start_full(service, master_port, 1, "", Some(tls))
+    }
+
     fn start_with(service: &str, master_port: u16, quorum: u32, extra: &str) -> Sentinel {
+        Sentinel::start_full(service, master_port, quorum, extra, None)
+    }
+
+    fn start_full(
+        service: &str,
+        master_port: u16,
+        quorum: u32,
+        extra: &str,
+        tls: Option<&TlsServe>,
+    ) -> Sentinel {
         let bin = redis_server_binary();
         for _ in 0..20 {
             let port = free_port();
@@ -51,6 +70,15 @@ impl Sentinel {
             ));
             std::fs::create_dir_all(&dir).expect("create temp dir");
             let conf = dir.join("sentinel.conf");
+            // Later lines win: a TLS sentinel listens on `port` for TLS only.
+            let tls_conf = tls.map_or(String::new(), |t| {
+                let a = t.args(port);
+                let mut lines = String::new();
+                for kv in a.chunks(2) {
+                    lines += &format!("{} {}\n", kv[0].trim_start_matches("--"), kv[1]);
+                }
+                lines + "tls-replication yes\n"
+            });
             std::fs::write(
                 &conf,
                 format!(
@@ -58,7 +86,7 @@ impl Sentinel {
                      sentinel monitor {service} 127.0.0.1 {master_port} {quorum}\n\
                      sentinel down-after-milliseconds {service} 500\n\
                      sentinel failover-timeout {service} 20000\n\
-                     sentinel parallel-syncs {service} 1\n{extra}",
+                     sentinel parallel-syncs {service} 1\n{extra}{tls_conf}",
                     dir = dir.display()
                 ),
             )
@@ -75,6 +103,7 @@ impl Sentinel {
                 port,
                 child: Some(child),
                 dir,
+                tls: tls.cloned(),
             };
             if s.answers() {
                 return s;
@@ -116,7 +145,10 @@ impl Sentinel {
 
     /// Sends `cmd` on a new connection.
     pub fn query<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> redis::RedisResult<T> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
+        let client = match &self.tls {
+            Some(t) => t.client(&format!("rediss://127.0.0.1:{}", self.port))?,
+            None => redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?,
+        };
         let mut c = client.get_connection_with_timeout(Duration::from_millis(500))?;
         c.set_read_timeout(Some(Duration::from_secs(2)))?;
         cmd.query(&mut c)
