@@ -1376,8 +1376,6 @@ fn main() -> ExitCode {
         NODES,
         TTL.as_millis(),
         MAX_TTL.as_millis(),
-        GROUPS - 1,
-        REPLICA_LAG.as_millis(),
         match roles.as_str() {
             "plain" => "every lock worker plain, fenced and unfenced in turn",
             "fair" => "every lock worker fair",
@@ -1385,7 +1383,9 @@ fn main() -> ExitCode {
                 "of every seven workers one plain (fenced and unfenced in turn), two reentrant re-entering 1–5 times in each \
                  section, two shared, one multi-resource and unfenced, one fair"
             }
-        }
+        },
+        GROUPS - 1,
+        REPLICA_LAG.as_millis(),
     );
     let _ = writeln!(
         out,

@@ -828,7 +828,7 @@ func TestErrors(t *testing.T) {
 		redlock.QuarantineNone: "none", redlock.QuarantineNoMarker: "no marker",
 		redlock.QuarantineStaleMarker: "stale marker", redlock.QuarantineRestartSeen: "restart seen",
 		redlock.QuarantineYoung: "young", redlock.QuarantineUndecided: "undecided",
-		redlock.QuarantineReason(6): "QuarantineReason(6)",
+		redlock.QuarantinePromoted: "promoted", redlock.QuarantineReason(42): "QuarantineReason(42)",
 	} {
 		if got := r.String(); got != want {
 			t.Fatalf("QuarantineReason(%d).String() = %q, want %q", int32(r), got, want)
@@ -836,7 +836,7 @@ func TestErrors(t *testing.T) {
 	}
 	for i, r := range []redlock.QuarantineReason{redlock.QuarantineNone, redlock.QuarantineNoMarker,
 		redlock.QuarantineStaleMarker, redlock.QuarantineRestartSeen, redlock.QuarantineYoung,
-		redlock.QuarantineUndecided} {
+		redlock.QuarantineUndecided, redlock.QuarantinePromoted} {
 		if int(r) != i {
 			t.Fatalf("QuarantineReason %v is %d, want %d: the stable numbers of the C ABI changed", r, int32(r), i)
 		}
