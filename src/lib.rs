@@ -78,6 +78,7 @@ mod resp;
 mod scan;
 mod script;
 pub mod scripts;
+pub mod slot;
 mod timing;
 mod tls;
 mod token;

@@ -15,6 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub mod proxy;
+pub mod redis_cluster;
 pub mod sentinel;
 pub mod tls;
 
