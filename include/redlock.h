@@ -62,9 +62,6 @@
 // that names the holder a quorum of nodes agrees on, rather than one node.
 #define REDLOCK_HOLDERS_QUORUM ~0
 
-// The number of slots of a Redis Cluster (16384).
-#define SLOTS 16384
-
 // The result of every fallible function. The numbers are stable and never reused.
 typedef enum redlock_status {
   // Success.
