@@ -168,6 +168,7 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
         cmd: Cmd::Same(&eval),
         fallback: None,
         combine: None,
+        slot: Some(crate::slot::key_slot(key)),
         grants: false,
         work: 1,
     };

@@ -290,6 +290,8 @@ impl Registry {
                     connections: 0,
                     promotions: 0,
                     master: None,
+                    moved: 0,
+                    asked: 0,
                 })
                 .collect(),
         }
@@ -322,6 +324,10 @@ pub struct NodeMetrics {
     /// For a failover group: the master its sentinels named last (`None` for a plain node,
     /// and before the first answer).
     pub master: Option<String>,
+    /// For a cluster node: `MOVED` redirects followed (a slot had a new owner).
+    pub moved: u64,
+    /// For a cluster node: `ASK` redirects followed (a slot was being migrated).
+    pub asked: u64,
 }
 
 /// A snapshot of a manager's metrics (see [`crate::Redlock::metrics`]).
@@ -538,55 +544,41 @@ impl Metrics {
             "Nodes in restart quarantine now.",
             quarantined as u64,
         );
-        p.head(
-            "node_quarantined",
-            "gauge",
-            "1 while the node is in restart quarantine.",
-        );
-        for n in &self.nodes {
-            let labels = format!("{{{}}}", node_labels(n));
-            p.sample("node_quarantined", &labels, n.quarantined as u64);
-        }
-        p.head(
-            "node_requests_total",
-            "counter",
-            "Commands sent to the node.",
-        );
-        for n in &self.nodes {
-            let labels = format!("{{{}}}", node_labels(n));
-            p.sample("node_requests_total", &labels, n.requests);
-        }
-        p.head(
-            "node_connections_total",
-            "counter",
-            "Connections opened to the node (the first and every reconnect).",
-        );
-        for n in &self.nodes {
-            let labels = format!("{{{}}}", node_labels(n));
-            p.sample("node_connections_total", &labels, n.connections);
-        }
-        p.head(
-            "node_promotions_total",
-            "counter",
-            "Promotions seen (the server became master of another replication history).",
-        );
-        for n in &self.nodes {
-            let labels = format!("{{{}}}", node_labels(n));
-            p.sample("node_promotions_total", &labels, n.promotions);
-        }
-        if self.nodes.iter().any(|n| n.master.is_some()) {
-            p.head(
-                "node_master",
+        type Of = fn(&NodeMetrics) -> u64;
+        let per_node: [(&str, &str, &str, Of); 4] = [
+            (
+                "node_quarantined",
                 "gauge",
-                "A failover group's master, as its sentinels named it last (always 1).",
-            );
+                "1 while the node is in restart quarantine.",
+                |n| n.quarantined as u64,
+            ),
+            (
+                "node_requests_total",
+                "counter",
+                "Commands sent to the node.",
+                |n| n.requests,
+            ),
+            (
+                "node_connections_total",
+                "counter",
+                "Connections opened to the node (the first and every reconnect).",
+                |n| n.connections,
+            ),
+            (
+                "node_promotions_total",
+                "counter",
+                "Promotions seen (the server became master of another replication history).",
+                |n| n.promotions,
+            ),
+        ];
+        for (name, kind, help, of) in per_node {
+            p.head(name, kind, help);
             for n in &self.nodes {
-                if let Some(m) = &n.master {
-                    let labels = format!("{{{},master=\"{}\"}}", node_labels(n), escape(m));
-                    p.sample("node_master", &labels, 1);
-                }
+                let labels = format!("{{{}}}", node_labels(n));
+                p.sample(name, &labels, of(n));
             }
         }
+        self.write_node_routes(p);
         p.head("node_errors_total", "counter", "Node failures by kind.");
         for n in &self.nodes {
             for (k, v) in NODE_ERROR_KINDS.iter().zip(&n.errors) {
@@ -602,6 +594,34 @@ impl Metrics {
         for n in &self.nodes {
             let labels = [("node", n.index.to_string()), ("addr", n.addr.clone())];
             p.hist("node_latency_seconds", &labels, &n.latency);
+        }
+    }
+
+    /// Where the nodes' commands went: a cluster node's redirects, a failover group's master.
+    fn write_node_routes(&self, p: &mut Prom) {
+        p.head(
+            "node_redirects_total",
+            "counter",
+            "Redirects a cluster node's shards answered and the library followed, by kind.",
+        );
+        for n in &self.nodes {
+            for (kind, v) in [("moved", n.moved), ("ask", n.asked)] {
+                let labels = format!("{{{},kind=\"{kind}\"}}", node_labels(n));
+                p.sample("node_redirects_total", &labels, v);
+            }
+        }
+        if self.nodes.iter().any(|n| n.master.is_some()) {
+            p.head(
+                "node_master",
+                "gauge",
+                "A failover group's master, as its sentinels named it last (always 1).",
+            );
+            for n in &self.nodes {
+                if let Some(m) = &n.master {
+                    let labels = format!("{{{},master=\"{}\"}}", node_labels(n), escape(m));
+                    p.sample("node_master", &labels, 1);
+                }
+            }
         }
     }
 }

@@ -248,19 +248,27 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
             held.push((l, st));
         }
     }
-    // Each kind names its renewal script: one batch per script (plain keys, holds in a hash).
-    let mut batches: Vec<Vec<Held<'_>>> = Vec::new();
+    // Each kind names its renewal script: one batch per script (plain keys, holds in a hash),
+    // and on a manager with a cluster node one per slot too (a command touches one slot).
+    let clustered = sh.cluster.has_shards();
+    let slot_of = |h: &Held<'_>| {
+        clustered
+            .then(|| crate::slot::common_slot(h.0.keys()))
+            .flatten()
+    };
+    let mut batches: Vec<(Option<u16>, Vec<Held<'_>>)> = Vec::new();
     for h in held {
         let script = h.0.kind.renewing().script;
+        let slot = slot_of(&h);
         match batches
             .iter_mut()
-            .find(|b| std::ptr::eq(b[0].0.kind.renewing().script, script))
+            .find(|(s, b)| *s == slot && std::ptr::eq(b[0].0.kind.renewing().script, script))
         {
-            Some(b) => b.push(h),
-            None => batches.push(vec![h]),
+            Some((_, b)) => b.push(h),
+            None => batches.push((slot, vec![h])),
         }
     }
-    for batch in &mut batches {
+    for (slot, batch) in &mut batches {
         // Up to 1000 keys per command; a lease over several resources is never split.
         let mut rest = &mut batch[..];
         while !rest.is_empty() {
@@ -274,7 +282,7 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
                 .count()
                 .max(1);
             let (chunk, tail) = rest.split_at_mut(take);
-            if let Err(e) = renew_chunk(sh, chunk, fired) {
+            if let Err(e) = renew_chunk(sh, chunk, *slot, fired) {
                 log::warn!("renewal round failed: {e}");
             }
             rest = tail;
@@ -282,9 +290,15 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
     }
 }
 
-/// One renewal round for up to 1000 keys, all renewed by the same script. A lease's keys are
-/// consecutive items of the command (one, or each resource's for a lease over several).
-fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result<(), Error> {
+/// One renewal round for up to 1000 keys, all renewed by the same script (and all in `slot`,
+/// on a manager with a cluster node). A lease's keys are consecutive items of the command
+/// (one, or each resource's for a lease over several).
+fn renew_chunk(
+    sh: &Shared,
+    chunk: &mut [Held<'_>],
+    slot: Option<u16>,
+    fired: &mut Fired,
+) -> Result<(), Error> {
     let n = chunk.len();
     let ttls: Vec<Px> = chunk.iter().map(|(_, st)| st.ttl.px()).collect();
     let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
@@ -310,6 +324,7 @@ fn renew_chunk(sh: &Shared, chunk: &mut [Held<'_>], fired: &mut Fired) -> Result
         cmd: Cmd::Same(&sha),
         fallback: Some(&eval),
         combine: None,
+        slot: slot.or_else(|| crate::slot::common_slot(keys.iter().copied())),
         grants: false,
         work: keys.len(),
     };
@@ -447,9 +462,11 @@ fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, f
 /// Puts the lease's keys back on the nodes where they were missing (`missing[node][k]`),
 /// without waiting, with the commands its kind gives (never over another owner's key).
 fn restore(sh: &Shared, l: &LeaseInner, ttl: Ttl, missing: &[Vec<bool>]) {
+    let keys = l.keys();
     for (k, cmd, eval) in l.kind.restore(l, &ttl.px()) {
+        let slot = keys.get(k).map(|key| crate::slot::key_slot(key));
         sh.cluster
-            .detach(&cmd, eval.as_deref(), 1, &|i| missing[i][k]);
+            .detach(&cmd, eval.as_deref(), (1, slot), &|i| missing[i][k]);
     }
 }
 

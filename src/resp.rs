@@ -319,6 +319,33 @@ pub(crate) fn pack(args: &[&[u8]], out: &mut Vec<u8>) {
     }
 }
 
+/// The commands of `bytes`, commands as [`pack`] writes them (arrays of bulk strings) one
+/// after another: each command's bytes. `None` when `bytes` is not that.
+pub(crate) fn split_commands(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    fn line(b: &[u8], at: usize, lead: u8) -> Option<(usize, usize)> {
+        if b.get(at) != Some(&lead) {
+            return None;
+        }
+        let end = at + b[at..].windows(2).position(|w| w == b"\r\n")?;
+        let n = std::str::from_utf8(&b[at + 1..end]).ok()?.parse().ok()?;
+        Some((n, end + 2))
+    }
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let (args, mut at) = line(bytes, 0, b'*')?;
+        for _ in 0..args {
+            let (len, data): (usize, usize) = line(bytes, at, b'$')?;
+            at = data.checked_add(len)?.checked_add(2)?;
+            if bytes.get(at - 2..at)? != b"\r\n" {
+                return None;
+            }
+        }
+        out.push(&bytes[..at]);
+        bytes = &bytes[at..];
+    }
+    Some(out)
+}
+
 /// `n` in decimal, written into `buf`, without allocating.
 pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
@@ -459,6 +486,20 @@ fn redact_redis_error(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_commands_split_back() {
+        let mut b = Vec::new();
+        pack(&[b"SET", b"k\r\n", b"v"], &mut b);
+        pack(&[b"PTTL", b""], &mut b);
+        let parts = split_commands(&b).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts.concat(), b);
+        assert!(parts[1].starts_with(b"*2\r\n$4\r\nPTTL"));
+        assert_eq!(split_commands(b""), Some(vec![]));
+        assert_eq!(split_commands(&b[..b.len() - 1]), None);
+        assert_eq!(split_commands(b"+OK\r\n"), None);
+    }
 
     const STREAM: &[u8] = b"+OK\r\n$-1\r\n:1\r\n:0\r\n$5\r\nab\r\nc\r\n-NOSCRIPT No matching script\r\n*2\r\n:7\r\n$0\r\n\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -118,6 +118,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             cmd: Cmd::PerNode(&cmds),
             fallback: None,
             combine: None,
+            slot: None,
             grants: false,
             work: 1,
         };

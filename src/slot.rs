@@ -58,6 +58,13 @@ pub fn companion_key(prefix: &[u8], key: &[u8]) -> Option<Vec<u8>> {
     Some([prefix, b"{", key, b"}"].concat())
 }
 
+/// The slot every key of `keys` is in, if they share one (and there is at least one).
+pub(crate) fn common_slot<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Option<u16> {
+    let mut it = keys.into_iter().map(key_slot);
+    let first = it.next()?;
+    it.all(|s| s == first).then_some(first)
+}
+
 /// A short tag that hashes to `slot` (taken modulo [`SLOTS`]): the smallest decimal number
 /// whose slot it is. A key `…{TAG}…` is in that slot. The table is computed once, on first
 /// use (a few hundred thousand checksums).

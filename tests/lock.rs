@@ -901,7 +901,10 @@ fn a_node_in_cluster_mode_is_refused_with_a_message_that_says_so() {
         let err = mgr.try_lock("cl", Duration::from_secs(5)).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, Error::Unavailable(_)), "{msg}");
-        assert!(msg.contains("cluster mode is not supported (yet)"), "{msg}");
+        assert!(
+            msg.contains("name the cluster as one node, redis+cluster://"),
+            "{msg}"
+        );
     }
     // Beside two plain nodes: they grant the lock; the cluster node says why it did not.
     let mgr = manager(vec![a.url(), b.url(), c.url()]);
@@ -920,7 +923,7 @@ fn a_node_in_cluster_mode_is_refused_with_a_message_that_says_so() {
     }
     match seen {
         Some(NodeOutcome::ServerError(s)) | Some(NodeOutcome::Backoff(s)) => {
-            assert!(s.contains("cluster mode is not supported (yet)"), "{s}")
+            assert!(s.contains("redis+cluster://host:port"), "{s}")
         }
         other => panic!("{other:?}"),
     }

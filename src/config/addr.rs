@@ -11,6 +11,9 @@ use crate::tls::NOT_COMPILED;
 /// The port a sentinel listens on when its URL names none.
 pub const SENTINEL_PORT: u16 = 26379;
 
+/// The port a cluster's seed listens on when its URL names none.
+const REDIS_PORT: u16 = 6379;
+
 /// One node: a Redis master parsed from `redis://[user:password@]host[:port][/db]`, the same
 /// with `rediss://` (TLS), or `host:port`; or a failover group, whose master the library asks
 /// its sentinels for, parsed from
@@ -18,6 +21,10 @@ pub const SENTINEL_PORT: u16 = 26379;
 /// port 26379 when omitted; `rediss+sentinel://` for TLS to the sentinels and the master).
 /// A failover group's credentials and database are its master's; the sentinels' own
 /// credentials, if they need any, are [`Config::sentinel_auth`](crate::Config::sentinel_auth).
+/// Or a Redis Cluster, one node of the quorum whose keys are spread over its shards, parsed
+/// from `redis+cluster://[[user]:password@]host[:port][,host[:port]…]`: seed nodes, asked for
+/// the slot map (port 6379 when omitted; `rediss+cluster://` for TLS; a cluster has database
+/// 0 only).
 ///
 /// Its `Display` form never shows the password (and starts with `rediss://` for TLS).
 #[derive(Clone, PartialEq, Eq)]
@@ -32,6 +39,8 @@ pub struct NodeAddr {
     sentinels: Vec<(String, u16)>,
     /// A failover group's service name (the master's name in the sentinels' configuration).
     service: Option<String>,
+    /// A Redis Cluster (`redis+cluster://`): `sentinels` holds its seed nodes then.
+    cluster: bool,
     /// `?durable=true`: the node keeps every acknowledged write across restarts and failovers,
     /// so restart quarantine is off for it.
     durable: bool,
@@ -40,6 +49,10 @@ pub struct NodeAddr {
 /// The form a sentinel URL takes, for messages.
 const SENTINEL_FORM: &str =
     "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/SERVICE[/db]";
+
+/// The form a cluster URL takes, for messages.
+pub(crate) const CLUSTER_FORM: &str =
+    "redis+cluster://[[user]:password@]host[:port][,host[:port]...]";
 
 impl NodeAddr {
     /// Parses a node address. Accepts `redis://[user:password@]host[:port][/db]` (port 6379
@@ -80,6 +93,9 @@ impl NodeAddr {
         if let Some(group) = Self::parse_sentinel(url)? {
             return Ok(group);
         }
+        if let Some(cluster) = Self::parse_cluster(url)? {
+            return Ok(cluster);
+        }
         let p = resp::parse_url(url).map_err(Error::InvalidInput)?;
         if p.tls && !cfg!(feature = "tls") {
             return Err(Error::invalid(NOT_COMPILED));
@@ -93,6 +109,7 @@ impl NodeAddr {
             tls: p.tls,
             sentinels: Vec::new(),
             service: None,
+            cluster: false,
             durable: false,
         })
     }
@@ -130,7 +147,7 @@ impl NodeAddr {
             }
             None => (None, None),
         };
-        let sentinels = Self::parse_sentinel_list(hosts, &bad)?;
+        let sentinels = Self::parse_host_list(hosts, SENTINEL_PORT, "sentinel", &bad)?;
         let mut parts = path.split('/');
         let service = parts.next().unwrap_or_default();
         if service.is_empty() {
@@ -157,21 +174,75 @@ impl NodeAddr {
             tls,
             sentinels,
             service: Some(service.to_string()),
+            cluster: false,
             durable: false,
         }))
     }
 
-    /// A sentinel URL's `host[:port][,host[:port]…]`, each checked as a `redis://` URL's
-    /// would be (port 26379 when omitted), none twice.
-    fn parse_sentinel_list(
+    /// Parses a `redis+cluster://` or `rediss+cluster://` URL; `Ok(None)` for any other
+    /// scheme. The seeds and credentials follow the rules of a `redis://` URL's.
+    fn parse_cluster(url: &str) -> Result<Option<NodeAddr>, Error> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("redis+cluster://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("rediss+cluster://") {
+            (true, r)
+        } else {
+            return Ok(None);
+        };
+        if tls && !cfg!(feature = "tls") {
+            return Err(Error::invalid(NOT_COMPILED));
+        }
+        let bad = |why: &str| Error::invalid(format!("{why}: expected {CLUSTER_FORM}"));
+        if rest.contains(['?', '#']) {
+            return Err(bad("query parameters and fragments are not supported"));
+        }
+        let authority = match rest.split_once('/') {
+            Some((a, "")) => a,
+            Some(_) => return Err(bad("a cluster has database 0 only, and no path")),
+            None => rest,
+        };
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            Some(u) => {
+                let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
+                    .map_err(|m| bad(&format!("credentials: {m}")))?;
+                (p.username, p.password)
+            }
+            None => (None, None),
+        };
+        let seeds = Self::parse_host_list(hosts, REDIS_PORT, "seed", &bad)?;
+        let (host, port) = seeds[0].clone();
+        Ok(Some(NodeAddr {
+            host,
+            port,
+            username,
+            password,
+            db: 0,
+            tls,
+            sentinels: seeds,
+            service: None,
+            cluster: true,
+            durable: false,
+        }))
+    }
+
+    /// A sentinel or cluster URL's `host[:port][,host[:port]…]`, each checked as a
+    /// `redis://` URL's would be (`port` when omitted), none twice; `what` names one in
+    /// messages.
+    fn parse_host_list(
         hosts: &str,
+        port: u16,
+        what: &str,
         bad: &dyn Fn(&str) -> Error,
     ) -> Result<Vec<(String, u16)>, Error> {
         let mut sentinels: Vec<(String, u16)> = Vec::new();
         for h in hosts.split(',') {
             let h = h.trim();
             if h.is_empty() {
-                return Err(bad("empty sentinel address"));
+                return Err(bad(&format!("empty {what} address")));
             }
             let has_port = match h.strip_prefix('[') {
                 Some(v6) => v6.contains("]:"),
@@ -180,12 +251,12 @@ impl NodeAddr {
             let with_port = if has_port {
                 h.to_string()
             } else {
-                format!("{h}:{SENTINEL_PORT}")
+                format!("{h}:{port}")
             };
             let p = resp::parse_url(&format!("redis://{with_port}"))
-                .map_err(|m| bad(&format!("sentinel {h:?}: {m}")))?;
+                .map_err(|m| bad(&format!("{what} {h:?}: {m}")))?;
             if sentinels.contains(&(p.host.clone(), p.port)) {
-                return Err(bad(&format!("sentinel {h:?} is listed twice")));
+                return Err(bad(&format!("{what} {h:?} is listed twice")));
             }
             sentinels.push((p.host, p.port));
         }
@@ -196,6 +267,17 @@ impl NodeAddr {
     /// sentinels.
     pub fn is_sentinel(&self) -> bool {
         self.service.is_some()
+    }
+
+    /// True for a Redis Cluster (`redis+cluster://`): each key goes to the shard primary
+    /// that owns its slot.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// A cluster's seed nodes, as (host, port), in the URL's order; empty for other nodes.
+    pub fn seeds(&self) -> &[(String, u16)] {
+        if self.cluster { &self.sentinels } else { &[] }
     }
 
     /// True for a node marked `?durable=true`: one whose restarts and failovers keep every
@@ -210,9 +292,9 @@ impl NodeAddr {
         self.service.as_deref()
     }
 
-    /// A failover group's sentinels, as (host, port); empty for a plain node.
+    /// A failover group's sentinels, as (host, port); empty for other nodes.
     pub fn sentinels(&self) -> &[(String, u16)] {
-        &self.sentinels
+        if self.cluster { &[] } else { &self.sentinels }
     }
 
     /// True for a `rediss://` node: its connections are TLS.
@@ -220,12 +302,14 @@ impl NodeAddr {
         self.tls
     }
 
-    /// The host name or IP address (for a failover group: its first sentinel's).
+    /// The host name or IP address (for a failover group: its first sentinel's; for a
+    /// cluster, its first seed's).
     pub fn host(&self) -> &str {
         &self.host
     }
 
-    /// The TCP port (for a failover group: its first sentinel's).
+    /// The TCP port (for a failover group: its first sentinel's; for a cluster, its first
+    /// seed's).
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -247,6 +331,19 @@ impl NodeAddr {
 
     pub(crate) fn password(&self) -> Option<&str> {
         self.password.as_deref()
+    }
+
+    /// One shard primary of this cluster, at `host:port`: a plain node with the cluster's
+    /// credentials and TLS.
+    pub(crate) fn shard(&self, host: &str, port: u16) -> NodeAddr {
+        NodeAddr {
+            host: host.to_string(),
+            port,
+            sentinels: Vec::new(),
+            service: None,
+            cluster: false,
+            ..self.clone()
+        }
     }
 
     /// Resolves the host to socket addresses (a blocking DNS look-up for names).
@@ -293,11 +390,13 @@ fn bracketed(host: &str) -> String {
 impl fmt::Display for NodeAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = bracketed(&self.host);
-        match (self.tls, self.is_sentinel()) {
-            (true, true) => f.write_str("rediss+sentinel://")?,
-            (false, true) => f.write_str("redis+sentinel://")?,
-            (true, false) => f.write_str("rediss://")?,
-            (false, false) => {}
+        match (self.tls, self.is_sentinel(), self.cluster) {
+            (true, true, _) => f.write_str("rediss+sentinel://")?,
+            (false, true, _) => f.write_str("redis+sentinel://")?,
+            (true, false, true) => f.write_str("rediss+cluster://")?,
+            (false, false, true) => f.write_str("redis+cluster://")?,
+            (true, false, false) => f.write_str("rediss://")?,
+            (false, false, false) => {}
         }
         match (&self.username, &self.password) {
             (Some(u), Some(_)) => write!(f, "{u}:***@")?,
@@ -305,13 +404,16 @@ impl fmt::Display for NodeAddr {
             (Some(u), None) => write!(f, "{u}@")?,
             (None, None) => {}
         }
-        if let Some(service) = &self.service {
-            let list: Vec<String> = self
-                .sentinels
-                .iter()
+        let list = || -> String {
+            let l: Vec<String> = (self.sentinels.iter())
                 .map(|(h, p)| format!("{}:{p}", bracketed(h)))
                 .collect();
-            write!(f, "{}/{service}", list.join(","))?;
+            l.join(",")
+        };
+        if let Some(service) = &self.service {
+            write!(f, "{}/{service}", list())?;
+        } else if self.cluster {
+            f.write_str(&list())?;
         } else {
             write!(f, "{host}:{}", self.port)?;
         }
@@ -419,5 +521,46 @@ mod tests {
         }
         let e = NodeAddr::parse("redis+sentinel://:hunter2@127.0.0.1:0/m").unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_url_names_its_seeds() {
+        let a = NodeAddr::parse("redis+cluster://u:pw@127.0.0.1,[::1]:7001").unwrap();
+        assert!(a.is_cluster() && !a.is_sentinel() && !a.is_tls() && a.has_password());
+        assert_eq!(
+            a.seeds(),
+            &[("127.0.0.1".to_string(), 6379), ("::1".to_string(), 7001)]
+        );
+        assert!(a.sentinels().is_empty());
+        assert_eq!((a.host(), a.port(), a.db()), ("127.0.0.1", 6379, 0));
+        assert_eq!(
+            a.to_string(),
+            "redis+cluster://u:***@127.0.0.1:6379,[::1]:7001"
+        );
+        let d = NodeAddr::parse("redis+cluster://127.0.0.1:7000/?durable=true").unwrap();
+        assert!(d.is_durable() && d.is_cluster());
+        assert_eq!(d.to_string(), "redis+cluster://127.0.0.1:7000?durable=true");
+        assert!(
+            NodeAddr::parse("redis://127.0.0.1:1")
+                .unwrap()
+                .seeds()
+                .is_empty()
+        );
+        if cfg!(feature = "tls") {
+            let t = NodeAddr::parse("rediss+cluster://127.0.0.1:7000").unwrap();
+            assert!(t.is_tls() && t.is_cluster());
+            assert_eq!(t.to_string(), "rediss+cluster://127.0.0.1:7000");
+        }
+        for (bad, says) in [
+            ("redis+cluster://127.0.0.1:7000/1", "database 0 only"),
+            ("redis+cluster://127.0.0.1,,127.0.0.2", "empty seed"),
+            ("redis+cluster://127.0.0.1:0", "port 0"),
+            ("redis+cluster://127.0.0.1,127.0.0.1:6379", "listed twice"),
+            ("redis+cluster://127.0.0.1?x=1", "except ?durable=true"),
+            ("redis+cluster://", "empty seed"),
+        ] {
+            let e = NodeAddr::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

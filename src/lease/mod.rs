@@ -175,6 +175,7 @@ impl LeaseInner {
             cmd: Cmd::Same(&calls.0),
             fallback: Some(&calls.1),
             combine: None,
+            slot: crate::slot::common_slot(self.keys()),
             grants: false,
             work: self.work(),
         }

@@ -284,7 +284,7 @@ impl Fair {
             &[&self.key, &self.queue, &self.tickets],
             &[self.value.as_bytes(), b"0"],
         );
-        sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
+        sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
     }
 
     fn round(&self, sh: &Arc<Shared>, ttl: Ttl, fenced: bool) -> Result<Round, Error> {
@@ -314,6 +314,7 @@ impl Fair {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
             combine: None,
+            slot: None,
             grants: true,
             work: 1,
         };

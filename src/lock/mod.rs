@@ -44,6 +44,17 @@ fn fence_key_for(resource: &[u8]) -> Vec<u8> {
     [FENCE_PREFIX, resource].concat()
 }
 
+/// The fencing counter of `resource`, whose lock key is `key`, on this manager: on a manager
+/// with a cluster node, the companion that shares the key's slot (`slot::companion_key`),
+/// `None` where no such name is safe; otherwise [`fence_key_for`].
+fn fence_key(sh: &Shared, resource: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+    if sh.cluster.has_shards() {
+        crate::slot::companion_key(FENCE_PREFIX, key)
+    } else {
+        Some(fence_key_for(resource))
+    }
+}
+
 /// What a reply to the acquisition script means, or the plain acquisition's commands'
 /// combined reply ([`acquire_reply`]): 1: set; 0 or below: held.
 fn granted_checked(reply: &Reply) -> NodeOutcome {
@@ -192,11 +203,19 @@ pub(crate) fn attempt(
         Some(_) => token::new_token()?,
         None => token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
     };
+    let Some(fence_key) = fence_key(sh, resource, key) else {
+        return Err(Error::invalid(format!(
+            "the lock key {:?} cannot be given a fencing counter in its own slot on a cluster \
+             node: a key that starts with '{{', or that has no hash tag and contains '}}', \
+             cannot be fenced there",
+            String::from_utf8_lossy(key)
+        )));
+    };
     let a = Attempt {
         sh,
         ttl,
         key: key.to_vec(),
-        fence_key: fence_key_for(resource),
+        fence_key,
         token,
         owner,
         shared,
@@ -295,6 +314,7 @@ impl Attempt<'_> {
             cmd: Cmd::Same(&cmd),
             fallback: fallback.as_deref(),
             combine,
+            slot: Some(crate::slot::key_slot(&self.key)),
             grants: true,
             work: 1,
         };
@@ -350,10 +370,16 @@ impl Attempt<'_> {
                 &[self.token.as_bytes(), t_str.as_bytes()],
             ),
         };
+        // A reentrant lock's fencing round is not routed on cluster nodes (yet).
+        let slot = self
+            .owner
+            .is_none()
+            .then(|| crate::slot::key_slot(&self.key));
         let req = Request {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
             combine: None,
+            slot,
             grants: false,
             work: 1,
         };
@@ -443,7 +469,10 @@ impl Attempt<'_> {
             Some(owner) => reentrant::discard(self, owner),
             None => DISCARD_SCRIPT.calls(&[&self.key], &[self.token.as_bytes()]),
         };
-        self.sh.cluster.detach(&sha, Some(&eval), 1, to);
+        let slot = crate::slot::key_slot(&self.key);
+        self.sh
+            .cluster
+            .detach(&sha, Some(&eval), (1, Some(slot)), to);
     }
 }
 

@@ -94,6 +94,7 @@ pub(crate) fn attempt(
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
         combine: None,
+        slot: None,
         grants: true,
         work: keys.len(),
     };
@@ -104,7 +105,7 @@ pub(crate) fn attempt(
     let undo = |to: &dyn Fn(usize) -> bool| {
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let (sha, eval) = MULTI_RELEASE_SCRIPT.calls(&keys, &[token.as_bytes(), b"0"]);
-        sh.cluster.detach(&sha, Some(&eval), keys.len(), to);
+        sh.cluster.detach(&sha, Some(&eval), (keys.len(), None), to);
     };
     let (round, expires) = decide(sh, round, ttl, &undo)?;
     // Grants from quarantined nodes did not count: take them back at once.

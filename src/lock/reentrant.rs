@@ -199,6 +199,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
         combine: None,
+        slot: None,
         grants: true,
         work: 1,
     };

@@ -179,6 +179,7 @@ impl Sem<'_> {
             cmd: Cmd::Same(&cmd),
             fallback: Some(&eval),
             combine: None,
+            slot: None,
             grants: true,
             // The script reads the semaphore's hash, one field per slot.
             work: self.permits as usize,
@@ -245,7 +246,7 @@ impl Sem<'_> {
         let (sha, eval) = reentrant::discard_hold(self.key, &self.token, SEMAPHORE_OWNER);
         self.sh
             .cluster
-            .detach(&sha, Some(&eval), self.permits as usize, to);
+            .detach(&sha, Some(&eval), (self.permits as usize, None), to);
     }
 
     /// On the nodes `to` selects, moves this attempt's hold to `slot` or drops it: what a node
@@ -254,7 +255,7 @@ impl Sem<'_> {
         let (sha, eval) = self.call(slot, true);
         self.sh
             .cluster
-            .detach(&sha, Some(&eval), self.permits as usize, to);
+            .detach(&sha, Some(&eval), (self.permits as usize, None), to);
     }
 }
 

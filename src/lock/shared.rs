@@ -141,7 +141,7 @@ impl<'k> Intent<'k> {
         for key in self.keys {
             let intent = intent_key(key);
             let (sha, eval) = INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms]);
-            sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
+            sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
         }
     }
 
@@ -155,7 +155,7 @@ impl<'k> Intent<'k> {
         for key in self.keys {
             let intent = intent_key(key);
             let (sha, eval) = INTENT_DROP_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), flag]);
-            sh.cluster.detach(&sha, Some(&eval), 1, &|_| true);
+            sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
         }
     }
 }

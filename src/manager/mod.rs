@@ -21,6 +21,7 @@ use crate::scripts;
 use crate::timing::{Clock, SystemClock};
 use crate::tls;
 
+mod cluster;
 mod semaphore;
 
 use crate::ttl::Ttl;
@@ -95,16 +96,7 @@ impl Redlock {
 
     pub(crate) fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Redlock, Error> {
         let addrs = config.validate()?;
-        // TLS: the files are read (and the system's trust store, if no CA file is set) once,
-        // now, for every rediss:// node; files set for a cluster without one are still checked.
-        let tls = if addrs.iter().any(|a| a.is_tls()) {
-            Some(Arc::new(
-                config.tls.connector().map_err(Error::InvalidInput)?,
-            ))
-        } else {
-            Config::check_tls(&config.tls)?;
-            None
-        };
+        let tls = Self::tls(&config, &addrs)?;
         let policy = QuarantinePolicy {
             enabled: config.restart_quarantine,
             max_ttl: config.max_ttl,
@@ -127,7 +119,12 @@ impl Redlock {
                 let mut node = Node::new(i, addr, None, None, scripts, policy, peers);
                 let ack = config.replica_acks.map(|(n, t)| Ack::new(n, t));
                 node.set_group(group, ack);
-                nodes.push(node);
+                nodes.push((node, None));
+                continue;
+            }
+            if addr.is_cluster() {
+                let (node, shards) = cluster::cluster_node(i, addr, &config, tls.as_ref(), policy)?;
+                nodes.push((node, Some(shards)));
                 continue;
             }
             let resolved = addr
@@ -152,7 +149,10 @@ impl Redlock {
                 _ => None,
             };
             let scripts = &scripts::ALL;
-            nodes.push(Node::new(i, addr, first, client, scripts, policy, peers));
+            nodes.push((
+                Node::new(i, addr, first, client, scripts, policy, peers),
+                None,
+            ));
         }
         let settings = ConnSettings {
             connect_timeout: config.connect_timeout,
@@ -171,6 +171,18 @@ impl Redlock {
         Ok(Redlock {
             shared: Arc::new(Shared::new(cluster, config, listener)),
         })
+    }
+
+    /// TLS: the files are read (and the system's trust store, if no CA file is set) once, now,
+    /// for every rediss:// node; files set for nodes without TLS are still checked.
+    fn tls(config: &Config, addrs: &[NodeAddr]) -> Result<Option<Arc<tls::Connector>>, Error> {
+        if addrs.iter().any(|a| a.is_tls()) {
+            let c = config.tls.connector().map_err(Error::InvalidInput)?;
+            Ok(Some(Arc::new(c)))
+        } else {
+            Config::check_tls(&config.tls)?;
+            Ok(None)
+        }
     }
 
     /// What node `i`, a failover group, asks its sentinels, and how it reaches them: their
@@ -272,7 +284,8 @@ impl Redlock {
         for (n, node) in m.nodes.iter_mut().zip(sh.cluster.nodes()) {
             n.addr = node.addr_text.clone();
             n.quarantined = node.quarantine(now).is_some();
-            n.connections = node.connections();
+            n.connections = sh.cluster.connections(n.index);
+            (n.moved, n.asked) = sh.cluster.redirects(n.index);
             n.promotions = node.promotions();
             n.master = node
                 .group

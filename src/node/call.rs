@@ -142,6 +142,19 @@ impl Call {
         true
     }
 
+    /// Sets slot `i`, whatever it holds, unless the call has stopped listening (the owner of
+    /// a round that follows a redirect: back to waiting, or failed); true if it did.
+    pub(crate) fn refill(&self, i: usize, slot: Slot) -> bool {
+        let Some(mut c) = self.lock() else {
+            return false;
+        };
+        if c.closed {
+            return false;
+        }
+        c.slots[i] = slot;
+        true
+    }
+
     /// Runs `f` over the slots, and takes the links handed to this call since the last look.
     pub(crate) fn look<R>(&self, f: impl FnOnce(&[Slot], Vec<usize>) -> R) -> R {
         let mut c = self

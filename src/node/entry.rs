@@ -40,11 +40,14 @@ pub(super) enum Purpose {
     /// A health command after the handshake (a marker read or write): for the node itself.
     Health(Hs),
     /// A command: the call waiting for it (none if nobody waits), and what it expects back;
-    /// `ack`: a `WAIT` was written right behind it, whose reply comes with its own.
+    /// `ack`: a `WAIT` was written right behind it, whose reply comes with its own; `asked`:
+    /// each of its commands has an `ASKING` right before it (a cluster's `ASK` redirect),
+    /// whose `+OK` is not one of its replies.
     Command {
         call: Option<Call>,
         expect: Expect,
         ack: bool,
+        asked: bool,
     },
 }
 

@@ -11,4 +11,4 @@ pub(crate) mod sub;
 
 pub(crate) use call::{Call, Slot};
 pub(crate) use health::{Ack, ConnSettings, Group, Node, Peers, QuarantinePolicy, Standing};
-pub(crate) use link::{Combine, Expect, Link};
+pub(crate) use link::{Combine, Expect, Link, MakeShard, Shards};

@@ -23,10 +23,9 @@ use crate::node::call::{Wakes, wake_all};
 use crate::node::{Call, ConnSettings, Link};
 use crate::timing::{Clock, SystemClock};
 
-/// One link handed over: which, of which manager, and with which settings.
+/// One link handed over, and with which settings.
 struct Job {
-    links: Weak<[Link]>,
-    index: usize,
+    link: Weak<Link>,
     settings: ConnSettings,
 }
 
@@ -38,9 +37,9 @@ struct Caretaker {
 
 static CARETAKER: OnceLock<Caretaker> = OnceLock::new();
 
-/// Hands link `index` of `links` to the caretaker, starting it if needed. If the thread
-/// cannot be started, the link simply waits for the next round on that node.
-pub(super) fn care(links: &Arc<[Link]>, index: usize, settings: &ConnSettings) {
+/// Hands `link` to the caretaker, starting it if needed. If the thread cannot be started, the
+/// link simply waits for the next round on that node.
+pub(super) fn care(link: &Arc<Link>, settings: &ConnSettings) {
     let c = CARETAKER.get_or_init(|| {
         let started = std::thread::Builder::new()
             .name("redlock-caretaker".into())
@@ -54,8 +53,7 @@ pub(super) fn care(links: &Arc<[Link]>, index: usize, settings: &ConnSettings) {
         }
     });
     c.jobs.lock().unwrap_or_else(|p| p.into_inner()).push(Job {
-        links: Arc::downgrade(links),
-        index,
+        link: Arc::downgrade(link),
         settings: settings.clone(),
     });
     if let Some(w) = c.waker.get() {
@@ -65,8 +63,7 @@ pub(super) fn care(links: &Arc<[Link]>, index: usize, settings: &ConnSettings) {
 
 /// A link the caretaker drives, until its deadline at the latest.
 struct Tended {
-    links: Arc<[Link]>,
-    index: usize,
+    link: Arc<Link>,
     settings: ConnSettings,
     until: Instant,
     call: Call,
@@ -78,7 +75,7 @@ impl Source for Tended {
         if self.done {
             return None;
         }
-        self.links[self.index].interest(&self.call)
+        self.link.interest(&self.call)
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -86,7 +83,7 @@ impl Source for Tended {
     }
 
     fn on_ready(&mut self, ready: Readiness, now: Instant) {
-        let link = &self.links[self.index];
+        let link = &self.link;
         let mut wakes = Wakes::new();
         link.on_ready(ready, now, &self.settings, &mut wakes);
         wake_all(&mut wakes, self.call.id());
@@ -105,7 +102,7 @@ impl Tended {
         if !self.done {
             self.done = true;
             // Hands the link to a caller that came meanwhile, if any.
-            self.links[self.index].leave(&self.call);
+            self.link.leave(&self.call);
         }
     }
 }
@@ -129,14 +126,13 @@ fn run() {
         let now = clock.now();
         let jobs = std::mem::take(&mut *c.jobs.lock().unwrap_or_else(|p| p.into_inner()));
         for job in jobs {
-            let Some(links) = job.links.upgrade() else {
+            let Some(link) = job.link.upgrade() else {
                 continue;
             };
-            if links[job.index].adopt(&call) {
+            if link.adopt(&call) {
                 tended.push(Tended {
                     until: now + job.settings.stale_limit,
-                    links,
-                    index: job.index,
+                    link,
                     settings: job.settings,
                     call: call.clone(),
                     done: false,

@@ -17,15 +17,18 @@ use crate::metrics::Registry;
 use crate::mux;
 use crate::node::call::{Wakes, wake_all};
 use crate::node::health::refusal;
-use crate::node::{Call, ConnSettings, Expect, Link, Node, Slot, Standing};
+use crate::node::{Call, ConnSettings, Expect, Link, Node, Shards, Slot, Standing};
 use crate::resp::Reply;
 use crate::timing::{Clock, work_allowance};
 
 mod care;
+mod shards;
 #[cfg(test)]
 mod tests;
 mod trust;
 mod wait;
+
+use shards::Sending;
 
 use wait::Wait;
 
@@ -64,6 +67,9 @@ pub(crate) struct Request<'a> {
     /// grows by its allowance (`timing::work_allowance`), and so does the silence its
     /// connection may keep while owing the reply (see node/link.rs).
     pub work: usize,
+    /// The Redis Cluster slot of every key the command names (`slot::key_slot`), which
+    /// routes it on a cluster node; `None`: not routable, so a cluster node fails it.
+    pub slot: Option<u16>,
 }
 
 /// When a round is over.
@@ -123,8 +129,8 @@ pub(crate) type Judge<'a> = &'a dyn Fn(usize, &Reply) -> NodeOutcome;
 
 /// The nodes of one manager and the rounds over them.
 pub(crate) struct Cluster {
-    /// Shared with the caretaker (care.rs), which holds it weakly.
-    links: Arc<[Link]>,
+    /// One per node; the caretaker (care.rs) holds them weakly.
+    links: Arc<[Arc<Link>]>,
     settings: ConnSettings,
     clock: Arc<dyn Clock>,
     quorum: usize,
@@ -137,8 +143,9 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
+    /// The nodes, each with its shards if it is a cluster node.
     pub(crate) fn new(
-        nodes: Vec<Node>,
+        nodes: Vec<(Node, Option<Shards>)>,
         settings: ConnSettings,
         clock: Arc<dyn Clock>,
         quarantine: bool,
@@ -146,7 +153,12 @@ impl Cluster {
         let now = clock.now();
         let n = nodes.len();
         Cluster {
-            links: nodes.into_iter().map(|node| Link::new(node, now)).collect(),
+            links: (nodes.into_iter())
+                .map(|(node, shards)| match shards {
+                    Some(s) => Arc::new(Link::cluster(node, s, now)),
+                    None => Arc::new(Link::new(node, now)),
+                })
+                .collect(),
             settings,
             clock,
             quorum: quorum(n),
@@ -179,6 +191,12 @@ impl Cluster {
     /// The nodes, in configuration order.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.links.iter().map(|l| &l.node)
+    }
+
+    /// True when some node is a cluster node (`redis+cluster://`): its commands are routed by
+    /// slot, so every key one command names must share a slot.
+    pub(crate) fn has_shards(&self) -> bool {
+        self.links.iter().any(|l| l.shards.is_some())
     }
 
     /// The number of nodes.
@@ -214,23 +232,33 @@ impl Cluster {
         }
         self.probe_idle(start);
         let wakes = RefCell::new(Wakes::new());
-        let mut waits = self.submit(&call, req, limits, start, &wakes);
+        let sending = Sending::of(req);
+        let mut waits = self.submit(&call, req, &sending, limits, start, &wakes);
         waits.push(Wait::wake(&call, &wakes));
         let q = self.quorum;
         let r = mux::drive(&mut waits, &|| self.clock.now(), |waits| {
             // The replies read for other calls since the last look: one wake-up each.
             wake_all(&mut wakes.borrow_mut(), call.id());
-            let (ok, waiting) = call.look(|slots, handed| {
+            let (ok, waiting, redirected) = call.look(|slots, handed| {
                 for i in handed {
                     waits[i].driving = true;
                 }
-                for (w, s) in waits.iter_mut().zip(slots) {
-                    if *s != Slot::Waiting {
+                // Redirects a cluster node's shard answered: followed below, still waiting.
+                let redirected: Vec<(usize, Reply)> = (slots.iter().enumerate())
+                    .filter_map(|(i, s)| self.redirect_in(i, s, &waits[i]).map(|r| (i, r)))
+                    .collect();
+                for (i, (w, s)) in waits.iter_mut().zip(slots).enumerate() {
+                    if *s != Slot::Waiting && !redirected.iter().any(|(r, _)| *r == i) {
                         w.deadline = None;
                     }
                 }
-                self.count(slots, req.grants, judge)
+                let (ok, waiting) = self.count(slots, req.grants, judge);
+                (ok, waiting + redirected.len(), redirected)
             });
+            let now = self.now();
+            for (i, reply) in redirected {
+                self.follow(&call, &mut waits[i], i, &reply, (&sending, limits), now);
+            }
             let until = if req.grants && self.trust_open() {
                 Until::All
             } else {
@@ -244,9 +272,12 @@ impl Cluster {
         });
         wake_all(&mut wakes.borrow_mut(), call.id());
         let (slots, handed) = call.close();
-        for (i, link) in self.links.iter().enumerate() {
-            if (waits[i].driving || handed.contains(&i)) && link.leave(&call) {
-                care::care(&self.links, i, &self.settings);
+        for (i, w) in waits.iter().enumerate() {
+            if let Some(link) = &w.link
+                && (w.driving || handed.contains(&i))
+                && link.leave(&call)
+            {
+                care::care(link, &self.settings);
             }
         }
         r.map_err(internal)?;
@@ -261,11 +292,9 @@ impl Cluster {
     /// Closes idle connections the nodes have closed (a restarted node) before they are used,
     /// with one zero-timeout `poll(2)` for all of them.
     fn probe_idle(&self, now: Instant) {
-        let idle: Vec<(usize, std::os::fd::RawFd, u64)> = self
-            .links
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| l.idle_fd(now).map(|(fd, g)| (i, fd, g)))
+        let links = self.all_links();
+        let idle: Vec<(&Arc<Link>, std::os::fd::RawFd, u64)> = (links.iter())
+            .filter_map(|l| l.idle_fd(now).map(|(fd, g)| (l, fd, g)))
             .collect();
         if idle.is_empty() {
             return;
@@ -274,9 +303,9 @@ impl Cluster {
         let Ok(dead) = mux::probe_idle(&fds) else {
             return;
         };
-        for ((i, _, generation), dead) in idle.into_iter().zip(dead) {
+        for ((link, _, generation), dead) in idle.into_iter().zip(dead) {
             if dead {
-                self.links[i].drop_probed(generation);
+                link.drop_probed(generation);
             }
         }
     }
@@ -286,23 +315,21 @@ impl Cluster {
         &'a self,
         call: &'a Call,
         req: &Request<'_>,
+        sending: &Sending<'_>,
         limits: Limits,
         start: Instant,
         wakes: &'a RefCell<Wakes>,
     ) -> Vec<Wait<'a>> {
-        debug_assert!(req.combine.is_none() || req.fallback.is_none());
-        let expect = match req.combine {
-            Some(c) => Expect::Parts(c),
-            None => Expect::One(req.fallback.map(Arc::from)),
-        };
-        let work = work_allowance(req.work);
+        let (expect, work) = (&sending.expect, sending.work);
         let mut waits = Vec::with_capacity(self.links.len() + 1);
-        for (i, link) in self.links.iter().enumerate() {
-            let mut w = Wait::node(self, call, link, wakes);
-            let cmd = match req.cmd {
-                Cmd::Same(b) => Some(b),
-                Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
+        for (i, top) in self.links.iter().enumerate() {
+            let cmd = sending.cmd(i);
+            // A cluster node's request goes to the shard that serves its slot.
+            let (link, routed) = match self.route(top, req.slot, start) {
+                Ok(l) => (l, Ok(())),
+                Err(o) => (Arc::clone(top), Err(o)),
             };
+            let mut w = Wait::node(self, call, Arc::clone(&link), wakes);
             let quarantined = match link.node.standing() {
                 Standing::Quarantined { until, reason } if req.grants => {
                     Some((until.saturating_duration_since(start), reason))
@@ -310,6 +337,7 @@ impl Cluster {
                 _ => None,
             };
             let sent = match (link.node.duplicate_of(), quarantined, cmd) {
+                _ if routed.is_err() => Err(routed.clone().expect_err("checked")),
                 // The same server as a lower node: asked through that one only.
                 (Some(of), _, _) => Err(NodeOutcome::Duplicate { of }),
                 (None, Some((remaining, reason)), _) => {
@@ -320,12 +348,12 @@ impl Cluster {
                     .submit(
                         Some(call),
                         cmd,
-                        &expect,
+                        expect,
                         work,
                         start,
                         &self.settings,
                         true,
-                        req.grants,
+                        (req.grants, false),
                     )
                     .map(|s| s.expect("submit connects when asked to")),
             };
@@ -402,6 +430,9 @@ impl Cluster {
                     let o = if let Some(of) = self.links[i].node.duplicate_of() {
                         // Found out in this round's handshake: its answer does not count.
                         NodeOutcome::Duplicate { of }
+                    } else if let Some(o) = self.cluster_error(i, &reply) {
+                        // A cluster node's shard: down, or redirects that did not settle.
+                        o
                     } else if let Some(o) = refusal(&reply) {
                         // Whatever was asked: NOPERM (or NOAUTH) is a refusal of our
                         // credentials, and a node in cluster mode (whose handshake could not
@@ -474,25 +505,39 @@ impl Cluster {
     /// Writes `cmd` to the nodes `to` selects, without waiting for the replies (they are read
     /// and discarded later). Nodes with no connection are skipped. Used to release after a
     /// failed acquisition, so that the caller does not wait a round trip for the clean-up.
-    /// `work`: as [`Request::work`].
+    /// `work` and `slot`: as [`Request::work`] and [`Request::slot`].
     pub(crate) fn detach(
         &self,
         cmd: &[u8],
         fallback: Option<&[u8]>,
-        work: usize,
+        (work, slot): (usize, Option<u16>),
         to: &dyn Fn(usize) -> bool,
     ) {
         let now = self.now();
         let work = work_allowance(work);
         let expect = Expect::One(fallback.map(Arc::from));
-        for (i, link) in self.links.iter().enumerate() {
-            if to(i) {
-                // Queued behind whatever the connection already carries (the command being
-                // cleaned up among it), so the node runs it after that.
-                let _ = link.submit(None, cmd, &expect, work, now, &self.settings, false, false);
-                if link.orphaned() {
-                    care::care(&self.links, i, &self.settings);
-                }
+        for (i, top) in self.links.iter().enumerate() {
+            if !to(i) {
+                continue;
+            }
+            let Ok(link) = self.route(top, slot, now) else {
+                continue;
+            };
+            // Queued behind whatever the connection already carries (the command being
+            // cleaned up among it), so the node runs it after that.
+            let nothing = (false, false);
+            let _ = link.submit(
+                None,
+                cmd,
+                &expect,
+                work,
+                now,
+                &self.settings,
+                false,
+                nothing,
+            );
+            if link.orphaned() {
+                care::care(&link, &self.settings);
             }
         }
     }

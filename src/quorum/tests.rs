@@ -42,7 +42,7 @@ fn pairs_with(n: usize, settings: ConnSettings) -> (Cluster, Vec<UnixStream>) {
         peers.push(b);
     }
     let cluster = Cluster {
-        links: links.into(),
+        links: links.into_iter().map(Arc::new).collect(),
         settings,
         clock,
         quorum: quorum(n),
@@ -69,6 +69,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
         cmd: Cmd::Same(cmd),
         fallback: None,
         combine: None,
+        slot: None,
         grants: false,
         work: 1,
     }
@@ -263,6 +264,7 @@ fn noscript_falls_back_once() {
         cmd: Cmd::Same(b"SHA\r\n"),
         fallback: Some(b"EVAL\r\n"),
         combine: None,
+        slot: None,
         grants: false,
         work: 1,
     };
@@ -287,6 +289,7 @@ fn noscript_falls_back_even_after_the_caller_left() {
         cmd: Cmd::Same(b"SHA\r\n"),
         fallback: Some(b"EVAL\r\n"),
         combine: None,
+        slot: None,
         grants: false,
         work: 1,
     };
@@ -473,6 +476,7 @@ fn a_caller_that_leaves_hands_the_connection_to_one_still_waiting() {
             cmd: Cmd::PerNode(&b_cmds),
             fallback: None,
             combine: None,
+            slot: None,
             grants: false,
             work: 1,
         };
@@ -528,7 +532,7 @@ fn a_command_held_behind_a_handshake_is_written_even_after_the_caller_left() {
     slow.handshake_kinds = vec![Hs::Required];
     links.push(Link::new(slow, now));
     let cluster = Cluster {
-        links: links.into(),
+        links: links.into_iter().map(Arc::new).collect(),
         settings: settings(),
         clock,
         quorum: 2,
@@ -579,7 +583,9 @@ fn replies_only_a_cluster_node_sends_say_cluster_mode_is_not_supported() {
         assert_eq!(
             r.outcomes[i],
             NodeOutcome::ServerError(format!(
-                "cluster mode is not supported (yet): the node answered {text}"
+                "a Redis Cluster node, named as a plain node: name the cluster as one node, \
+                 redis+cluster://host:port[,host:port...] (its seed nodes): the node answered \
+                 {text}"
             ))
         );
     }

@@ -208,6 +208,7 @@ impl Cluster {
             cmd: Cmd::Same(&cmd),
             fallback: None,
             combine: None,
+            slot: None,
             grants: false,
             work: 1,
         };

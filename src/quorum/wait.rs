@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::Cluster;
@@ -16,20 +17,23 @@ pub(super) struct Wait<'a> {
     /// The wake-ups this round's reads owe other calls, sent once per `poll(2)` round.
     wakes: &'a RefCell<Wakes>,
     call: &'a Call,
-    link: Option<&'a Link>,
+    /// The node's link (for a cluster node, the link of the shard that serves the request).
+    pub(super) link: Option<Arc<Link>>,
     /// This call polls the link (see node/link.rs).
     pub(super) driving: bool,
     /// The connection was being set up when the command was written.
     pub(super) starting: bool,
     /// While this call's reply from the node is outstanding.
     pub(super) deadline: Option<Instant>,
+    /// Redirects followed for this node (a cluster node's shard answered `MOVED`, …).
+    pub(super) redirects: u8,
 }
 
 impl<'a> Wait<'a> {
     pub(super) fn node(
         cluster: &'a Cluster,
         call: &'a Call,
-        link: &'a Link,
+        link: Arc<Link>,
         wakes: &'a RefCell<Wakes>,
     ) -> Wait<'a> {
         Wait {
@@ -40,6 +44,7 @@ impl<'a> Wait<'a> {
             driving: false,
             starting: false,
             deadline: None,
+            redirects: 0,
         }
     }
 
@@ -52,13 +57,14 @@ impl<'a> Wait<'a> {
             driving: false,
             starting: false,
             deadline: None,
+            redirects: 0,
         }
     }
 }
 
 impl Source for Wait<'_> {
     fn interest(&self) -> Option<(RawFd, Interest)> {
-        match self.link {
+        match &self.link {
             Some(link) if self.driving => link.interest(self.call),
             Some(_) => None,
             None => Some((
@@ -72,7 +78,7 @@ impl Source for Wait<'_> {
     }
 
     fn second(&self) -> Option<(RawFd, Interest)> {
-        match self.link {
+        match &self.link {
             Some(link) if self.driving && self.starting => link.probe_wants(self.call).1,
             _ => None,
         }
@@ -82,7 +88,7 @@ impl Source for Wait<'_> {
     /// `node::conn`): a connection being set up is probed only while this call drives it.
     fn deadline(&self) -> Option<Instant> {
         let d = self.deadline?;
-        match self.link {
+        match &self.link {
             Some(link) if self.driving && self.starting => {
                 Some(link.probe_wants(self.call).0.map_or(d, |p| p.min(d)))
             }
@@ -91,7 +97,7 @@ impl Source for Wait<'_> {
     }
 
     fn on_ready(&mut self, ready: Readiness, now: Instant) {
-        match (self.link, self.cluster) {
+        match (&self.link, self.cluster) {
             (Some(link), Some(c)) => {
                 link.on_ready(ready, now, c.settings(), &mut self.wakes.borrow_mut());
                 if !link.is_driven_by(self.call) {
@@ -103,7 +109,7 @@ impl Source for Wait<'_> {
     }
 
     fn on_deadline(&mut self, now: Instant) {
-        let (Some(link), Some(c)) = (self.link, self.cluster) else {
+        let (Some(link), Some(c)) = (&self.link, self.cluster) else {
             self.deadline = None;
             return;
         };

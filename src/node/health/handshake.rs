@@ -14,10 +14,11 @@ use crate::config::NodeAddr;
 use crate::error::NodeOutcome;
 use crate::resp::{self, Reply};
 
-/// What a node in Redis Cluster mode is told: its keys live on other nodes (it answers
-/// `MOVED`, `ASK`, `CLUSTERDOWN`, …), and Redlock needs independent masters, each holding
-/// every lock key it is asked about.
-pub(crate) const CLUSTER_UNSUPPORTED: &str = "cluster mode is not supported (yet)";
+/// What a node in Redis Cluster mode reached by a `redis://` URL is told: its keys live on
+/// other nodes (it answers `MOVED`, `ASK`, `CLUSTERDOWN`, …); a cluster is one node of the
+/// quorum, named by its own URL form.
+pub(crate) const CLUSTER_UNSUPPORTED: &str = "a Redis Cluster node, named as a plain node: name \
+     the cluster as one node, redis+cluster://host:port[,host:port...] (its seed nodes)";
 
 /// The error codes that say the node refused this client's credentials: a failed `AUTH`
 /// (`WRONGPASS`), a password required but not given (`NOAUTH`), an ACL user not allowed a
@@ -80,6 +81,11 @@ pub(crate) enum Hs {
     /// [`CLUSTER_UNSUPPORTED`]); an error reply only skips the check (`INFO` renamed), and
     /// the replies to later commands still tell (see [`cluster_refusal`]).
     Cluster,
+    /// `CLUSTER SHARDS`, on a shard primary of a cluster node: the slot map.
+    Shards,
+    /// `CLUSTER SLOTS`, right behind it: the slot map where `CLUSTER SHARDS` failed (a server
+    /// before 7.0). An error from both leaves the map to the redirects.
+    Slots,
     /// `INFO server`: the node's identity and age. A node that does not answer it, or answers
     /// without a `run_id`, is refused: without its identity, one server listed under two
     /// addresses would vote twice, and a restart could not be told from a running server.
@@ -254,11 +260,15 @@ impl Node {
                 if info_field(&String::from_utf8_lossy(info), "cluster_enabled") == Some("1") =>
             {
                 return Err(NodeOutcome::ServerError(format!(
-                    "{CLUSTER_UNSUPPORTED}: the node runs with cluster-enabled yes; Redlock \
-                     needs independent masters"
+                    "{CLUSTER_UNSUPPORTED}: the node runs with cluster-enabled yes"
                 )));
             }
             (Hs::Cluster, _) => {}
+            (Hs::Shards | Hs::Slots, r) if auth_refusal(r).is_some() => {
+                return Err(auth_refusal(r).expect("checked"));
+            }
+            (Hs::Shards, r) => self.observe_shards(r, false),
+            (Hs::Slots, r) => self.observe_shards(r, true),
             (Hs::Info, r) => self.observe_info(r, now)?,
             (Hs::Replication, r) if refusal(r).is_some() => {
                 return Err(refusal(r).expect("checked"));
@@ -276,6 +286,35 @@ impl Node {
             (Hs::Config, r) => self.observe_config(r),
         }
         Ok(Action::None)
+    }
+
+    /// Loads a shard's `CLUSTER SHARDS` answer into its cluster's slot map, or its
+    /// `CLUSTER SLOTS` answer (`slots`) where the first failed.
+    fn observe_shards(&self, reply: &Reply, slots: bool) {
+        use std::sync::atomic::Ordering;
+        let Some(shard) = &self.shard else { return };
+        let host = &shard.endpoint.host;
+        if slots && !shard.no_shards.load(Ordering::Relaxed) {
+            return;
+        }
+        let read = if slots {
+            super::slots::parse_slots(reply, host)
+        } else {
+            super::slots::parse_shards(reply, self.addr.is_tls(), host)
+        };
+        match read {
+            Ok(shards) => {
+                shard.no_shards.store(false, Ordering::Relaxed);
+                let mut m = shard.map.lock().unwrap_or_else(|p| p.into_inner());
+                m.load(&shards);
+            }
+            Err(_) if !slots => shard.no_shards.store(true, Ordering::Relaxed),
+            Err(e) => log::warn!(
+                "node {} ({}): cannot read the slot map ({e}); following redirects instead",
+                self.index,
+                shard.endpoint
+            ),
+        }
     }
 
     /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply; `Err` when they

@@ -16,15 +16,13 @@ use crate::tls;
 mod handshake;
 mod quarantine;
 mod sentinel;
-// The slot map of a cluster node: read and tested, and consumed by the shard links that
-// follow (ARCHITECTURE.md, "Cluster nodes: the design"); until then unused outside tests.
-#[cfg_attr(not(test), allow(dead_code))]
 mod slots;
 
-pub(crate) use handshake::{Action, Hs, Identity, Peers, auth_and_select, refusal};
+pub(crate) use handshake::{Action, Hs, Identity, Peers, auth_and_select, auth_refusal, refusal};
 use quarantine::{Marker, PROBE_MIN, Trust};
 pub(crate) use quarantine::{QuarantinePolicy, Standing};
 pub(crate) use sentinel::{Ask, Discovery, Group, Next};
+pub(crate) use slots::{Endpoint, Redirect, SlotMap, redirect};
 
 /// A failure as the node's health records it: the outcome's text.
 pub(crate) fn describe(o: &NodeOutcome) -> String {
@@ -94,6 +92,9 @@ pub(crate) struct Node {
     pub group: Option<Group>,
     /// For a failover group whose grants must be acknowledged by replicas: how.
     pub ack: Option<Ack>,
+    /// For one shard primary of a cluster node: the node's slot map (shared by its shards,
+    /// reloaded by each shard's handshake) and this primary's address in it.
+    pub shard: Option<ShardOf>,
     /// The master's address as last found (a plain node's is `sockaddr`); shared with the
     /// node's subscriber connection.
     pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
@@ -136,12 +137,22 @@ struct Health {
     warned: bool,
 }
 
+/// What a shard primary of a cluster node knows of its cluster.
+pub(crate) struct ShardOf {
+    pub map: Arc<Mutex<SlotMap>>,
+    pub endpoint: Endpoint,
+    /// The last `CLUSTER SHARDS` failed (a server before 7.0): `CLUSTER SLOTS` is read.
+    pub no_shards: std::sync::atomic::AtomicBool,
+}
+
 /// The handshake a node's address and the manager's settings ask for, and what each reply
-/// is for (see [`Node::new`]).
+/// is for (see [`Node::new`]). A shard primary of a cluster node asks for the slot map where
+/// any other node asks whether it is in cluster mode.
 fn handshake_commands(
     addr: &NodeAddr,
     scripts: &[&str],
     policy: QuarantinePolicy,
+    shard: bool,
 ) -> (Vec<u8>, Vec<Hs>) {
     let mut handshake = Vec::new();
     let mut kinds = Vec::new();
@@ -152,9 +163,16 @@ fn handshake_commands(
         }
         kinds.push(Hs::Auth);
     }
-    // Before SELECT, which a cluster node refuses with a message that does not say why.
-    resp::pack(&[b"INFO", b"cluster"], &mut handshake);
-    kinds.push(Hs::Cluster);
+    if shard {
+        // CLUSTER SLOTS for servers without CLUSTER SHARDS (before 7.0).
+        resp::pack(&[b"CLUSTER", b"SHARDS"], &mut handshake);
+        resp::pack(&[b"CLUSTER", b"SLOTS"], &mut handshake);
+        kinds.extend([Hs::Shards, Hs::Slots]);
+    } else {
+        // Before SELECT, which a cluster node refuses with a message that does not say why.
+        resp::pack(&[b"INFO", b"cluster"], &mut handshake);
+        kinds.push(Hs::Cluster);
+    }
     if addr.db() != 0 {
         resp::pack(
             &[b"SELECT", addr.db().to_string().as_bytes()],
@@ -209,7 +227,7 @@ impl Node {
         policy: QuarantinePolicy,
         peers: Arc<Peers>,
     ) -> Node {
-        let (handshake, kinds) = handshake_commands(&addr, scripts, policy);
+        let (handshake, kinds) = handshake_commands(&addr, scripts, policy, false);
         Node {
             index,
             addr_text: addr.to_string(),
@@ -217,6 +235,7 @@ impl Node {
             sockaddr,
             group: None,
             ack: None,
+            shard: None,
             master_addr: Arc::new(Mutex::new(sockaddr)),
             promotions: AtomicU64::new(0),
             tls,
@@ -275,6 +294,15 @@ impl Node {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Makes the node one shard primary of a cluster node: its handshake reads the cluster's
+    /// slot map into `shard.map` (and does not refuse cluster mode).
+    pub(crate) fn set_shard(&mut self, shard: ShardOf, scripts: &[&str]) {
+        let (handshake, kinds) = handshake_commands(&self.addr, scripts, self.policy, true);
+        self.handshake = handshake;
+        self.handshake_kinds = kinds;
+        self.shard = Some(shard);
     }
 
     /// Makes the node a failover group: its master is found by asking `group`'s sentinels;
@@ -385,6 +413,11 @@ impl Node {
             }
         }
         log::debug!("node {} ({}): {what}", self.index, self.addr);
+    }
+
+    /// True during a failure streak (the last attempt to reach it failed).
+    pub(crate) fn failing(&self) -> bool {
+        self.failures.load(Ordering::Relaxed) > 0
     }
 
     /// Ends a failure streak (a handshake or a reply came through).
@@ -712,8 +745,9 @@ mod tests {
         match cluster_refusal(&down) {
             Some(NodeOutcome::ServerError(s)) => assert_eq!(
                 s,
-                "cluster mode is not supported (yet): the node answered CLUSTERDOWN Hash slot \
-                 not served"
+                format!(
+                    "{CLUSTER_UNSUPPORTED}: the node answered CLUSTERDOWN Hash slot not served"
+                )
             ),
             other => panic!("{other:?}"),
         }

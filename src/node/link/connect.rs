@@ -48,6 +48,7 @@ impl Link {
                 st.conn = Some(c);
                 st.generation += 1;
                 st.parts.clear(); // nothing is owed on a new connection
+                st.asked_oks = 0;
                 let entries = self.handshake_entries(now, self.node.tls.is_none());
                 st.pending.extend(entries);
                 Ok(())

@@ -41,6 +41,9 @@ use crate::resp::{ReadError, Reply};
 
 mod connect;
 mod reply;
+mod shards;
+
+pub(crate) use shards::{MakeShard, Shards};
 
 /// How long a connection must have been idle before a caller checks, before using it, whether
 /// the node closed it. In a tight loop the check would cost a system call per step for
@@ -80,6 +83,9 @@ struct State {
     /// For a failover group: the search for its master in progress (`conn` is then the
     /// connection to the sentinel being asked, and holds the commands written meanwhile).
     discovery: Option<Discovery>,
+    /// The `ASKING` replies read so far for the first entry, when it was asked (see
+    /// `Purpose::Command`): one comes before each of its own replies.
+    asked_oks: usize,
 }
 
 /// What [`Link::submit`] did.
@@ -95,6 +101,9 @@ pub(crate) struct Submitted {
 pub(crate) struct Link {
     pub(crate) node: Node,
     state: Mutex<State>,
+    /// For a cluster node: its shards, each with a link of its own (this link's connection is
+    /// then never used).
+    pub(crate) shards: Option<Shards>,
 }
 
 impl Link {
@@ -111,7 +120,18 @@ impl Link {
                 last_reply: now,
                 acked: None,
                 discovery: None,
+                asked_oks: 0,
             }),
+            shards: None,
+        }
+    }
+
+    /// The link of a cluster node: `node` stands for the whole cluster in reports, `shards`
+    /// serve its keys.
+    pub(crate) fn cluster(node: Node, shards: Shards, now: Instant) -> Link {
+        Link {
+            shards: Some(shards),
+            ..Link::new(node, now)
         }
     }
 
@@ -159,7 +179,8 @@ impl Link {
     /// now (backoff, refused, …). `work`: the server time the command may take beyond a
     /// one-key command's, which the connection may stay silent for on top of the stale limit.
     /// `ack`: the command grants, and the node wants its grants acknowledged by replicas
-    /// (`Node::ack`): its `WAIT` is written right behind it.
+    /// (`Node::ack`): its `WAIT` is written right behind it. `asking`: an `ASKING` goes right
+    /// before it, in the same write (a cluster's `ASK` redirect), its reply for nobody.
     #[allow(clippy::too_many_arguments)] // a command, its reply's shape and its cost, and when
     pub(crate) fn submit(
         &self,
@@ -170,13 +191,13 @@ impl Link {
         now: Instant,
         settings: &ConnSettings,
         connect: bool,
-        ack: bool,
+        (ack, asking): (bool, bool),
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
         let ack = ack && self.node.ack.is_some();
         let r = self.submit_locked(
             call,
-            (cmd, ack),
+            (cmd, ack, asking),
             expect,
             work,
             now,
@@ -193,7 +214,7 @@ impl Link {
     fn submit_locked(
         &self,
         call: Option<&Call>,
-        (cmd, ack): (&[u8], bool),
+        (cmd, ack, asking): (&[u8], bool, bool),
         expect: &Expect,
         work: Duration,
         now: Instant,
@@ -225,9 +246,17 @@ impl Link {
         let conn = st.conn.as_mut().expect("connected above");
         let starting = conn.is_starting();
         let wait = self.node.ack.as_ref().filter(|_| ack);
-        let sent = conn
-            .send(cmd)
-            .and_then(|()| wait.map_or(Ok(()), |a| conn.send(&a.cmd)));
+        let sent = if asking {
+            // ASKING holds for the next command only: one before each.
+            const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+            let parts = crate::resp::split_commands(cmd).unwrap_or_else(|| vec![cmd]);
+            parts
+                .iter()
+                .try_for_each(|p| conn.send(ASKING).and_then(|()| conn.send(p)))
+        } else {
+            conn.send(cmd)
+        }
+        .and_then(|()| wait.map_or(Ok(()), |a| conn.send(&a.cmd)));
         if let Err(e) = sent {
             let outcome = unreachable_from(&e);
             self.fail_all(&mut st, outcome.clone(), now, settings, wakes);
@@ -238,6 +267,7 @@ impl Link {
                 call: call.cloned(),
                 expect: expect.clone(),
                 ack,
+                asked: asking,
             },
             sent_at: now,
             timed: !starting,
@@ -360,6 +390,7 @@ impl Link {
             st.pending.clear();
             st.parts.clear();
             st.acked = None;
+            st.asked_oks = 0;
         }
     }
 
@@ -562,6 +593,7 @@ impl Link {
         // A multi-part entry with some of its replies read fails like the others.
         st.parts.clear();
         st.acked = None;
+        st.asked_oks = 0;
         for e in st.pending.drain(..) {
             if let Purpose::Command { call: Some(c), .. } = e.purpose
                 && c.fill(self.node.index, Slot::Failed(outcome.clone()))

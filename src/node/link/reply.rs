@@ -34,6 +34,13 @@ impl Link {
             let entry = st.pending.pop_front().expect("an entry waits for its WAIT");
             return self.answer(st, entry, main, Some(acks), now, s, w);
         }
+        if let Some(Purpose::Command { asked: true, .. }) = st.pending.front().map(|e| &e.purpose) {
+            // An ASKING's reply comes before each of the entry's own.
+            if st.asked_oks == st.parts.len() {
+                st.asked_oks += 1;
+                return;
+            }
+        }
         let reply = match st.pending.front().map(|e| &e.purpose) {
             None => {
                 let what = NodeOutcome::Protocol("unsolicited reply".into());
@@ -59,6 +66,7 @@ impl Link {
             return;
         }
         let entry = st.pending.pop_front().expect("looked at above");
+        st.asked_oks = 0;
         match entry.purpose {
             Purpose::Health(kind) => {
                 let _ = self.node.on_handshake_reply(kind, &reply, now);
@@ -136,7 +144,10 @@ impl Link {
         w: &mut Wakes,
     ) {
         let (sent_at, timed, work) = (entry.sent_at, entry.timed, entry.work);
-        let Purpose::Command { call, expect, ack } = entry.purpose else {
+        let Purpose::Command {
+            call, expect, ack, ..
+        } = entry.purpose
+        else {
             return; // dispatch hands over command entries only
         };
         if reply.is_error_code("NOSCRIPT")
@@ -158,6 +169,7 @@ impl Link {
                     call,
                     expect: Expect::One(None),
                     ack,
+                    asked: false,
                 },
                 sent_at,
                 timed: false,

@@ -96,9 +96,9 @@ impl SlotMap {
         &self.primaries
     }
 
-    /// How many slots primary `i` owns.
-    pub(crate) fn slots_of(&self, i: usize) -> usize {
-        self.owner.iter().filter(|&&o| usize::from(o) == i).count()
+    /// The index of primary `e`, added if new.
+    pub(crate) fn primary(&mut self, e: &Endpoint) -> usize {
+        usize::from(self.index_of(e))
     }
 
     fn index_of(&mut self, e: &Endpoint) -> u16 {

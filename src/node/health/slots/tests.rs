@@ -44,7 +44,6 @@ fn cluster_slots_gives_the_same_map() {
         let (x, y) = (a.owner(slot).unwrap(), b.owner(slot).unwrap());
         assert_eq!(a.primaries()[x], b.primaries()[y], "slot {slot}");
     }
-    assert_eq!(a.slots_of(0), 5461);
 }
 
 #[test]
@@ -62,7 +61,6 @@ fn a_map_learns_from_moved_and_keeps_indexes() {
     assert_eq!(m.owner(0), Some(0));
     assert_eq!(m.owner(1), Some(0));
     assert_eq!(m.primaries().len(), 4);
-    assert_eq!(m.slots_of(3), 0);
 }
 
 #[test]

@@ -1,0 +1,74 @@
+//! Building a cluster node (`redis+cluster://`): its seeds, and how each of its shard
+//! primaries' nodes is made when the slot map or a redirect first names it.
+
+use std::sync::{Arc, Mutex};
+
+use crate::config::{Config, NodeAddr};
+use crate::error::Error;
+use crate::node::health::{Endpoint, ShardOf, SlotMap};
+use crate::node::{MakeShard, Node, Peers, QuarantinePolicy, Shards};
+use crate::scripts;
+use crate::tls;
+
+/// What restart quarantine on a cluster node would need, and why the manager refuses one
+/// while it is on.
+const QUARANTINE_PER_SHARD: &str = "a cluster node (redis+cluster://) needs restart quarantine \
+     off for now (Config::restart_quarantine(false)): quarantine per shard is not built yet, and \
+     without it a shard primary that restarts without its data may grant a lock that is held";
+
+/// Node `i`, a cluster: the node that stands for it in reports (reached at its first seed,
+/// which also carries its release notifications: a cluster delivers `PUBLISH` on every node)
+/// and its shards.
+pub(super) fn cluster_node(
+    i: usize,
+    addr: NodeAddr,
+    config: &Config,
+    tls: Option<&Arc<tls::Connector>>,
+    policy: QuarantinePolicy,
+) -> Result<(Node, Shards), Error> {
+    let bad = |m: String| Error::InvalidInput(format!("node {i} ({addr}): {m}"));
+    if config.restart_quarantine {
+        return Err(bad(QUARANTINE_PER_SHARD.into()));
+    }
+    let seeds: Vec<Endpoint> = (addr.seeds().iter())
+        .map(|(host, port)| Endpoint {
+            host: host.clone(),
+            port: *port,
+        })
+        .collect();
+    let first = addr.resolve().map_err(bad)?.first().copied();
+    let client = match tls.filter(|_| addr.is_tls()) {
+        Some(t) => Some(t.client(addr.host()).map_err(bad)?),
+        None => None,
+    };
+    let base = addr.clone();
+    let tls = tls.cloned();
+    let make: MakeShard = Box::new(move |e: &Endpoint, map: &Arc<Mutex<SlotMap>>| {
+        let shard = base.shard(&e.host, e.port);
+        let sockaddr = shard.resolve()?.first().copied();
+        let client = match tls.as_ref().filter(|_| shard.is_tls()) {
+            Some(t) => Some(t.client(&e.host)?),
+            None => None,
+        };
+        // Each shard is its own server: no other node can be the same one.
+        let peers = Peers::new(i + 1);
+        let mut node = Node::new(i, shard, sockaddr, client, &scripts::ALL, policy, peers);
+        let of = ShardOf {
+            map: Arc::clone(map),
+            endpoint: e.clone(),
+            no_shards: Default::default(),
+        };
+        node.set_shard(of, &scripts::ALL);
+        Ok(node)
+    });
+    let node = Node::new(
+        i,
+        addr,
+        first,
+        client,
+        &scripts::ALL,
+        policy,
+        Peers::new(i + 1),
+    );
+    Ok((node, Shards::new(seeds, make)))
+}

@@ -1,0 +1,216 @@
+//! A round on cluster nodes (ARCHITECTURE.md, "Cluster nodes"): the request goes to the shard
+//! that serves its slot, and the redirects a shard answers (`MOVED`, `ASK`, `TRYAGAIN`) are
+//! followed by the round itself, in the caller's `poll(2)` loop, under the node's deadline. A
+//! link never writes to another link, so links are locked one at a time.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::wait::Wait;
+use super::{Cluster, Cmd, Limits, Request, care};
+use crate::error::NodeOutcome;
+use crate::node::health::{auth_refusal, redirect};
+use crate::node::{Call, Expect, Link, Slot};
+use crate::resp::Reply;
+use crate::timing::work_allowance;
+
+/// The most redirects one node's reply may take in one round: a slot that moves on while the
+/// round follows it is refused for this step rather than chased.
+const MAX_REDIRECTS: u8 = 5;
+
+/// The error codes of a cluster's shard that a round follows.
+const FOLLOWED: [&str; 3] = ["MOVED", "ASK", "TRYAGAIN"];
+
+/// What a round writes, as it writes it again after a redirect.
+pub(super) struct Sending<'r> {
+    cmd: Cmd<'r>,
+    pub(super) expect: Expect,
+    pub(super) work: std::time::Duration,
+    grants: bool,
+}
+
+impl<'r> Sending<'r> {
+    pub(super) fn of(req: &Request<'r>) -> Sending<'r> {
+        debug_assert!(req.combine.is_none() || req.fallback.is_none());
+        let expect = match req.combine {
+            Some(c) => Expect::Parts(c),
+            None => Expect::One(req.fallback.map(Arc::from)),
+        };
+        Sending {
+            cmd: req.cmd,
+            expect,
+            work: work_allowance(req.work),
+            grants: req.grants,
+        }
+    }
+
+    /// Node `i`'s command, if it is asked.
+    pub(super) fn cmd(&self, i: usize) -> Option<&'r [u8]> {
+        match self.cmd {
+            Cmd::Same(b) => Some(b),
+            Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
+        }
+    }
+}
+
+impl Cluster {
+    /// The link that serves `slot` on node `top`: `top` itself, or for a cluster node the
+    /// link of the shard that owns the slot (made on first use). `Err`: what the node's
+    /// outcome is, for a request with no slot or a shard address that cannot be used.
+    pub(super) fn route(
+        &self,
+        top: &Arc<Link>,
+        slot: Option<u16>,
+        now: Instant,
+    ) -> Result<Arc<Link>, NodeOutcome> {
+        let Some(shards) = &top.shards else {
+            return Ok(Arc::clone(top));
+        };
+        let Some(slot) = slot else {
+            return Err(NodeOutcome::ServerError(
+                "not available on a cluster node (redis+cluster://) yet".into(),
+            ));
+        };
+        shards
+            .route(slot, now)
+            .map_err(|m| NodeOutcome::Unreachable(format!("shard: {m}")))
+    }
+
+    /// Redirects node `i` followed, `MOVED` and `ASK` (none for a node that is no cluster).
+    pub(crate) fn redirects(&self, i: usize) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.links[i]
+            .shards
+            .as_ref()
+            .map_or((0, 0), |s| (s.moved.load(Relaxed), s.asked.load(Relaxed)))
+    }
+
+    /// Connections opened to node `i`: for a cluster node, to each of its shards.
+    pub(crate) fn connections(&self, i: usize) -> u64 {
+        match &self.links[i].shards {
+            Some(s) => s.links().iter().map(|l| l.node.connections()).sum(),
+            None => self.links[i].node.connections(),
+        }
+    }
+
+    /// Every link: each node's, and each cluster node's shard links.
+    pub(super) fn all_links(&self) -> Vec<Arc<Link>> {
+        let mut all: Vec<Arc<Link>> = Vec::with_capacity(self.links.len());
+        for l in self.links.iter() {
+            match &l.shards {
+                Some(s) => all.extend(s.links()),
+                None => all.push(Arc::clone(l)),
+            }
+        }
+        all
+    }
+
+    /// Node `i`'s slot, if it holds a redirect the round follows (a cluster node's shard
+    /// answered `MOVED`, `ASK` or `TRYAGAIN`, and the node has redirects left).
+    pub(super) fn redirect_in(&self, i: usize, slot: &Slot, w: &Wait<'_>) -> Option<Reply> {
+        self.links[i].shards.as_ref()?;
+        match slot {
+            Slot::Reply {
+                reply: r @ Reply::Error { code, .. },
+                ..
+            } if FOLLOWED.contains(&code.as_str()) && w.redirects < MAX_REDIRECTS => {
+                Some(r.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Follows node `i`'s redirect `reply`: the map learns a `MOVED`; the command is written
+    /// again on the link the redirect names (after `ASKING` for `ASK`; on the same link for
+    /// `TRYAGAIN`), for the same call, under the same deadline (plus a connect timeout when
+    /// the link must connect first, as for any node).
+    pub(super) fn follow(
+        &self,
+        call: &Call,
+        w: &mut Wait<'_>,
+        i: usize,
+        reply: &Reply,
+        (sending, limits): (&Sending<'_>, Limits),
+        now: Instant,
+    ) {
+        let (Some(shards), Some(link), Some(cmd)) =
+            (&self.links[i].shards, w.link.clone(), sending.cmd(i))
+        else {
+            return;
+        };
+        w.redirects += 1;
+        let asked = link
+            .node
+            .shard
+            .as_ref()
+            .map_or(String::new(), |s| s.endpoint.host.clone());
+        let r = redirect(reply, &asked);
+        let target = match &r {
+            Some(r) => match shards.follow(r, now) {
+                Ok(t) => t,
+                Err(m) => {
+                    let o = NodeOutcome::Unreachable(format!("shard: {m}"));
+                    call.refill(i, Slot::Failed(o));
+                    return;
+                }
+            },
+            None => Arc::clone(&link), // TRYAGAIN
+        };
+        if !Arc::ptr_eq(&target, &link) && w.driving {
+            w.driving = false;
+            if link.leave(call) {
+                care::care(&link, &self.settings);
+            }
+        }
+        if !call.refill(i, Slot::Waiting) {
+            return;
+        }
+        let asking = r.as_ref().is_some_and(|r| r.ask);
+        let sent = target.submit(
+            Some(call),
+            cmd,
+            &sending.expect,
+            sending.work,
+            now,
+            &self.settings,
+            true,
+            (sending.grants, asking),
+        );
+        match sent {
+            Ok(Some(s)) => {
+                w.driving |= s.drive;
+                if s.starting && !w.starting {
+                    w.starting = true;
+                    let d = w.deadline.map(|d| d + self.settings.connect_timeout);
+                    w.deadline = match (d, limits.cap) {
+                        (Some(d), Some(c)) => Some(d.min(c)),
+                        (d, _) => d,
+                    };
+                }
+                w.link = Some(target);
+            }
+            Ok(None) => {}
+            Err(o) => {
+                call.refill(i, Slot::Failed(o));
+            }
+        }
+    }
+
+    /// What a reply from a cluster node's shard means when it is a cluster error the round
+    /// did not (or no longer would) follow; `None` for any other reply or node.
+    pub(super) fn cluster_error(&self, i: usize, reply: &Reply) -> Option<NodeOutcome> {
+        self.links[i].shards.as_ref()?;
+        if let Some(o) = auth_refusal(reply) {
+            return Some(o);
+        }
+        match reply {
+            Reply::Error { code, text } if FOLLOWED.contains(&code.as_str()) => Some(
+                NodeOutcome::ServerError(format!("the slot kept moving: {text}")),
+            ),
+            Reply::Error { code, text } if code == "CLUSTERDOWN" || code == "CROSSSLOT" => {
+                Some(NodeOutcome::ServerError(text.clone()))
+            }
+            _ => None,
+        }
+    }
+}
