@@ -218,6 +218,41 @@ fn c_sentinel_program_is_clean_under_valgrind() {
     run_sentinel_program(&build("static").join("test_sentinel"), true);
 }
 
+/// Runs `test_cluster` (bindings/c/test_cluster.c): three Redis Clusters, one shard each.
+fn run_cluster_program(bin: &Path, valgrind: bool) {
+    let clusters: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(|| support::redis_cluster::RedisCluster::start(1, 0)))
+        .collect();
+    let clusters: Vec<_> = clusters.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut cmd = program(bin, valgrind, None);
+    for c in &clusters {
+        cmd.arg(format!("redis+cluster://127.0.0.1:{}", c.servers[0].port));
+    }
+    let out = run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "C cluster tests failed: {:?}",
+        out.status
+    );
+    assert!(stdout.contains(" 0 failures"), "{stdout}");
+    if valgrind {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("definitely lost"), "{stderr}");
+    }
+}
+
+#[test]
+fn c_cluster_program_passes() {
+    run_cluster_program(&build("static").join("test_cluster"), false);
+}
+
+#[test]
+fn c_cluster_program_is_clean_under_valgrind() {
+    require_valgrind();
+    run_cluster_program(&build("static").join("test_cluster"), true);
+}
+
 #[test]
 fn c_example_runs() {
     let cluster = Cluster::start(3);

@@ -71,3 +71,347 @@ fn key_slots_and_companion_keys_agree_with_the_servers() {
         assert_eq!(c.keyslot(marker.as_bytes()), slot);
     }
 }
+
+/// N independent clusters of `primaries` primaries each, started at once.
+fn clusters(n: usize, primaries: usize) -> Vec<RedisCluster> {
+    let handles: Vec<_> = (0..n)
+        .map(|_| std::thread::spawn(move || RedisCluster::start(primaries, 0)))
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// `redis+cluster://` URLs naming each cluster's first two servers (or only one) as seeds.
+fn urls(cs: &[RedisCluster]) -> Vec<String> {
+    cs.iter()
+        .map(|c| {
+            let seeds: Vec<String> = (c.servers.iter().take(2))
+                .map(|s| format!("127.0.0.1:{}", s.port))
+                .collect();
+            format!("redis+cluster://{}", seeds.join(","))
+        })
+        .collect()
+}
+
+fn manager(cs: &[RedisCluster]) -> redlock::Redlock {
+    redlock::Redlock::new(support::config(urls(cs)).restart_quarantine(false)).unwrap()
+}
+
+/// How many clusters hold `key` with a value that starts with `token`, on the server `at`
+/// names. A step returns at quorum, so the last cluster may not have run it yet (and a
+/// redirect it answered after the step was decided is not followed): a grant is on at least a
+/// quorum of them, and after a release at most a minority still holds the key.
+fn holding(
+    cs: &[RedisCluster],
+    token: &str,
+    at: impl Fn(&RedisCluster) -> Option<Vec<u8>>,
+) -> usize {
+    cs.iter()
+        .filter(|c| at(c).is_some_and(|v| v.starts_with(token.as_bytes())))
+        .count()
+}
+
+/// The server of `c` that owns `key`'s slot, by the cluster's own map.
+fn owner<'a>(c: &'a RedisCluster, key: &[u8]) -> &'a support::RedisServer {
+    let slot = key_slot(key);
+    let port = c
+        .slot_ranges()
+        .into_iter()
+        .find(|(from, to, _)| (*from..=*to).contains(&slot))
+        .expect("every slot is served")
+        .2;
+    c.servers.iter().find(|s| s.port == port).unwrap()
+}
+
+#[test]
+fn a_cluster_is_one_node_and_each_key_lives_on_its_slots_shard() {
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    assert_eq!((mgr.node_count(), mgr.quorum()), (3, 2));
+    let ttl = std::time::Duration::from_secs(10);
+    let mut shards_used = std::collections::HashSet::new();
+    for i in 0..30 {
+        let resource = format!("res-{i}");
+        let lease = mgr.try_lock(&resource, ttl).unwrap();
+        let key = lease.key().to_vec();
+        let token = lease.token().to_string();
+        for c in &cs {
+            shards_used.insert(owner(c, &key).port);
+        }
+        let on_owner = |c: &RedisCluster| owner(c, &key).get(&key);
+        assert!(holding(&cs, &token, on_owner) >= 2);
+        // Held: a second caller is refused.
+        assert!(mgr.try_lock(&resource, ttl).is_err());
+        lease.extend(std::time::Duration::from_secs(20)).unwrap();
+        let extended = cs.iter().filter(|c| owner(c, &key).pttl(&key) > 10_000);
+        assert!(extended.count() >= 2);
+        lease.unlock().unwrap();
+        assert!(holding(&cs, &token, on_owner) <= 1);
+    }
+    // 30 keys over 3 shards of each of 3 clusters: every shard served some.
+    assert_eq!(shards_used.len(), 9, "{shards_used:?}");
+}
+
+#[test]
+fn a_fenced_lock_keeps_its_counter_in_its_keys_slot() {
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    let ttl = std::time::Duration::from_secs(10);
+    let opts = redlock::LockOptions::new().fenced(true);
+    let mut last = 0;
+    for _ in 0..3 {
+        let lease = mgr.acquire("fenced", ttl, &opts).unwrap();
+        let token = lease.fencing_token().unwrap();
+        assert!(token > last);
+        last = token;
+        let key = lease.key().to_vec();
+        let counter = companion_key(b"redlock-fence:", &key).unwrap();
+        for c in &cs {
+            assert_eq!(owner(c, &counter).port, owner(c, &key).port);
+        }
+        // The counter is written back on a quorum, on the key's own shard.
+        let on_owner = |c: &RedisCluster| owner(c, &key).get(&counter);
+        let written = holding(&cs, &token.to_string(), on_owner);
+        assert!(written >= 2, "{written}");
+        lease.unlock().unwrap();
+    }
+}
+
+#[test]
+fn primitives_not_routed_yet_say_so() {
+    let cs = clusters(3, 1);
+    let mgr = manager(&cs);
+    let opts = redlock::LockOptions::new().owner("owner");
+    let err = mgr
+        .acquire("r", std::time::Duration::from_secs(5), &opts)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not available on a cluster node"),
+        "{err}"
+    );
+    // Restart quarantine on: refused at construction, saying why.
+    let err = redlock::Redlock::new(support::config(urls(&cs))).unwrap_err();
+    assert!(err.to_string().contains("restart quarantine"), "{err}");
+}
+
+/// The server of `c` that owns `key`'s slot now, and another primary.
+fn owner_and_other<'a>(
+    c: &'a RedisCluster,
+    key: &[u8],
+) -> (&'a support::RedisServer, &'a support::RedisServer) {
+    let from = owner(c, key);
+    let to = c.servers.iter().find(|s| s.port != from.port).unwrap();
+    (from, to)
+}
+
+#[test]
+fn moved_and_ask_are_followed_within_the_step() {
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    let ttl = std::time::Duration::from_secs(10);
+    // The manager learns each cluster's slot map.
+    mgr.try_lock("warm-up", ttl).unwrap().unlock().unwrap();
+
+    // MOVED: the slot of "moved" changes owner behind the manager's back.
+    let key = b"redlock:moved";
+    let mut new_owners = Vec::new();
+    for c in &cs {
+        let (_, to) = owner_and_other(c, key);
+        c.move_empty_slot(key_slot(key), to);
+        new_owners.push(to.port);
+    }
+    let lease = mgr.try_lock("moved", ttl).unwrap();
+    let token = lease.token().to_string();
+    let on_new_owner = |c: &RedisCluster| {
+        let i = cs.iter().position(|x| std::ptr::eq(x, c)).unwrap();
+        c.at(new_owners[i]).get(key)
+    };
+    assert!(holding(&cs, &token, on_new_owner) >= 2);
+    lease.unlock().unwrap();
+    assert!(holding(&cs, &token, on_new_owner) <= 1);
+
+    // ASK: the slot of "asked" is being migrated; the key is not on the source, so the
+    // target serves it after ASKING (the acquisition pipeline and the release script alike).
+    let key = b"redlock:asked";
+    let mut targets = Vec::new();
+    for c in &cs {
+        let (from, to) = owner_and_other(c, key);
+        c.begin_migration(key_slot(key), from, to);
+        targets.push(to.port);
+    }
+    let lease = mgr.try_lock("asked", ttl).unwrap();
+    let token = lease.token().to_string();
+    let on_target = |c: &RedisCluster| {
+        let i = cs.iter().position(|x| std::ptr::eq(x, c)).unwrap();
+        c.get_asking(c.at(targets[i]), key)
+    };
+    assert!(holding(&cs, &token, on_target) >= 2);
+    assert!(mgr.try_lock("asked", ttl).is_err(), "held, through ASK too");
+    lease.unlock().unwrap();
+    assert!(holding(&cs, &token, on_target) <= 1);
+
+    let m = mgr.metrics();
+    let (moved, asked): (u64, u64) = m
+        .nodes
+        .iter()
+        .fold((0, 0), |(a, b), n| (a + n.moved, b + n.asked));
+    // At least a quorum of clusters followed each (the lock, then the release).
+    assert!(moved >= 2, "{moved} MOVED followed");
+    assert!(asked >= 2, "{asked} ASK followed");
+}
+
+#[test]
+fn renewal_and_waiting_work_across_shards() {
+    use std::time::{Duration, Instant};
+    let cs = clusters(3, 2);
+    let mgr = manager(&cs);
+    let ttl = Duration::from_millis(600);
+    // Leases in different slots: the renewal thread renews them one slot per command.
+    let leases: Vec<_> = (0..6)
+        .map(|i| {
+            let l = mgr.try_lock(format!("renewed-{i}"), ttl).unwrap();
+            l.auto_renew(redlock::RenewOptions::new()).unwrap();
+            l
+        })
+        .collect();
+    let slots: std::collections::HashSet<u16> = leases.iter().map(|l| key_slot(l.key())).collect();
+    assert!(slots.len() > 1);
+    // Five TTLs, and at least three renewals of each lease, however slow the machine.
+    let start = Instant::now();
+    while start.elapsed() < ttl * 5 || mgr.renewal_stats().renewed < 18 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "renewals stalled"
+        );
+        for l in &leases {
+            assert!(!l.is_lost(), "lost: {:?}", l.lost_reason());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A waiter on one of them is woken by its release (notifications cross the cluster).
+    let waiter = {
+        let mgr = mgr.clone();
+        std::thread::spawn(move || mgr.lock("renewed-0", Duration::from_secs(5)))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let mut leases = leases.into_iter();
+    leases.next().unwrap().unlock().unwrap();
+    let got = waiter.join().unwrap().unwrap();
+    got.unlock().unwrap();
+    for l in leases {
+        l.unlock().unwrap();
+    }
+}
+
+#[test]
+fn resharding_under_load_grants_no_lock_twice() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    const RESOURCES: [&str; 4] = ["hot-0", "hot-1", "hot-2", "hot-3"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops = Arc::new(AtomicU64::new(0));
+    type Holds = Vec<Vec<(Instant, Instant)>>;
+    let held: Arc<Mutex<Holds>> = Arc::new(Mutex::new(vec![Vec::new(); RESOURCES.len()]));
+    let slowest = Arc::new(Mutex::new(Duration::ZERO));
+    let workers: Vec<_> = (0..8)
+        .map(|t| {
+            let (mgr, stop, ops, held, slowest) = (
+                mgr.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&ops),
+                Arc::clone(&held),
+                Arc::clone(&slowest),
+            );
+            std::thread::spawn(move || {
+                // Bounded: stops when told, or after 20,000 steps.
+                for n in 0..20_000usize {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = (t + n) % RESOURCES.len();
+                    let began = Instant::now();
+                    let got = mgr.try_lock(RESOURCES[r], Duration::from_secs(5));
+                    let took = began.elapsed();
+                    let mut s = slowest.lock().unwrap();
+                    *s = (*s).max(took);
+                    drop(s);
+                    if let Ok(lease) = got {
+                        let from = Instant::now();
+                        std::thread::sleep(Duration::from_micros(500));
+                        held.lock().unwrap()[r].push((from, Instant::now()));
+                        let began = Instant::now();
+                        let _ = lease.unlock();
+                        let mut s = slowest.lock().unwrap();
+                        *s = (*s).max(began.elapsed());
+                    }
+                    ops.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Lets the workers take `n` more steps (bounded in time: they may be starved).
+    let progress = |n: u64| {
+        let target = ops.load(Ordering::Relaxed) + n;
+        let until = Instant::now() + Duration::from_secs(30);
+        while ops.load(Ordering::Relaxed) < target && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    progress(50);
+    // Each hot resource's slot moves to another primary in every cluster, with its keys,
+    // while the workers lock and unlock; then once more, back to where it was.
+    for _round in 0..2 {
+        for res in RESOURCES {
+            let key = format!("redlock:{res}");
+            let slot = key_slot(key.as_bytes());
+            let moves: Vec<_> = cs
+                .iter()
+                .map(|c| {
+                    let (from, to) = owner_and_other(c, key.as_bytes());
+                    c.migrate(slot, from, to)
+                })
+                .collect();
+            progress(20); // ASK: the slot is migrating, its key still on the source
+            for m in &moves {
+                m.move_keys();
+            }
+            progress(20); // ASK: the key is on the target now
+            for m in moves {
+                m.finish();
+            }
+            progress(20); // MOVED: the manager's map is stale
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let held = held.lock().unwrap();
+    for (r, intervals) in held.iter().enumerate() {
+        assert!(!intervals.is_empty(), "{} was never granted", RESOURCES[r]);
+        assert_eq!(
+            support::most_overlapping(intervals),
+            1,
+            "{} was held twice at once",
+            RESOURCES[r]
+        );
+    }
+    let m = mgr.metrics();
+    let (moved, asked) = m
+        .nodes
+        .iter()
+        .fold((0, 0), |(a, b), n| (a + n.moved, b + n.asked));
+    let slowest = *slowest.lock().unwrap();
+    eprintln!(
+        "resharding under load: {} steps, {} grants, {moved} MOVED and {asked} ASK followed, \
+         slowest step {slowest:?}",
+        ops.load(Ordering::Relaxed),
+        held.iter().map(Vec::len).sum::<usize>()
+    );
+    assert!(moved > 0 && asked > 0, "MOVED {moved}, ASK {asked}");
+    // Every step returns within its bound (the acquire bound plus a connect, for a new
+    // primary's link): far under this, unless a redirect were chased without end.
+    assert!(slowest < Duration::from_secs(10), "a step took {slowest:?}");
+}

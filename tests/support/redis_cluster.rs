@@ -22,29 +22,51 @@ fn redis_cli() -> String {
 impl RedisCluster {
     /// Starts the servers, creates the cluster (the slots split evenly between the primaries,
     /// each replica assigned a primary by `redis-cli`), and waits until every server reports
-    /// `cluster_state:ok` and sees every other.
+    /// `cluster_state:ok` and sees every other. Without replicas the cluster is made by hand
+    /// (`redis-cli --cluster create` wants at least three primaries): each primary adds its
+    /// share of the slots, and the first meets the others.
     pub fn start(primaries: usize, replicas: usize) -> RedisCluster {
         assert!(primaries >= 1);
         let total = primaries * (1 + replicas);
         let handles: Vec<_> = (0..total)
             .map(|_| {
                 thread::spawn(|| {
-                    let bus = free_port().to_string();
-                    RedisServer::start_with(&[
+                    let bus = free_port();
+                    let s = RedisServer::start_with(&[
                         "--cluster-enabled",
                         "yes",
                         "--cluster-port",
-                        &bus,
+                        &bus.to_string(),
                         "--cluster-node-timeout",
                         "2000",
-                    ])
+                    ]);
+                    (s, bus)
                 })
             })
             .collect();
-        let servers: Vec<RedisServer> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let (servers, buses): (Vec<RedisServer>, Vec<u16>) =
+            handles.into_iter().map(|h| h.join().unwrap()).unzip();
+        let c = RedisCluster { servers };
+        if replicas == 0 {
+            c.create_by_hand(&buses);
+        } else {
+            c.create_with_redis_cli(replicas);
+        }
+        let ready = eventually(Duration::from_secs(30), || {
+            c.servers.iter().all(|s| {
+                let info = c.cluster_info(s);
+                info.contains("cluster_state:ok")
+                    && info.contains(&format!("cluster_known_nodes:{total}\r"))
+            })
+        });
+        assert!(ready, "the cluster did not become ready within 30 s");
+        c
+    }
+
+    fn create_with_redis_cli(&self, replicas: usize) {
         let mut cmd = Command::new(redis_cli());
         cmd.arg("--cluster").arg("create");
-        for s in &servers {
+        for s in &self.servers {
             cmd.arg(format!("127.0.0.1:{}", s.port));
         }
         let out = cmd
@@ -60,16 +82,36 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let c = RedisCluster { servers };
-        let ready = eventually(Duration::from_secs(30), || {
-            c.servers.iter().all(|s| {
-                let info = c.cluster_info(s);
-                info.contains("cluster_state:ok")
-                    && info.contains(&format!("cluster_known_nodes:{total}\r"))
-            })
-        });
-        assert!(ready, "the cluster did not become ready within 30 s");
-        c
+    }
+
+    fn create_by_hand(&self, buses: &[u16]) {
+        let n = self.servers.len();
+        let slots = usize::from(redlock::slot::SLOTS);
+        for (i, s) in self.servers.iter().enumerate() {
+            let (from, to) = (i * slots / n, (i + 1) * slots / n - 1);
+            let mut conn = s.client();
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SET-CONFIG-EPOCH")
+                .arg(i + 1)
+                .query(&mut conn)
+                .expect("CLUSTER SET-CONFIG-EPOCH");
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(from)
+                .arg(to)
+                .query(&mut conn)
+                .expect("CLUSTER ADDSLOTSRANGE");
+        }
+        let mut first = self.servers[0].client();
+        for (s, bus) in self.servers.iter().zip(buses).skip(1) {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(s.port)
+                .arg(*bus)
+                .query(&mut first)
+                .expect("CLUSTER MEET");
+        }
     }
 
     fn cluster_info(&self, s: &RedisServer) -> String {
@@ -113,5 +155,133 @@ impl RedisCluster {
                 (int(&r[0]), int(&r[1]), int(&primary[1]))
             })
             .collect()
+    }
+}
+
+impl RedisCluster {
+    /// The node id of server `s` (`CLUSTER MYID`).
+    pub fn id(&self, s: &RedisServer) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut s.client())
+            .expect("CLUSTER MYID")
+    }
+
+    /// The server that serves `port`.
+    pub fn at(&self, port: u16) -> &RedisServer {
+        self.servers
+            .iter()
+            .find(|s| s.port == port)
+            .expect("a server of this cluster")
+    }
+
+    /// Gives `slot` (which must hold no key) to `to`: `CLUSTER SETSLOT slot NODE id` on the
+    /// new owner first, then on every other server.
+    pub fn move_empty_slot(&self, slot: u16, to: &RedisServer) {
+        let id = self.id(to);
+        let order = std::iter::once(to).chain(self.servers.iter().filter(|s| s.port != to.port));
+        for s in order {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&id)
+                .query(&mut s.client())
+                .expect("CLUSTER SETSLOT NODE");
+        }
+    }
+
+    /// Starts moving `slot` from `from` to `to`: `IMPORTING` on `to`, `MIGRATING` on `from`.
+    /// Keys of the slot that `from` does not hold are then served by `to`, after `ASK`.
+    pub fn begin_migration(&self, slot: u16, from: &RedisServer, to: &RedisServer) {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("IMPORTING")
+            .arg(self.id(from))
+            .query(&mut to.client())
+            .expect("CLUSTER SETSLOT IMPORTING");
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("MIGRATING")
+            .arg(self.id(to))
+            .query(&mut from.client())
+            .expect("CLUSTER SETSLOT MIGRATING");
+    }
+
+    /// `GET key` on `s` after `ASKING` (a key of a slot `s` is importing).
+    pub fn get_asking(&self, s: &RedisServer, key: &[u8]) -> Option<Vec<u8>> {
+        let (_, v): ((), Option<Vec<u8>>) = redis::pipe()
+            .cmd("ASKING")
+            .cmd("GET")
+            .arg(key)
+            .query(&mut s.client())
+            .expect("ASKING, GET");
+        v
+    }
+}
+
+/// One slot migration in progress, step by step (as `redis-cli --cluster reshard` does it).
+pub struct Migration<'c> {
+    cluster: &'c RedisCluster,
+    slot: u16,
+    from: &'c RedisServer,
+    to: &'c RedisServer,
+}
+
+impl RedisCluster {
+    /// Starts moving `slot` from `from` to `to` (see [`begin_migration`](Self::begin_migration));
+    /// the returned migration moves the keys and then hands the slot over.
+    pub fn migrate<'c>(
+        &'c self,
+        slot: u16,
+        from: &'c RedisServer,
+        to: &'c RedisServer,
+    ) -> Migration<'c> {
+        self.begin_migration(slot, from, to);
+        Migration {
+            cluster: self,
+            slot,
+            from,
+            to,
+        }
+    }
+}
+
+impl Migration<'_> {
+    /// `MIGRATE`s every key of the slot from the source to the target, in batches (keys keep
+    /// their TTLs).
+    pub fn move_keys(&self) {
+        let mut src = self.from.client();
+        for _ in 0..10_000 {
+            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(self.slot)
+                .arg(100)
+                .query(&mut src)
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                return;
+            }
+            let mut m = redis::cmd("MIGRATE");
+            m.arg("127.0.0.1")
+                .arg(self.to.port)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS");
+            for k in &keys {
+                m.arg(k);
+            }
+            // A key may expire or be deleted meanwhile: NOKEY is fine.
+            let _: redis::RedisResult<String> = m.query(&mut src);
+        }
+        panic!("slot {} never emptied", self.slot);
+    }
+
+    /// Hands the slot to the target on every server (the target first).
+    pub fn finish(self) {
+        self.cluster.move_empty_slot(self.slot, self.to);
     }
 }
