@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 HOST = "127.0.0.1"
 
@@ -160,8 +160,9 @@ def _serves(port: int, pid: int, tls: Optional[ssl.SSLContext] = None) -> bool:
 class RedisServer:
     """One ``redis-server`` process: ``--save "" --appendonly no``, bound to 127.0.0.1."""
 
-    def __init__(self, tls: Optional[TlsFiles] = None) -> None:
+    def __init__(self, tls: Optional[TlsFiles] = None, extra: Sequence[str] = ()) -> None:
         self.binary = redis_server_binary()
+        self.extra = list(extra)
         self.tls = tls
         self._ctx = tls.context() if tls is not None else None
         self.dir = tempfile.mkdtemp(prefix="redlock-py-test-")
@@ -189,6 +190,7 @@ class RedisServer:
             "--daemonize", "no",
             "--loglevel", "warning",
             "--logfile", os.path.join(self.dir, "redis.log"),
+            *self.extra,
         ]  # fmt: skip
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -386,6 +388,24 @@ class Cluster:
     def stop(self) -> None:
         for s in self.servers:
             s.stop()
+
+
+class OneShardCluster(RedisServer):
+    """A Redis Cluster of one primary that serves every slot (``--cluster-enabled yes``,
+    ``CLUSTER ADDSLOTSRANGE 0 16383``): one cluster node of the quorum."""
+
+    def __init__(self) -> None:
+        super().__init__(extra=["--cluster-enabled", "yes", "--cluster-port", str(free_port())])
+        assert self.command("CLUSTER", "ADDSLOTSRANGE", "0", "16383") == "OK"
+        wait_until(
+            lambda: b"cluster_state:ok" in self.command("CLUSTER", "INFO"),
+            timeout=30.0,
+            what="cluster_state:ok",
+        )
+
+    @property
+    def cluster_url(self) -> str:
+        return f"redis+cluster://{HOST}:{self.port}"
 
 
 class Sentinel:
