@@ -177,17 +177,70 @@ fn a_fenced_lock_keeps_its_counter_in_its_keys_slot() {
 }
 
 #[test]
-fn primitives_not_routed_yet_say_so() {
-    let cs = clusters(3, 1);
+fn every_primitive_keeps_its_keys_in_one_slot() {
+    use redlock::{LockOptions, Wait};
+    use std::time::Duration;
+    let cs = clusters(3, 3);
     let mgr = manager(&cs);
-    let opts = redlock::LockOptions::new().owner("owner");
-    let err = mgr
-        .acquire("r", std::time::Duration::from_secs(5), &opts)
-        .unwrap_err();
+    let ttl = Duration::from_secs(10);
+    let no_wait = || LockOptions::new().wait(Wait::No);
+
+    // Reentrant and fenced: one owner's holds nest; another owner is refused.
+    let mine = no_wait().owner("me").fenced(true);
+    let a = mgr.acquire("re", ttl, &mine).unwrap();
+    let b = mgr.acquire("re", ttl, &mine).unwrap();
+    assert_eq!(a.fencing_token(), b.fencing_token());
+    assert!(mgr.acquire("re", ttl, &no_wait().owner("you")).is_err());
+    b.unlock().unwrap();
+    a.unlock().unwrap();
+
+    // Shared holds, then an exclusive lock refused until they are gone.
+    let shared = no_wait().shared(true);
+    let s1 = mgr.acquire("sh", ttl, &shared).unwrap();
+    let s2 = mgr.acquire("sh", ttl, &shared).unwrap();
+    assert!(mgr.acquire("sh", ttl, &no_wait()).is_err());
+    s1.unlock().unwrap();
+    s2.unlock().unwrap();
+    mgr.acquire("sh", ttl, &no_wait())
+        .unwrap()
+        .unlock()
+        .unwrap();
+
+    // Fair: a holder, a queued waiter refused, then granted after the release.
+    let fair = LockOptions::new().fair(true);
+    let first = mgr.acquire("fair", ttl, &fair).unwrap();
+    let waiter = {
+        let (mgr, fair) = (mgr.clone(), fair.clone());
+        std::thread::spawn(move || mgr.acquire("fair", ttl, &fair.wait(Wait::For(ttl))))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    first.unlock().unwrap();
+    waiter.join().unwrap().unwrap().unlock().unwrap();
+
+    // A semaphore of two permits.
+    let sem = mgr.semaphore("sem", 2).unwrap();
+    let p1 = sem.try_acquire(ttl).unwrap();
+    let p2 = sem.try_acquire(ttl).unwrap();
+    assert!(sem.try_acquire(ttl).is_err());
+    p1.unlock().unwrap();
+    p2.unlock().unwrap();
+
+    // Several resources: all in one slot (one hash tag) works; across slots, not yet.
+    let many = mgr
+        .acquire_many(&["{order}:a", "{order}:b"], ttl, &no_wait())
+        .unwrap();
+    many.unlock().unwrap();
+    let err = mgr.acquire_many(&["x", "y"], ttl, &no_wait()).unwrap_err();
     assert!(
         err.to_string().contains("not available on a cluster node"),
         "{err}"
     );
+
+    // Keys whose companions could not share their slot are refused up front.
+    let err = mgr
+        .acquire("a}b", ttl, &no_wait().fenced(true))
+        .unwrap_err();
+    assert!(matches!(err, redlock::Error::InvalidInput(_)), "{err}");
     // Restart quarantine on: refused at construction, saying why.
     let err = redlock::Redlock::new(support::config(urls(&cs))).unwrap_err();
     assert!(err.to_string().contains("restart quarantine"), "{err}");

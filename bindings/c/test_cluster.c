@@ -65,11 +65,23 @@ static void test_lock_on_clusters(void) {
     CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
     redlock_lease_free(lease);
   }
-  /* A reentrant lock is not routed on cluster nodes yet: the error says so. */
+  /* A reentrant lock: its hash and fencing counter share the key's slot. */
   redlock_acquire_opts *opts = redlock_acquire_opts_new();
   CHECK_STATUS(redlock_acquire_opts_set_owner(opts, (const uint8_t *)"me", 2), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_fenced(opts, true), REDLOCK_STATUS_OK);
   lease = NULL;
   st = redlock_acquire(mgr, (const uint8_t *)res, strlen(res), 10000, opts, &lease, err, sizeof err);
+  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "acquire (reentrant): %s\n", err);
+  CHECK(st == REDLOCK_STATUS_OK && lease != NULL);
+  if (lease) {
+    CHECK_STATUS(redlock_unlock(lease, err, sizeof err), REDLOCK_STATUS_OK);
+    redlock_lease_free(lease);
+  }
+  /* Several resources in different slots: not available on cluster nodes yet, and it says so. */
+  const uint8_t *many[2] = {(const uint8_t *)"x", (const uint8_t *)"y"};
+  size_t lens[2] = {1, 1};
+  lease = NULL;
+  st = redlock_acquire_many(mgr, many, lens, 2, 10000, NULL, &lease, err, sizeof err);
   CHECK(st != REDLOCK_STATUS_OK && lease == NULL);
   CHECK(strstr(err, "not available on a cluster node") != NULL);
   redlock_acquire_opts_free(opts);

@@ -33,7 +33,7 @@ use crate::token;
 use crate::ttl::Ttl;
 
 use super::plain::{EXTEND_SCRIPT, Plain};
-use super::{Attempt, counter, decide, fence_key_for, granted_fenced};
+use super::{Attempt, cluster_key, companion, counter, decide, fence_key, granted_fenced};
 
 /// Lua shared by the fair lock's scripts (lock::fair), after the counter functions. A fair lock's
 /// queue is a hash on each node, `redlock-fair:<lock key>`: one field per waiter, named by the
@@ -231,12 +231,13 @@ impl Fair {
         queues: bool,
     ) -> Result<Fair, Error> {
         let life = (drop_out * 4 / 5).as_millis().max(1) as u64;
+        cluster_key(sh, key)?;
         Ok(Fair {
             resource: resource.to_vec(),
             key: key.to_vec(),
-            queue: queue_key(key),
-            tickets: tickets_key(key),
-            fence_key: fence_key_for(resource),
+            queue: companion(sh, FAIR_PREFIX, key, queue_key(key)),
+            tickets: companion(sh, FAIR_TICKETS_PREFIX, key, tickets_key(key)),
+            fence_key: fence_key(sh, resource, key),
             value: token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
             ticket: None,
             life_ms: life.to_string().into_bytes(),
@@ -284,7 +285,8 @@ impl Fair {
             &[&self.key, &self.queue, &self.tickets],
             &[self.value.as_bytes(), b"0"],
         );
-        sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
+        let slot = Some(crate::slot::key_slot(&self.key));
+        sh.cluster.detach(&sha, Some(&eval), (1, slot), &|_| true);
     }
 
     fn round(&self, sh: &Arc<Shared>, ttl: Ttl, fenced: bool) -> Result<Round, Error> {
@@ -314,7 +316,7 @@ impl Fair {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),
             combine: None,
-            slot: None,
+            slot: Some(crate::slot::key_slot(&self.key)),
             grants: true,
             work: 1,
         };

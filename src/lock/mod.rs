@@ -44,15 +44,38 @@ fn fence_key_for(resource: &[u8]) -> Vec<u8> {
     [FENCE_PREFIX, resource].concat()
 }
 
-/// The fencing counter of `resource`, whose lock key is `key`, on this manager: on a manager
-/// with a cluster node, the companion that shares the key's slot (`slot::companion_key`),
-/// `None` where no such name is safe; otherwise [`fence_key_for`].
-fn fence_key(sh: &Shared, resource: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+/// A companion key of lock key `key` (its fencing counter, intent, fair queue, …) on this
+/// manager: `standalone`, today's name, on a manager of standalone nodes; on one with a
+/// cluster node, `prefix` followed by `key` or `{key}`, so that it shares the key's slot
+/// (`slot::companion_key`). Where no such name is safe (see [`cluster_key`]) the standalone
+/// name is kept, and a cluster node refuses the command (`CROSSSLOT`): every attempt checks
+/// its keys with [`cluster_key`] first.
+pub(crate) fn companion(sh: &Shared, prefix: &[u8], key: &[u8], standalone: Vec<u8>) -> Vec<u8> {
     if sh.cluster.has_shards() {
-        crate::slot::companion_key(FENCE_PREFIX, key)
+        crate::slot::companion_key(prefix, key).unwrap_or(standalone)
     } else {
-        Some(fence_key_for(resource))
+        standalone
     }
+}
+
+/// Checks that `key` can have companion keys in its own slot on this manager (always, on a
+/// manager of standalone nodes): invalid input otherwise.
+pub(crate) fn cluster_key(sh: &Shared, key: &[u8]) -> Result<(), Error> {
+    if sh.cluster.has_shards() && crate::slot::companion_key(b"", key).is_none() {
+        return Err(Error::invalid(format!(
+            "the lock key {:?} cannot have its companion keys (fencing counter, queue, \
+             intent) in its own slot on a cluster node: a key that starts with '{{', or that \
+             has no hash tag and contains '}}', is refused on a manager with a cluster node",
+            String::from_utf8_lossy(key)
+        )));
+    }
+    Ok(())
+}
+
+/// The fencing counter of `resource`, whose lock key is `key`, on this manager (see
+/// [`companion`]).
+pub(crate) fn fence_key(sh: &Shared, resource: &[u8], key: &[u8]) -> Vec<u8> {
+    companion(sh, FENCE_PREFIX, key, fence_key_for(resource))
 }
 
 /// What a reply to the acquisition script means, or the plain acquisition's commands'
@@ -203,19 +226,14 @@ pub(crate) fn attempt(
         Some(_) => token::new_token()?,
         None => token::new_value(crate::timing::wall_ms(), sh.cfg.label.as_deref())?,
     };
-    let Some(fence_key) = fence_key(sh, resource, key) else {
-        return Err(Error::invalid(format!(
-            "the lock key {:?} cannot be given a fencing counter in its own slot on a cluster \
-             node: a key that starts with '{{', or that has no hash tag and contains '}}', \
-             cannot be fenced there",
-            String::from_utf8_lossy(key)
-        )));
-    };
+    if fenced || owner.is_some() {
+        cluster_key(sh, key)?;
+    }
     let a = Attempt {
         sh,
         ttl,
         key: key.to_vec(),
-        fence_key,
+        fence_key: fence_key(sh, resource, key),
         token,
         owner,
         shared,
@@ -370,11 +388,7 @@ impl Attempt<'_> {
                 &[self.token.as_bytes(), t_str.as_bytes()],
             ),
         };
-        // A reentrant lock's fencing round is not routed on cluster nodes (yet).
-        let slot = self
-            .owner
-            .is_none()
-            .then(|| crate::slot::key_slot(&self.key));
+        let slot = Some(crate::slot::key_slot(&self.key));
         let req = Request {
             cmd: Cmd::Same(&sha),
             fallback: Some(&eval),

@@ -94,7 +94,8 @@ pub(crate) fn attempt(
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
         combine: None,
-        slot: None,
+        // Routed on a cluster node only when every key shares one slot (a hash tag).
+        slot: crate::slot::common_slot(keys.iter().map(Vec::as_slice)),
         grants: true,
         work: keys.len(),
     };
@@ -105,7 +106,8 @@ pub(crate) fn attempt(
     let undo = |to: &dyn Fn(usize) -> bool| {
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let (sha, eval) = MULTI_RELEASE_SCRIPT.calls(&keys, &[token.as_bytes(), b"0"]);
-        sh.cluster.detach(&sha, Some(&eval), (keys.len(), None), to);
+        let slot = crate::slot::common_slot(keys.iter().copied());
+        sh.cluster.detach(&sha, Some(&eval), (keys.len(), slot), to);
     };
     let (round, expires) = decide(sh, round, ttl, &undo)?;
     // Grants from quarantined nodes did not count: take them back at once.

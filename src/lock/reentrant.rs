@@ -199,7 +199,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
         cmd: Cmd::Same(&cmd),
         fallback: Some(&fallback),
         combine: None,
-        slot: None,
+        slot: Some(crate::slot::key_slot(&a.key)),
         grants: true,
         work: 1,
     };
@@ -301,7 +301,7 @@ pub(crate) fn renewing_hold(owner: &[u8]) -> Renewing<'_> {
 /// marker or fencing, which adds the hold where the key is missing or is the owner's, never
 /// over another owner's.
 pub(crate) fn restore_hold(l: &LeaseInner, ttl_ms: &[u8], owner: &[u8]) -> Vec<Restore> {
-    let fence_key = super::fence_key_for(&l.resource);
+    let fence_key = super::fence_key(&l.shared, &l.resource, &l.key);
     let (sha, eval) = REENTRANT_ACQUIRE_SCRIPT.calls(
         &[&l.key, &fence_key],
         &[l.token.as_bytes(), ttl_ms, owner, b"0"],

@@ -25,10 +25,11 @@ use crate::lease::{Calls, Granted, Kind, Lease, LeaseInner, Renewing, Restore, S
 use crate::quorum::{Cmd, Limits, Request, Round};
 use crate::resp::Reply;
 use crate::script::Script;
+use crate::slot::key_slot;
 use crate::token;
 use crate::ttl::Ttl;
 
-use super::{Attempt, counter, decide, fence_key_for, granted_checked, reentrant};
+use super::{Attempt, cluster_key, counter, decide, fence_key, granted_checked, reentrant};
 
 /// A **semaphore** acquisition on one node. `KEYS[1]` the semaphore's hash, `KEYS[2]` its
 /// fencing counter, `KEYS[3]` (optional) the node's restart-quarantine marker, checked as
@@ -179,7 +180,7 @@ impl Sem<'_> {
             cmd: Cmd::Same(&cmd),
             fallback: Some(&eval),
             combine: None,
-            slot: None,
+            slot: Some(key_slot(self.key)),
             grants: true,
             // The script reads the semaphore's hash, one field per slot.
             work: self.permits as usize,
@@ -244,18 +245,24 @@ impl Sem<'_> {
     /// announcing anything and without waiting.
     fn discard(&self, to: &dyn Fn(usize) -> bool) {
         let (sha, eval) = reentrant::discard_hold(self.key, &self.token, SEMAPHORE_OWNER);
-        self.sh
-            .cluster
-            .detach(&sha, Some(&eval), (self.permits as usize, None), to);
+        self.sh.cluster.detach(
+            &sha,
+            Some(&eval),
+            (self.permits as usize, Some(key_slot(self.key))),
+            to,
+        );
     }
 
     /// On the nodes `to` selects, moves this attempt's hold to `slot` or drops it: what a node
     /// that answered late, or gave another slot, is sent once the slot is chosen.
     fn settle(&self, slot: u32, to: &dyn Fn(usize) -> bool) {
         let (sha, eval) = self.call(slot, true);
-        self.sh
-            .cluster
-            .detach(&sha, Some(&eval), (self.permits as usize, None), to);
+        self.sh.cluster.detach(
+            &sha,
+            Some(&eval),
+            (self.permits as usize, Some(key_slot(self.key))),
+            to,
+        );
     }
 }
 
@@ -307,10 +314,11 @@ pub(crate) fn attempt(
     ttl: Ttl,
     fenced: bool,
 ) -> Result<Lease, Error> {
+    cluster_key(sh, key)?;
     let s = Sem {
         sh,
         key,
-        fence_key: fence_key_for(name),
+        fence_key: fence_key(sh, name, key),
         permits,
         ttl,
         ttl_ms: ttl.px(),
@@ -445,7 +453,7 @@ impl Kind for Permit {
 
     /// The permit takes its own slot back, where that slot is free.
     fn restore(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Vec<Restore> {
-        let fence_key = fence_key_for(&l.resource);
+        let fence_key = fence_key(&l.shared, &l.resource, &l.key);
         let (permits, slot) = (self.permits.to_string(), self.slot.to_string());
         let (sha, eval) = SEMAPHORE_ACQUIRE_SCRIPT.calls(
             &[&l.key, &fence_key],

@@ -88,15 +88,16 @@ pub(crate) static INTENT_QUEUE_SCRIPT: Script = Script::new(INTENT_QUEUE);
 /// [`INTENT_DROP`], for calls.
 pub(crate) static INTENT_DROP_SCRIPT: Script = Script::new(INTENT_DROP);
 
-/// The intent key of a lock key: `redlock-intent:` followed by it.
-pub(crate) fn intent_key(key: &[u8]) -> Vec<u8> {
-    [INTENT_PREFIX, key].concat()
+/// The intent key of a lock key: `redlock-intent:` followed by it (on a manager with a
+/// cluster node, the companion in its slot: see `lock::companion`).
+pub(crate) fn intent_key(sh: &Shared, key: &[u8]) -> Vec<u8> {
+    super::companion(sh, INTENT_PREFIX, key, [INTENT_PREFIX, key].concat())
 }
 
 /// The shared acquisition's command (and its `EVAL` fallback) for attempt `a` with the
 /// reentrant acquisition's arguments `args`.
 pub(super) fn acquire_call(a: &Attempt<'_>, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
-    let intent = intent_key(&a.key);
+    let intent = intent_key(a.sh, &a.key);
     if a.sh.cfg.restart_quarantine {
         SHARED_ACQUIRE_SCRIPT.calls(&[&a.key, &a.fence_key, &intent, MARKER_KEY], args)
     } else {
@@ -139,9 +140,10 @@ impl<'k> Intent<'k> {
         let id = self.id.as_deref().unwrap_or_default();
         let ttl_ms = &self.ttl.px();
         for key in self.keys {
-            let intent = intent_key(key);
+            let intent = intent_key(sh, key);
             let (sha, eval) = INTENT_QUEUE_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), ttl_ms]);
-            sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
+            let slot = Some(crate::slot::key_slot(key));
+            sh.cluster.detach(&sha, Some(&eval), (1, slot), &|_| true);
         }
     }
 
@@ -153,9 +155,10 @@ impl<'k> Intent<'k> {
         };
         let flag: &[u8] = if gave_up { b"1" } else { b"0" };
         for key in self.keys {
-            let intent = intent_key(key);
+            let intent = intent_key(sh, key);
             let (sha, eval) = INTENT_DROP_SCRIPT.calls(&[key, &intent], &[id.as_bytes(), flag]);
-            sh.cluster.detach(&sha, Some(&eval), (1, None), &|_| true);
+            let slot = Some(crate::slot::key_slot(key));
+            sh.cluster.detach(&sha, Some(&eval), (1, slot), &|_| true);
         }
     }
 }
