@@ -8,6 +8,7 @@
 //!     cargo run --release --example bench -- --many 1,10,100   # several resources (many.rs)
 //!     cargo run --release --example bench -- --semaphore 1,4,64   # semaphores (semaphore.rs)
 //!     cargo run --release --example bench -- --scale 1,8,32,64   # scaling, N = 5 (scale.rs)
+//!     cargo run --release --example bench -- --cluster 1,2,3   # cluster nodes (cluster.rs)
 //!     cargo run --release --example bench -- --tls --nodes 5 --delays none,1ms \
 //!         --scenarios uncontended,distinct --drivers floor,redlock   # the same over TLS (tls.rs)
 //!
@@ -33,6 +34,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod cluster;
 mod floor;
 mod handoff;
 mod many;
@@ -168,6 +170,10 @@ struct Opts {
     sentinel: bool,
     /// `--scale`: thread counts for the scaling rows (scale.rs).
     scale: Vec<usize>,
+    /// `--cluster`: primaries per cluster node for the cluster rows (cluster.rs), and
+    /// `--threads` for them.
+    cluster: Vec<usize>,
+    threads: usize,
 }
 
 fn parse() -> Opts {
@@ -193,6 +199,8 @@ fn parse() -> Opts {
         tls: false,
         sentinel: false,
         scale: Vec::new(),
+        cluster: Vec::new(),
+        threads: 32,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -218,6 +226,13 @@ fn parse() -> Opts {
                     .map(|n| n.parse().expect("--scale"))
                     .collect()
             }
+            "--cluster" => {
+                o.cluster = v()
+                    .split(',')
+                    .map(|n| n.parse().expect("--cluster"))
+                    .collect()
+            }
+            "--threads" => o.threads = v().parse().expect("--threads"),
             "--many" => o.many = v().split(',').map(|n| n.parse().expect("--many")).collect(),
             "--semaphore" => {
                 o.semaphore = v()
@@ -270,7 +285,8 @@ fn parse() -> Opts {
                     "options: --secs S --nodes 1,3,5 --delays none,1ms,mixed \
                      --scenarios uncontended,contended,distinct --drivers floor,redlock,peer \
                      --rounds R --long CYCLES --bindings --handoff [--clients 8,32 --think 0,10] \
-                     --many 1,10,100 --semaphore 1,4,64 --tls --sentinel --scale 1,8,32,64"
+                     --many 1,10,100 --semaphore 1,4,64 --tls --sentinel --scale 1,8,32,64 \
+                     --cluster 1,2,3 [--threads 32]"
                 );
                 std::process::exit(0);
             }
@@ -629,6 +645,10 @@ fn bindings(servers: &[u16], secs: f64) {
 fn main() {
     let o = parse();
     println!("machine: {}", machine());
+    if !o.cluster.is_empty() {
+        cluster::run(o.secs, o.rounds, &o.cluster, o.threads);
+        return;
+    }
     let max_n = o.nodes.iter().copied().max().unwrap_or(5).max(5);
     let cluster = support::Cluster::start(max_n);
     let servers: Vec<u16> = cluster.servers.iter().map(|s| s.port).collect();
