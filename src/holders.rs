@@ -169,6 +169,7 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
         fallback: None,
         combine: None,
         slot: Some(crate::slot::key_slot(key)),
+        slots: None,
         grants: false,
         work: 1,
     };

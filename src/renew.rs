@@ -325,6 +325,7 @@ fn renew_chunk(
         fallback: Some(&eval),
         combine: None,
         slot: slot.or_else(|| crate::slot::common_slot(keys.iter().copied())),
+        slots: None,
         grants: false,
         work: keys.len(),
     };

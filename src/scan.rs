@@ -47,6 +47,8 @@ pub enum KeyKind {
 pub struct KeyInfo {
     /// The node's position in the configuration.
     pub node: usize,
+    /// For a cluster node: the shard primary ("host:port") the key was found on.
+    pub shard: Option<String>,
     /// The key's full name (prefix included).
     pub key: Vec<u8>,
     /// The resource it is for (the key without its prefix).
@@ -99,18 +101,14 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
     let mut pattern = key_prefix.to_vec();
     pattern.extend(glob_escape(prefix));
     pattern.push(b'*');
+    let units = units(sh)?;
     let n = sh.cluster.len();
-    let mut cursors: Vec<Option<Vec<u8>>> = vec![Some(b"0".to_vec()); n];
+    // Per node, its units (one, or one per shard of a cluster node) and the one it is at.
+    let mut cursors: Vec<Option<Vec<u8>>> = units.iter().map(|_| Some(b"0".to_vec())).collect();
     let mut failures: Vec<Option<NodeOutcome>> = vec![None; n];
     let mut keys = Vec::new();
     for _ in 0..MAX_STEPS {
-        let cmds: Vec<Option<Vec<u8>>> = cursors
-            .iter()
-            .map(|c| {
-                c.as_ref()
-                    .map(|c| SCAN_SCRIPT.calls(&[], &[c, &pattern, COUNT]).1)
-            })
-            .collect();
+        let (at, cmds, slots) = next_step(&units, &cursors, n, &pattern);
         if cmds.iter().all(Option::is_none) {
             break;
         }
@@ -119,6 +117,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             fallback: None,
             combine: None,
             slot: None,
+            slots: Some(&slots),
             grants: false,
             work: 1,
         };
@@ -132,7 +131,8 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             &|_, r| parse(r).map_or_else(|e| e, |_| NodeOutcome::Success),
             limits,
         )?;
-        for i in (0..n).filter(|&i| cmds[i].is_some()) {
+        for (i, u) in at.iter().enumerate() {
+            let Some(u) = *u else { continue };
             let step = match &round.replies[i] {
                 Some(r) => parse(r),
                 None => Err(round.outcomes[i].clone()),
@@ -140,12 +140,16 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             match step {
                 Ok((next, found)) => {
                     let found = found.into_iter().filter(|f| !own(&f.0));
-                    keys.extend(found.map(|f| key_info(i, key_prefix.len(), f)));
-                    cursors[i] = (next != b"0").then_some(next);
+                    let shard = &units[u].shard;
+                    keys.extend(found.map(|f| key_info((i, shard), key_prefix.len(), f)));
+                    cursors[u] = (next != b"0").then_some(next);
                 }
                 Err(o) => {
-                    failures[i] = Some(o);
-                    cursors[i] = None;
+                    failures[i] = Some(match &units[u].shard {
+                        Some(s) => shard_failed(s, o),
+                        None => o,
+                    });
+                    cursors[u] = None;
                 }
             }
         }
@@ -169,10 +173,91 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
 
 type Found = (Vec<u8>, Option<Duration>, Option<Vec<u8>>);
 
-/// A key found on node `node`, whose resource follows a prefix of `prefix_len` bytes.
-fn key_info(node: usize, prefix_len: usize, (key, ttl, value): Found) -> KeyInfo {
+/// What one scan walks with one cursor: a node, or one shard of a cluster node.
+struct Unit {
+    node: usize,
+    /// The shard's primary ("host:port"), and a slot that routes to it.
+    shard: Option<String>,
+    slot: Option<u16>,
+}
+
+/// Every node's units. A cluster node whose slot map is not known yet is asked once first
+/// (any command routed to it loads the map).
+fn units(sh: &Shared) -> Result<Vec<Unit>, Error> {
+    let n = sh.cluster.len();
+    let unknown = |i: usize| sh.cluster.shard_slots(i).is_some_and(|s| s.is_empty());
+    if (0..n).any(unknown) {
+        let mut ping = Vec::new();
+        crate::resp::pack(&[b"PING"], &mut ping);
+        let req = Request {
+            cmd: Cmd::Same(&ping),
+            fallback: None,
+            combine: None,
+            slot: Some(0),
+            slots: None,
+            grants: false,
+            work: 1,
+        };
+        let limits = Limits {
+            node_timeout: STEP_TIMEOUT,
+            cap: None,
+            until: Until::All,
+        };
+        sh.cluster
+            .round(&req, &|_, _| NodeOutcome::Success, limits)?;
+    }
+    let mut units = Vec::new();
+    for node in 0..n {
+        match sh.cluster.shard_slots(node) {
+            Some(shards) => units.extend(shards.into_iter().map(|(s, slot)| Unit {
+                node,
+                shard: Some(s),
+                slot: Some(slot),
+            })),
+            None => units.push(Unit {
+                node,
+                shard: None,
+                slot: None,
+            }),
+        }
+    }
+    Ok(units)
+}
+
+type Step = (Vec<Option<usize>>, Vec<Option<Vec<u8>>>, Vec<Option<u16>>);
+
+/// The next step of a scan: per node, the unit it is at (its first unit still scanning), the
+/// command that continues that unit's cursor, and the slot that routes it there.
+fn next_step(units: &[Unit], cursors: &[Option<Vec<u8>>], n: usize, pattern: &[u8]) -> Step {
+    let at: Vec<Option<usize>> = (0..n)
+        .map(|i| (0..units.len()).find(|&u| units[u].node == i && cursors[u].is_some()))
+        .collect();
+    let cmds = (at.iter())
+        .map(|u| {
+            u.and_then(|u| cursors[u].as_ref())
+                .map(|c| SCAN_SCRIPT.calls(&[], &[c, pattern, COUNT]).1)
+        })
+        .collect();
+    let slots = at.iter().map(|u| u.and_then(|u| units[u].slot)).collect();
+    (at, cmds, slots)
+}
+
+/// A shard's failure, naming the shard.
+fn shard_failed(shard: &str, o: NodeOutcome) -> NodeOutcome {
+    let text = crate::node::health::describe(&o);
+    NodeOutcome::ServerError(format!("shard {shard}: {text}"))
+}
+
+/// A key found on node `node` (on `shard` of a cluster node), whose resource follows a
+/// prefix of `prefix_len` bytes.
+fn key_info(
+    (node, shard): (usize, &Option<String>),
+    prefix_len: usize,
+    (key, ttl, value): Found,
+) -> KeyInfo {
     KeyInfo {
         node,
+        shard: shard.clone(),
         resource: key[prefix_len.min(key.len())..].to_vec(),
         key,
         ttl,

@@ -468,3 +468,83 @@ fn resharding_under_load_grants_no_lock_twice() {
     // primary's link): far under this, unless a redirect were chased without end.
     assert!(slowest < Duration::from_secs(10), "a step took {slowest:?}");
 }
+
+#[test]
+fn the_scan_reads_every_shard_and_names_it() {
+    use std::time::Duration;
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    let ttl = Duration::from_secs(30);
+    let leases: Vec<_> = (0..20)
+        .map(|i| mgr.try_lock(format!("scan-{i}"), ttl).unwrap())
+        .collect();
+    // A step returns at quorum: wait (bounded) until every cluster holds every key.
+    let all_held = support::eventually(Duration::from_secs(10), || {
+        leases
+            .iter()
+            .all(|l| cs.iter().all(|c| owner(c, l.key()).get(l.key()).is_some()))
+    });
+    assert!(all_held);
+    let scan = mgr.scan(redlock::KeyKind::Lock, "scan-").unwrap();
+    assert!(scan.failed.is_empty(), "{:?}", scan.failed);
+    assert_eq!(scan.keys.len(), 3 * 20);
+    for k in &scan.keys {
+        let at = owner(&cs[k.node], &k.key);
+        assert_eq!(
+            k.shard.as_deref(),
+            Some(format!("127.0.0.1:{}", at.port).as_str())
+        );
+        assert!(k.value.is_some() && k.ttl.is_some());
+    }
+    let shards: std::collections::HashSet<_> = scan.keys.iter().map(|k| &k.shard).collect();
+    assert_eq!(
+        shards.len(),
+        9,
+        "every shard of every cluster holds some of the keys"
+    );
+    for l in leases {
+        l.unlock().unwrap();
+    }
+}
+
+#[test]
+fn redlock_inspect_lists_a_clusters_keys_by_shard() {
+    let cs = clusters(3, 2);
+    let mgr = manager(&cs);
+    let lease = mgr
+        .try_lock("orders:7", std::time::Duration::from_secs(30))
+        .unwrap();
+    let key = lease.key().to_vec();
+    assert!(support::eventually(
+        std::time::Duration::from_secs(10),
+        || { cs.iter().all(|c| owner(c, &key).get(&key).is_some()) }
+    ));
+    // The clusters' seeds in one --nodes list (a seed without a scheme follows its cluster).
+    let nodes = cs
+        .iter()
+        .map(|c| {
+            format!(
+                "redis+cluster://127.0.0.1:{},127.0.0.1:{}",
+                c.servers[0].port, c.servers[1].port
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+        .args(["inspect", "--no-quarantine", "--nodes", &nodes])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("on 3 node(s)"), "{stdout}");
+    for c in &cs {
+        let shard = format!("(shard 127.0.0.1:{})", owner(c, &key).port);
+        assert!(stdout.contains(&shard), "{shard} in {stdout}");
+    }
+    lease.unlock().unwrap();
+}

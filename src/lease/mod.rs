@@ -176,6 +176,7 @@ impl LeaseInner {
             fallback: Some(&calls.1),
             combine: None,
             slot: crate::slot::common_slot(self.keys()),
+            slots: None,
             grants: false,
             work: self.work(),
         }

@@ -317,6 +317,7 @@ impl Fair {
             fallback: Some(&eval),
             combine: None,
             slot: Some(crate::slot::key_slot(&self.key)),
+            slots: None,
             grants: true,
             work: 1,
         };

@@ -333,6 +333,7 @@ impl Attempt<'_> {
             fallback: fallback.as_deref(),
             combine,
             slot: Some(crate::slot::key_slot(&self.key)),
+            slots: None,
             grants: true,
             work: 1,
         };
@@ -394,6 +395,7 @@ impl Attempt<'_> {
             fallback: Some(&eval),
             combine: None,
             slot,
+            slots: None,
             grants: false,
             work: 1,
         };

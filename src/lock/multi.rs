@@ -96,6 +96,7 @@ pub(crate) fn attempt(
         combine: None,
         // Routed on a cluster node only when every key shares one slot (a hash tag).
         slot: crate::slot::common_slot(keys.iter().map(Vec::as_slice)),
+        slots: None,
         grants: true,
         work: keys.len(),
     };

@@ -200,6 +200,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
         fallback: Some(&fallback),
         combine: None,
         slot: Some(crate::slot::key_slot(&a.key)),
+        slots: None,
         grants: true,
         work: 1,
     };

@@ -181,6 +181,7 @@ impl Sem<'_> {
             fallback: Some(&eval),
             combine: None,
             slot: Some(key_slot(self.key)),
+            slots: None,
             grants: true,
             // The script reads the semaphore's hash, one field per slot.
             work: self.permits as usize,

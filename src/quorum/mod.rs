@@ -70,6 +70,9 @@ pub(crate) struct Request<'a> {
     /// The Redis Cluster slot of every key the command names (`slot::key_slot`), which
     /// routes it on a cluster node; `None`: not routable, so a cluster node fails it.
     pub slot: Option<u16>,
+    /// Per node, the slot that routes its command instead of `slot` (a command with no key
+    /// sent to one chosen shard: the scan).
+    pub slots: Option<&'a [Option<u16>]>,
 }
 
 /// When a round is over.
@@ -325,7 +328,8 @@ impl Cluster {
         for (i, top) in self.links.iter().enumerate() {
             let cmd = sending.cmd(i);
             // A cluster node's request goes to the shard that serves its slot.
-            let (link, routed) = match self.route(top, req.slot, start) {
+            let slot = req.slots.map_or(req.slot, |s| s.get(i).copied().flatten());
+            let (link, routed) = match self.route(top, slot, start) {
                 Ok(l) => (l, Ok(())),
                 Err(o) => (Arc::clone(top), Err(o)),
             };

@@ -93,6 +93,12 @@ impl Cluster {
         }
     }
 
+    /// For a cluster node, each shard primary ("host:port") with a slot that routes to it
+    /// (empty until the slot map is known); `None` for any other node.
+    pub(crate) fn shard_slots(&self, i: usize) -> Option<Vec<(String, u16)>> {
+        self.links[i].shards.as_ref().map(|s| s.owners())
+    }
+
     /// Every link: each node's, and each cluster node's shard links.
     pub(super) fn all_links(&self) -> Vec<Arc<Link>> {
         let mut all: Vec<Arc<Link>> = Vec::with_capacity(self.links.len());

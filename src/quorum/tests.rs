@@ -70,6 +70,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
         fallback: None,
         combine: None,
         slot: None,
+        slots: None,
         grants: false,
         work: 1,
     }
@@ -265,6 +266,7 @@ fn noscript_falls_back_once() {
         fallback: Some(b"EVAL\r\n"),
         combine: None,
         slot: None,
+        slots: None,
         grants: false,
         work: 1,
     };
@@ -290,6 +292,7 @@ fn noscript_falls_back_even_after_the_caller_left() {
         fallback: Some(b"EVAL\r\n"),
         combine: None,
         slot: None,
+        slots: None,
         grants: false,
         work: 1,
     };
@@ -477,6 +480,7 @@ fn a_caller_that_leaves_hands_the_connection_to_one_still_waiting() {
             fallback: None,
             combine: None,
             slot: None,
+            slots: None,
             grants: false,
             work: 1,
         };

@@ -209,6 +209,7 @@ impl Cluster {
             fallback: None,
             combine: None,
             slot: None,
+            slots: None,
             grants: false,
             work: 1,
         };

@@ -184,7 +184,10 @@ fn print_locks(keys: &[KeyInfo], addrs: &[String], prefix: &str) {
                         },
                         None => "(not a string: a reentrant lock's hash)".into(),
                     };
-                    format!("{ttl:>10}  {token}")
+                    match &k.shard {
+                        Some(shard) => format!("{ttl:>10}  {token} (shard {shard})"),
+                        None => format!("{ttl:>10}  {token}"),
+                    }
                 }
                 None => format!("{:>10}", "-"),
             };

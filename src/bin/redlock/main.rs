@@ -156,9 +156,10 @@ impl NodeOpts {
 fn split_nodes(v: &str) -> impl Iterator<Item = String> + '_ {
     let mut out: Vec<String> = Vec::new();
     let mut open = false; // the last URL is a sentinel URL still listing sentinels
+    let mut seeds = false; // the last URL is a cluster URL: what follows with no scheme is a seed
     for piece in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match out.last_mut() {
-            Some(last) if open => {
+            Some(last) if open || (seeds && !piece.contains("://")) => {
                 last.push(',');
                 last.push_str(piece);
             }
@@ -169,6 +170,9 @@ fn split_nodes(v: &str) -> impl Iterator<Item = String> + '_ {
             .iter()
             .find_map(|s| last.strip_prefix(s))
             .is_some_and(|rest| !rest.contains('/'));
+        seeds = ["redis+cluster://", "rediss+cluster://"]
+            .iter()
+            .any(|s| last.starts_with(s));
     }
     out.into_iter()
 }
@@ -179,6 +183,9 @@ pub const NODE_OPTS_HELP: &str =
                                redis://[user:password@]host[:port][/db]       [REDLOCK_NODES]
                                or a failover group:
                                redis+sentinel://host[:port][,host…]/SERVICE
+                               or a Redis Cluster (seeds; after it, a node
+                               with no scheme is one more seed):
+                               redis+cluster://host[:port][,host[:port]…]
       --no-quarantine          count nodes that restarted less than the maximum TTL ago:
                                only for nodes that persist every write (appendfsync always),
                                or a brand-new cluster that has never held a lock
@@ -297,6 +304,23 @@ mod tests {
                 "redis+sentinel://a:1,b:2,c/svc",
                 "127.0.0.1:2",
                 "rediss+sentinel://d/s2/1"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_clusters_seeds_stay_in_its_url() {
+        let nodes: Vec<String> = crate::split_nodes(
+            "redis+cluster://a:1, b:2,redis://c:3,rediss+cluster://d,e:5,redis+cluster://f",
+        )
+        .collect();
+        assert_eq!(
+            nodes,
+            [
+                "redis+cluster://a:1,b:2",
+                "redis://c:3",
+                "rediss+cluster://d,e:5",
+                "redis+cluster://f"
             ]
         );
     }

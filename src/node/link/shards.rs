@@ -111,6 +111,16 @@ impl Shards {
         self.link_to(&r.to, now)
     }
 
+    /// Each primary that owns a slot ("host:port"), with a slot that routes to it; empty while
+    /// the map is not known.
+    pub(crate) fn owners(&self) -> Vec<(String, u16)> {
+        let m = self.map();
+        m.owners()
+            .into_iter()
+            .map(|(e, s)| (e.to_string(), s))
+            .collect()
+    }
+
     /// Every shard link made so far.
     pub(crate) fn links(&self) -> Vec<Arc<Link>> {
         let links = self.links.lock().unwrap_or_else(|p| p.into_inner());

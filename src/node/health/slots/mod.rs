@@ -96,6 +96,20 @@ impl SlotMap {
         &self.primaries
     }
 
+    /// Each primary that owns a slot, with the lowest slot it owns (a command with no key
+    /// reaches that primary when routed by that slot), in the order of their first slots.
+    pub(crate) fn owners(&self) -> Vec<(&Endpoint, u16)> {
+        let mut seen: Vec<u16> = Vec::new();
+        let mut out = Vec::new();
+        for (slot, &o) in self.owner.iter().enumerate() {
+            if o != NONE && !seen.contains(&o) {
+                seen.push(o);
+                out.push((&self.primaries[usize::from(o)], slot as u16));
+            }
+        }
+        out
+    }
+
     /// The index of primary `e`, added if new.
     pub(crate) fn primary(&mut self, e: &Endpoint) -> usize {
         usize::from(self.index_of(e))
