@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use redlock::{Error, LockOptions, Redlock, Wait, scripts};
 use support::proxy::DelayProxy;
+use support::redis_cluster::RedisCluster;
 use support::{RedisServer, mono_ns};
 
 const NODES: usize = 5;
@@ -73,6 +74,7 @@ enum Schedule {
     WorkerPause,
     Failover,
     FailoverUnprotected,
+    ClusterReshard,
 }
 
 use Schedule::*;
@@ -85,7 +87,7 @@ const GROUPS: usize = 3;
 /// writes of the last moment before a failover are lost, as with asynchronous replication.
 const REPLICA_LAG: Duration = Duration::from_millis(150);
 
-const ALL: [Schedule; 12] = [
+const ALL: [Schedule; 13] = [
     None,
     KillDelayedRestart,
     KillRestartNowUnprotected,
@@ -98,6 +100,7 @@ const ALL: [Schedule; 12] = [
     WorkerPause,
     Failover,
     FailoverUnprotected,
+    ClusterReshard,
 ];
 
 impl Schedule {
@@ -115,6 +118,7 @@ impl Schedule {
             WorkerPause => "worker-gc-pause",
             Failover => "failover",
             FailoverUnprotected => "failover-no-quarantine",
+            ClusterReshard => "cluster-reshard",
         }
     }
 
@@ -149,6 +153,11 @@ impl Schedule {
             FailoverUnprotected => {
                 "violations possible: the promoted replica lacks the last writes (no quarantine)"
             }
+            ClusterReshard => {
+                "no violations: every node a Redis Cluster of 2 primaries whose lock and \
+                 semaphore slots keep moving (MOVED, ASK followed); restart quarantine off, as \
+                 cluster nodes need for now (nothing is lost)"
+            }
         }
     }
 
@@ -177,7 +186,7 @@ impl Schedule {
     fn quarantine(self) -> bool {
         !matches!(
             self,
-            KillRestartNowUnprotected | KillWithAof | FailoverUnprotected
+            KillRestartNowUnprotected | KillWithAof | FailoverUnprotected | ClusterReshard
         )
     }
 
@@ -740,7 +749,7 @@ fn worker(args: &[String]) -> ExitCode {
     let lifetime: u64 = get("--lifetime-ms").parse().unwrap();
     let permit = get("--permit") == "1";
     let mgr = Redlock::new(
-        redlock::Config::new(nodes)
+        redlock::Config::new(nodes.clone())
             .max_ttl(MAX_TTL)
             .restart_quarantine(quarantine)
             .retry_delay(Duration::from_millis(10))
@@ -764,7 +773,13 @@ fn worker(args: &[String]) -> ExitCode {
         role(id, &roles)
     };
     let owner = (role == Role::Reentrant).then(|| format!("worker-{id}-{}", std::process::id()));
-    let own = format!("own-{id}");
+    // On cluster nodes the two resources of a multi-resource lock must share a slot: the own
+    // one's hash tag is the lock's key (`redlock:shared`, untagged, hashes as a whole).
+    let own = if nodes.iter().any(|n| n.starts_with("redis+cluster://")) {
+        format!("{{redlock:shared}}own-{id}")
+    } else {
+        format!("own-{id}")
+    };
     let mut end = Instant::now() + Duration::from_secs_f64(secs);
     if lifetime > 0 {
         end = end.min(Instant::now() + Duration::from_millis(lifetime));
@@ -937,6 +952,8 @@ fn permit_worker(mgr: &Redlock, file: &mut File, mut rng: u64, end: Instant, hol
 
 struct Run {
     servers: Vec<RedisServer>,
+    /// In cluster-reshard, each node is a cluster (and `servers` is empty).
+    clusters: Vec<RedisCluster>,
     store: RedisServer,
     proxies: Vec<DelayProxy>,
     /// In the failover schedules, node `i < GROUPS` is a group: `servers[i]` its master now.
@@ -981,6 +998,28 @@ impl Group {
         self.link.move_to(master.port);
         replicate(&self.replica, self.link.port);
     }
+}
+
+/// Moves `key`'s slot to the other primary of `c` (a cluster of two), keys and all, the way
+/// `redis-cli --cluster reshard` does: `IMPORTING`/`MIGRATING`, `MIGRATE` of its keys, then
+/// `SETSLOT NODE` everywhere. Workers meet `ASK` while it moves and `MOVED` after.
+fn reshard(c: &RedisCluster, key: &[u8]) {
+    let slot = redlock::slot::key_slot(key);
+    let owner = (c.slot_ranges().into_iter())
+        .find(|(from, to, _)| (*from..=*to).contains(&slot))
+        .map(|r| r.2)
+        .expect("every slot is served");
+    let from = c.at(owner);
+    let to = c
+        .servers
+        .iter()
+        .find(|s| s.port != owner)
+        .expect("two primaries");
+    let m = c.migrate(slot, from, to);
+    thread::sleep(Duration::from_millis(50));
+    m.move_keys();
+    thread::sleep(Duration::from_millis(50));
+    m.finish();
 }
 
 /// `REPLICAOF 127.0.0.1 port` on `s`.
@@ -1028,14 +1067,28 @@ fn run_schedule(
     ));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
+    let clustered = s == ClusterReshard;
     let mut run = Run {
-        servers: (0..NODES).map(|_| RedisServer::start_with(&args)).collect(),
+        servers: (0..NODES)
+            .filter(|_| !clustered)
+            .map(|_| RedisServer::start_with(&args))
+            .collect(),
+        clusters: (0..NODES)
+            .filter(|_| clustered)
+            .map(|_| thread::spawn(|| RedisCluster::start(2, 0)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().expect("start a cluster"))
+            .collect(),
         store: RedisServer::start(),
         proxies: Vec::new(),
         groups: Vec::new(),
         dir,
     };
     let mut urls: Vec<String> = run.servers.iter().map(|s| s.url()).collect();
+    urls.extend(
+        (run.clusters.iter()).map(|c| format!("redis+cluster://127.0.0.1:{}", c.servers[0].port)),
+    );
     if s.failover() {
         for (i, url) in urls.iter_mut().enumerate().take(GROUPS) {
             let g = Group::start(&run.servers[i]);
@@ -1143,6 +1196,18 @@ fn run_schedule(
                 thread::sleep(Duration::from_millis(300 + next() % 300));
                 let i = next() as usize % GROUPS;
                 run.groups[i].failover(&mut run.servers[i]);
+            }
+            ClusterReshard => {
+                thread::sleep(Duration::from_millis(300 + next() % 300));
+                let c = &run.clusters[next() as usize % NODES];
+                // The lock's slot (every key of the lock and its companions) or the
+                // semaphore's, to the other primary, with its keys.
+                let key: &[u8] = if next() % 2 == 0 {
+                    b"redlock:shared"
+                } else {
+                    b"redlock-sem:redlock:faults-sem"
+                };
+                reshard(c, key);
             }
             KillMajorityRestart => {
                 // Long enough apart that the quarantine ends in between, now and then.
