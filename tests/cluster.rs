@@ -281,6 +281,13 @@ fn moved_and_ask_are_followed_within_the_step() {
     assert!(holding(&cs, &token, on_new_owner) >= 2);
     lease.unlock().unwrap();
     assert!(holding(&cs, &token, on_new_owner) <= 1);
+    // A release whose redirect came after the step was decided is written again by the next
+    // step (any round): then no cluster holds the key.
+    mgr.holders("moved").unwrap();
+    assert!(support::eventually(
+        std::time::Duration::from_secs(5),
+        || { holding(&cs, &token, on_new_owner) == 0 }
+    ));
 
     // ASK: the slot of "asked" is being migrated; the key is not on the source, so the
     // target serves it after ASKING (the acquisition pipeline and the release script alike).

@@ -48,7 +48,28 @@ pub(super) enum Purpose {
         expect: Expect,
         ack: bool,
         asked: bool,
+        /// On a cluster node's shard: the command itself, to be written again where a
+        /// redirect points when nobody follows it (see [`Redirected`]).
+        resend: Option<Resend>,
     },
+}
+
+/// A command kept for a redirect nobody is there to follow, and how many it followed.
+#[derive(Clone)]
+pub(crate) struct Resend {
+    pub cmd: Arc<[u8]>,
+    pub hops: u8,
+}
+
+/// A redirect a cluster node's shard answered to a command whose caller had left (or that
+/// had none: a release sent without waiting): queued for the next round or detached send on
+/// the manager, which writes the command again where the redirect points.
+pub(crate) struct Redirected {
+    pub resend: Resend,
+    pub expect: Expect,
+    pub reply: Reply,
+    /// The host of the shard that answered (a redirect may name "the host you asked").
+    pub asked: String,
 }
 
 pub(super) struct Entry {

@@ -230,6 +230,9 @@ impl Cluster {
         let internal = |e: std::io::Error| Error::Internal(format!("poll(2) failed: {e}"));
         let call = Call::new(self.links.len()).map_err(internal)?;
         let start = self.now();
+        if self.has_shards() {
+            self.follow_queued(start);
+        }
         if req.grants {
             self.decide_trust(start);
         }
@@ -518,6 +521,9 @@ impl Cluster {
         to: &dyn Fn(usize) -> bool,
     ) {
         let now = self.now();
+        if self.has_shards() {
+            self.follow_queued(now);
+        }
         let work = work_allowance(work);
         let expect = Expect::One(fallback.map(Arc::from));
         for (i, top) in self.links.iter().enumerate() {

@@ -76,6 +76,33 @@ impl Cluster {
             .map_err(|m| NodeOutcome::Unreachable(format!("shard: {m}")))
     }
 
+    /// Writes again, for nobody, the commands whose redirects nobody followed (their callers
+    /// had left at quorum, or never waited: a release after a failed attempt), where the
+    /// redirects point; each command at most [`MAX_REDIRECTS`] times. Without this a release
+    /// that met a moving slot would leave its key to expire.
+    pub(super) fn follow_queued(&self, now: Instant) {
+        for shards in self.links.iter().filter_map(|l| l.shards.as_ref()) {
+            let queued =
+                std::mem::take(&mut *shards.redirected.lock().unwrap_or_else(|p| p.into_inner()));
+            for q in queued {
+                let Some(r) = redirect(&q.reply, &q.asked) else {
+                    continue;
+                };
+                if q.resend.hops >= MAX_REDIRECTS {
+                    log::debug!("a command kept meeting redirects: dropped ({:?})", q.reply);
+                    continue;
+                }
+                let Ok(target) = shards.follow(&r, now) else {
+                    continue;
+                };
+                let _ = target.resend(&q, r.ask, now, &self.settings);
+                if target.orphaned() {
+                    care::care(&target, &self.settings);
+                }
+            }
+        }
+    }
+
     /// Redirects node `i` followed, `MOVED` and `ASK` (none for a node that is no cluster).
     pub(crate) fn redirects(&self, i: usize) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use super::call::{Call, Slot, Wakes, wake_all, wake_later};
 use super::conn::{self, Conn, unreachable_from};
 pub(crate) use super::entry::{Combine, Expect};
-use super::entry::{Entry, Purpose, stale};
+use super::entry::{Entry, Purpose, Redirected, Resend, stale};
 use super::health::{self, ConnSettings, Discovery, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
@@ -104,6 +104,8 @@ pub(crate) struct Link {
     /// For a cluster node: its shards, each with a link of its own (this link's connection is
     /// then never used).
     pub(crate) shards: Option<Shards>,
+    /// For a shard's link: where its redirects nobody follows go (its cluster node's queue).
+    pub(crate) redirected: Option<Arc<Mutex<Vec<Redirected>>>>,
 }
 
 impl Link {
@@ -123,6 +125,7 @@ impl Link {
                 asked_oks: 0,
             }),
             shards: None,
+            redirected: None,
         }
     }
 
@@ -178,8 +181,9 @@ impl Link {
     /// since there is no connection and `connect` is false. `Err`: the node cannot be asked
     /// now (backoff, refused, …). `work`: the server time the command may take beyond a
     /// one-key command's, which the connection may stay silent for on top of the stale limit.
-    /// `ack`: the command grants, and the node wants its grants acknowledged by replicas
-    /// (`Node::ack`): its `WAIT` is written right behind it. `asking`: an `ASKING` goes right
+    /// `ack`: the command grants (and the node wants its grants acknowledged by replicas,
+    /// `Node::ack`: its `WAIT` is written right behind it; on a cluster node's shard, a grant
+    /// is not written again after a redirect nobody followed). `asking`: an `ASKING` goes right
     /// before it, in the same write (a cluster's `ASK` redirect), its reply for nobody.
     #[allow(clippy::too_many_arguments)] // a command, its reply's shape and its cost, and when
     pub(crate) fn submit(
@@ -194,10 +198,13 @@ impl Link {
         (ack, asking): (bool, bool),
     ) -> Result<Option<Submitted>, NodeOutcome> {
         let mut wakes = Wakes::new();
+        // A grant is never written again after a redirect its caller did not follow: a late
+        // grant would hold a key its holder may already have released.
+        let resend = (!ack).then_some(0);
         let ack = ack && self.node.ack.is_some();
         let r = self.submit_locked(
             call,
-            (cmd, ack, asking),
+            (cmd, ack, asking, resend),
             expect,
             work,
             now,
@@ -214,7 +221,7 @@ impl Link {
     fn submit_locked(
         &self,
         call: Option<&Call>,
-        (cmd, ack, asking): (&[u8], bool, bool),
+        (cmd, ack, asking, hops): (&[u8], bool, bool, Option<u8>),
         expect: &Expect,
         work: Duration,
         now: Instant,
@@ -268,6 +275,10 @@ impl Link {
                 expect: expect.clone(),
                 ack,
                 asked: asking,
+                resend: (self.node.shard.as_ref()).and(hops).map(|hops| Resend {
+                    cmd: Arc::from(cmd),
+                    hops,
+                }),
             },
             sent_at: now,
             timed: !starting,
@@ -286,6 +297,32 @@ impl Link {
             drive = true;
         }
         Ok(Some(Submitted { drive, starting }))
+    }
+
+    /// Writes a command again for nobody after a redirect nobody followed (see
+    /// [`Redirected`]), `hops` redirects in; with `ASKING` before it for `ASK`.
+    pub(crate) fn resend(
+        &self,
+        r: &Redirected,
+        ask: bool,
+        now: Instant,
+        settings: &ConnSettings,
+    ) -> Result<(), NodeOutcome> {
+        let mut wakes = Wakes::new();
+        let hops = r.resend.hops.saturating_add(1);
+        let sent = self.submit_locked(
+            None,
+            (&r.resend.cmd, false, ask, Some(hops)),
+            &r.expect,
+            Duration::ZERO,
+            now,
+            settings,
+            true,
+            &mut wakes,
+        );
+        self.flush(now, settings, &mut wakes);
+        wake_all(&mut wakes, 0);
+        sent.map(|_| ())
     }
 
     /// Closes the connection if it is hung (see [`stale`]), after reading what its socket

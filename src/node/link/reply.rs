@@ -6,12 +6,19 @@
 
 use std::time::Instant;
 
-use super::{Entry, Expect, Link, Purpose, State};
+use std::sync::Arc;
+
+use super::{Entry, Expect, Link, Purpose, Redirected, Resend, State};
 use crate::error::NodeOutcome;
 use crate::node::call::{Call, Slot, Wakes, wake_later};
 use crate::node::conn::unreachable_from;
 use crate::node::health::{Action, ConnSettings, Hs, Node};
 use crate::resp::Reply;
+
+/// A cluster's redirect reply (`MOVED`, `ASK`).
+fn is_redirect(reply: &Reply) -> bool {
+    reply.is_error_code("MOVED") || reply.is_error_code("ASK")
+}
 
 impl Link {
     /// Hands one reply to the entry it answers. A part of a multi-part entry is kept until
@@ -145,37 +152,20 @@ impl Link {
     ) {
         let (sent_at, timed, work) = (entry.sent_at, entry.timed, entry.work);
         let Purpose::Command {
-            call, expect, ack, ..
+            call,
+            expect,
+            ack,
+            resend,
+            ..
         } = entry.purpose
         else {
             return; // dispatch hands over command entries only
         };
         if reply.is_error_code("NOSCRIPT")
-            && let Expect::One(Some(fb)) = expect
+            && let Expect::One(Some(fb)) = &expect
         {
-            // The script cache was flushed: send the EVAL form once, for the same call (or for
-            // nobody), behind whatever is queued already (written by the caller's flush once
-            // the lock is released).
-            let wait = self.node.ack.as_ref().filter(|_| ack);
-            let sent = st.conn.as_mut().map(|c| {
-                c.send(&fb)
-                    .and_then(|()| wait.map_or(Ok(()), |a| c.send(&a.cmd)))
-            });
-            if let Some(Err(e)) = sent {
-                return self.fail_all(st, unreachable_from(&e), now, s, w);
-            }
-            st.pending.push_back(Entry {
-                purpose: Purpose::Command {
-                    call,
-                    expect: Expect::One(None),
-                    ack,
-                    asked: false,
-                },
-                sent_at,
-                timed: false,
-                work,
-            });
-            return;
+            let again = (call, ack, resend.map(|r| r.hops));
+            return self.send_eval(st, Arc::clone(fb), again, (sent_at, work), now, s, w);
         }
         if reply.is_error_code("READONLY") {
             return self.no_longer_master(st, call, &reply, now, s, w);
@@ -190,6 +180,11 @@ impl Link {
                 self.push_health(st, &cmd, Hs::MarkerWrite, false, now);
             }
         }
+        // A redirect: its caller follows it; with no caller left, it is queued for the
+        // manager's next step (see `Redirected`).
+        let redirect = resend.is_some() && is_redirect(&reply);
+        let queued = redirect.then(|| (reply.clone(), expect.clone()));
+        let mut delivered = false;
         if let Some(c) = call {
             let latency = now.saturating_duration_since(sent_at);
             if c.fill(
@@ -200,6 +195,7 @@ impl Link {
                     acks,
                 },
             ) {
+                delivered = true;
                 // Read while its caller still waited, so promptly: a fair sample (a reply
                 // nobody waited for may have been read long after it came).
                 if timed {
@@ -208,6 +204,61 @@ impl Link {
                 wake_later(w, &c);
             }
         }
+        if let (false, Some((reply, expect)), Some(resend)) = (delivered, queued, resend) {
+            self.queue_redirect(Redirected {
+                resend,
+                expect,
+                reply,
+                asked: String::new(),
+            });
+        }
+    }
+
+    /// The script cache was flushed: sends the `EVAL` form `fb` once, for the same call (or
+    /// for nobody), behind whatever is queued already (written by the caller's flush once the
+    /// lock is released).
+    #[allow(clippy::too_many_arguments)] // the entry's parts, and the link's context
+    fn send_eval(
+        &self,
+        st: &mut State,
+        fb: Arc<[u8]>,
+        (call, ack, hops): (Option<Call>, bool, Option<u8>),
+        (sent_at, work): (Instant, std::time::Duration),
+        now: Instant,
+        s: &ConnSettings,
+        w: &mut Wakes,
+    ) {
+        let wait = self.node.ack.as_ref().filter(|_| ack);
+        let sent = st.conn.as_mut().map(|c| {
+            c.send(&fb)
+                .and_then(|()| wait.map_or(Ok(()), |a| c.send(&a.cmd)))
+        });
+        if let Some(Err(e)) = sent {
+            return self.fail_all(st, unreachable_from(&e), now, s, w);
+        }
+        st.pending.push_back(Entry {
+            purpose: Purpose::Command {
+                call,
+                expect: Expect::One(None),
+                ack,
+                asked: false,
+                resend: hops.map(|hops| Resend {
+                    cmd: Arc::clone(&fb),
+                    hops,
+                }),
+            },
+            sent_at,
+            timed: false,
+            work,
+        });
+    }
+
+    /// Queues a redirect nobody follows for the cluster node's next step, naming this shard's
+    /// host (a redirect may mean "the host you asked").
+    fn queue_redirect(&self, mut r: Redirected) {
+        let Some(q) = &self.redirected else { return };
+        r.asked = (self.node.shard.as_ref()).map_or(String::new(), |s| s.endpoint.host.clone());
+        q.lock().unwrap_or_else(|p| p.into_inner()).push(r);
     }
 
     /// A `READONLY` reply: the server became a replica under this connection (a failover that

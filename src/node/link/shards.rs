@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::Link;
+use crate::node::entry::Redirected;
 use crate::node::health::{Endpoint, Node, Redirect, SlotMap};
 
 /// Builds the node of one shard primary (its index, credentials, TLS client and handshake are
@@ -31,6 +32,9 @@ pub(crate) struct Shards {
     /// Redirects followed (`MOVED`, `ASK`), for the metrics.
     pub(crate) moved: AtomicU64,
     pub(crate) asked: AtomicU64,
+    /// Redirects its shards answered that nobody followed: written again by the manager's
+    /// next step.
+    pub(crate) redirected: Arc<Mutex<Vec<Redirected>>>,
 }
 
 impl Shards {
@@ -42,6 +46,7 @@ impl Shards {
             make,
             moved: AtomicU64::new(0),
             asked: AtomicU64::new(0),
+            redirected: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -59,7 +64,9 @@ impl Shards {
         if let Some(l) = &links[i] {
             return Ok(Arc::clone(l));
         }
-        let link = Arc::new(Link::new((self.make)(to, &self.map)?, now));
+        let mut link = Link::new((self.make)(to, &self.map)?, now);
+        link.redirected = Some(Arc::clone(&self.redirected));
+        let link = Arc::new(link);
         links[i] = Some(Arc::clone(&link));
         Ok(link)
     }
