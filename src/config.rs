@@ -643,6 +643,42 @@ pub(crate) fn own_key(key: &[u8]) -> bool {
         || key.starts_with(FAIR_PREFIX)
         || key.starts_with(FAIR_TICKETS_PREFIX)
         || key == MARKER_KEY
+        || key.starts_with(SLOT_MARKER_PREFIX)
+}
+
+/// The prefix of a cluster node's per-slot markers (see [`slot_marker`]).
+const SLOT_MARKER_PREFIX: &[u8] = b"redlock-marker:";
+
+/// The restart-quarantine marker of `slot` on a cluster node: `redlock-marker:{TAG}`, where
+/// `TAG` hashes to the slot (`slot::slot_tag`). A script touches one slot, so a grant checks
+/// the marker of its key's slot; every shard primary holds one per slot it owns.
+pub(crate) fn slot_marker(slot: u16) -> Vec<u8> {
+    let tag = crate::slot::slot_tag(slot);
+    [SLOT_MARKER_PREFIX, b"{", tag.as_bytes(), b"}"].concat()
+}
+
+/// `cmd` with every argument that is exactly [`MARKER_KEY`] replaced by `slot`'s marker
+/// ([`slot_marker`]): a grant's command as a cluster node's shard runs it. `cmd` is commands
+/// as `resp::pack` writes them; no other argument of the library's commands is ever
+/// `redlock-marker` (it is no lock key, no token, no script source).
+pub(crate) fn with_slot_marker(cmd: &[u8], slot: u16) -> std::borrow::Cow<'_, [u8]> {
+    const BULK: &[u8] = b"$14\r\nredlock-marker\r\n";
+    if !cmd.windows(BULK.len()).any(|w| w == BULK) {
+        return std::borrow::Cow::Borrowed(cmd);
+    }
+    let marker = slot_marker(slot);
+    let mut with = format!("${}\r\n", marker.len()).into_bytes();
+    with.extend_from_slice(&marker);
+    with.extend_from_slice(b"\r\n");
+    let mut out = Vec::with_capacity(cmd.len() + with.len());
+    let mut rest = cmd;
+    while let Some(at) = rest.windows(BULK.len()).position(|w| w == BULK) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(&with);
+        rest = &rest[at + BULK.len()..];
+    }
+    out.extend_from_slice(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Checks a fair acquisition's drop-out time: [`MIN_DROP_OUT`] to [`MAX_DROP_OUT`].
@@ -684,6 +720,37 @@ pub(crate) fn check_owner(owner: &[u8]) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_shard_checks_the_marker_of_its_slot() {
+        let mut cmd = Vec::new();
+        crate::resp::pack(&[b"SET", b"k", b"redlock-marker-x", b"NX"], &mut cmd);
+        crate::resp::pack(&[b"EXISTS", super::MARKER_KEY], &mut cmd);
+        crate::resp::pack(
+            &[b"EVALSHA", b"sha", b"2", b"k", super::MARKER_KEY],
+            &mut cmd,
+        );
+        let slot = crate::slot::key_slot(b"k");
+        let out = super::with_slot_marker(&cmd, slot);
+        let parts = crate::resp::split_commands(&out).unwrap();
+        let marker = super::slot_marker(slot);
+        assert_eq!(crate::slot::key_slot(&marker), slot);
+        let mut want = Vec::new();
+        crate::resp::pack(&[b"SET", b"k", b"redlock-marker-x", b"NX"], &mut want);
+        assert_eq!(parts[0], &want[..]);
+        want.clear();
+        crate::resp::pack(&[b"EXISTS", &marker], &mut want);
+        assert_eq!(parts[1], &want[..]);
+        want.clear();
+        crate::resp::pack(&[b"EVALSHA", b"sha", b"2", b"k", &marker], &mut want);
+        assert_eq!(parts[2], &want[..]);
+        let plain = b"*1\r\n$4\r\nPING\r\n";
+        assert!(matches!(
+            super::with_slot_marker(plain, 0),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert!(super::own_key(&marker));
+    }
+
     use super::*;
 
     #[test]

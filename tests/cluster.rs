@@ -92,8 +92,9 @@ fn urls(cs: &[RedisCluster]) -> Vec<String> {
         .collect()
 }
 
+/// A manager over the clusters, restart quarantine on (per shard), as by default.
 fn manager(cs: &[RedisCluster]) -> redlock::Redlock {
-    redlock::Redlock::new(support::config(urls(cs)).restart_quarantine(false)).unwrap()
+    redlock::Redlock::new(support::config(urls(cs))).unwrap()
 }
 
 /// How many clusters hold `key` with a value that starts with `token`, on the server `at`
@@ -241,9 +242,6 @@ fn every_primitive_keeps_its_keys_in_one_slot() {
         .acquire("a}b", ttl, &no_wait().fenced(true))
         .unwrap_err();
     assert!(matches!(err, redlock::Error::InvalidInput(_)), "{err}");
-    // Restart quarantine on: refused at construction, saying why.
-    let err = redlock::Redlock::new(support::config(urls(&cs))).unwrap_err();
-    assert!(err.to_string().contains("restart quarantine"), "{err}");
 }
 
 /// The server of `c` that owns `key`'s slot now, and another primary.
@@ -264,12 +262,16 @@ fn moved_and_ask_are_followed_within_the_step() {
     // The manager learns each cluster's slot map.
     mgr.try_lock("warm-up", ttl).unwrap().unlock().unwrap();
 
-    // MOVED: the slot of "moved" changes owner behind the manager's back.
+    // MOVED: the slot of "moved" changes owner behind the manager's back (its marker moves
+    // with it, and vouches on the new owner: no quarantine).
     let key = b"redlock:moved";
     let mut new_owners = Vec::new();
     for c in &cs {
-        let (_, to) = owner_and_other(c, key);
-        c.move_empty_slot(key_slot(key), to);
+        // With its keys: the slot's restart-quarantine marker among them.
+        let (from, to) = owner_and_other(c, key);
+        let m = c.migrate(key_slot(key), from, to);
+        m.move_keys();
+        m.finish();
         new_owners.push(to.port);
     }
     let lease = mgr.try_lock("moved", ttl).unwrap();
@@ -291,14 +293,33 @@ fn moved_and_ask_are_followed_within_the_step() {
 
     // ASK: the slot of "asked" is being migrated; the key is not on the source, so the
     // target serves it after ASKING (the acquisition pipeline and the release script alike).
+    // While the slot's restart-quarantine marker is still on the source, a grant on the
+    // target does not count, and says why; once the slot's keys (the marker among them) have
+    // moved, it does.
     let key = b"redlock:asked";
     let mut targets = Vec::new();
+    let mut moves = Vec::new();
     for c in &cs {
         let (from, to) = owner_and_other(c, key);
-        c.begin_migration(key_slot(key), from, to);
+        moves.push(c.migrate(key_slot(key), from, to));
         targets.push(to.port);
     }
-    let lease = mgr.try_lock("asked", ttl).unwrap();
+    let err = mgr.try_lock("asked", ttl).unwrap_err();
+    assert!(err.to_string().contains("the slot is moving"), "{err}");
+    for m in &moves {
+        m.move_keys();
+    }
+    // The refused attempt's grants on the targets are taken back by the steps that follow
+    // (its releases met ASK with nobody waiting): bounded retries.
+    let lease = (0..50)
+        .find_map(|_| {
+            let l = mgr.try_lock("asked", ttl).ok();
+            if l.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            l
+        })
+        .expect("granted once the slot's marker is on the target");
     let token = lease.token().to_string();
     let on_target = |c: &RedisCluster| {
         let i = cs.iter().position(|x| std::ptr::eq(x, c)).unwrap();
@@ -554,4 +575,71 @@ fn redlock_inspect_lists_a_clusters_keys_by_shard() {
         assert!(stdout.contains(&shard), "{shard} in {stdout}");
     }
     lease.unlock().unwrap();
+}
+
+/// Until its outcome on node 0 is known (a step returns at quorum, node 0 may be pending):
+/// locks `resource` and unlocks it; node 0's outcome.
+fn outcome_on_first(mgr: &redlock::Redlock, resource: &str) -> redlock::NodeOutcome {
+    let ttl = std::time::Duration::from_secs(5);
+    for _ in 0..50 {
+        let lease = mgr.try_lock(resource, ttl).expect("two clusters grant");
+        let o = lease.acquisition().nodes[0].outcome.clone();
+        lease.unlock().unwrap();
+        if o != redlock::NodeOutcome::Pending {
+            return o;
+        }
+    }
+    panic!("node 0 stayed pending");
+}
+
+#[test]
+fn a_restarted_shard_is_quarantined_and_the_others_are_not() {
+    let mut cs = clusters(3, 3);
+    let victim_key = b"redlock:victim";
+    let port = owner(&cs[0], victim_key).port;
+    // A resource whose key lives on another shard of cluster 0.
+    let other = (0..1000)
+        .map(|i| format!("other-{i}"))
+        .find(|r| owner(&cs[0], format!("redlock:{r}").as_bytes()).port != port)
+        .unwrap();
+    let mgr = manager(&cs);
+    assert_eq!(
+        outcome_on_first(&mgr, "victim"),
+        redlock::NodeOutcome::Success
+    );
+    assert_eq!(
+        outcome_on_first(&mgr, &other),
+        redlock::NodeOutcome::Success
+    );
+
+    // The shard primary restarts without its data (no persistence); it keeps its slots.
+    let server = cs[0].servers.iter_mut().find(|s| s.port == port).unwrap();
+    server.restart();
+    let c0 = &cs[0];
+    assert!(support::eventually(
+        std::time::Duration::from_secs(30),
+        || {
+            c0.servers.iter().all(|s| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut s.client())
+                    .is_ok_and(|i| i.contains("cluster_state:ok"))
+            })
+        }
+    ));
+    match outcome_on_first(&mgr, "victim") {
+        redlock::NodeOutcome::Quarantined { reason, .. } => assert!(
+            matches!(
+                reason,
+                redlock::QuarantineReason::RestartSeen | redlock::QuarantineReason::NoMarker
+            ),
+            "{reason:?}"
+        ),
+        o => panic!("the restarted shard's key: {o:?}"),
+    }
+    // The cluster's other shards still count.
+    assert_eq!(
+        outcome_on_first(&mgr, &other),
+        redlock::NodeOutcome::Success
+    );
 }

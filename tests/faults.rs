@@ -155,8 +155,8 @@ impl Schedule {
             }
             ClusterReshard => {
                 "no violations: every node a Redis Cluster of 2 primaries whose lock and \
-                 semaphore slots keep moving (MOVED, ASK followed); restart quarantine off, as \
-                 cluster nodes need for now (nothing is lost)"
+                 semaphore slots keep moving (MOVED, ASK followed; restart quarantine per \
+                 shard, the slots' markers moving with them)"
             }
         }
     }
@@ -186,7 +186,7 @@ impl Schedule {
     fn quarantine(self) -> bool {
         !matches!(
             self,
-            KillRestartNowUnprotected | KillWithAof | FailoverUnprotected | ClusterReshard
+            KillRestartNowUnprotected | KillWithAof | FailoverUnprotected
         )
     }
 

@@ -891,7 +891,7 @@ fn a_quorum_lost_to_refused_credentials_is_an_auth_error() {
 fn a_node_in_cluster_mode_is_refused_with_a_message_that_says_so() {
     // Cluster mode on, no slots assigned: every key command would answer CLUSTERDOWN, and
     // SELECT is refused; neither says why.
-    let c = RedisServer::start_with(&["--cluster-enabled", "yes"]);
+    let (c, _) = RedisServer::start_cluster_node(&[]);
     let (a, b) = (RedisServer::start(), RedisServer::start());
     // In use before (see the silent-listener test): trusted without c's answer.
     a.mark();

@@ -39,8 +39,8 @@ func startOneShardClusters(t *testing.T, n int) []*redisServer {
 	return servers
 }
 
-// A lock where each node is a Redis Cluster (redis+cluster://); restart quarantine on is
-// refused with the reason.
+// A lock where each node is a Redis Cluster (redis+cluster://), restart quarantine on; a
+// cluster URL without a seed is refused.
 func TestClusterNodes(t *testing.T) {
 	t.Parallel()
 	servers := startOneShardClusters(t, 3)
@@ -48,11 +48,12 @@ func TestClusterNodes(t *testing.T) {
 	for i, s := range servers {
 		urls[i] = "redis+cluster://" + s.addr()
 	}
-	if _, err := redlock.New(urls); !errors.Is(err, redlock.ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), "restart quarantine") {
-		t.Fatalf("New with restart quarantine on: %v", err)
+	if _, err := redlock.New([]string{"redis+cluster://"}); !errors.Is(err, redlock.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "seed") {
+		t.Fatalf("New with a cluster URL without a seed: %v", err)
 	}
-	m, err := redlock.New(urls, redlock.WithRestartQuarantine(false), redlock.WithRetry(3, 50*time.Millisecond))
+	// Restart quarantine on (per shard), as by default.
+	m, err := redlock.New(urls, redlock.WithRetry(3, 50*time.Millisecond))
 	wantNoErr(t, "New", err)
 	defer m.Close()
 	res := uniq(t)

@@ -1,7 +1,7 @@
 //! The cluster rows (`--cluster 1,2,3`): N = 3 nodes, each a Redis Cluster of S primaries
 //! (`redis+cluster://`), beside N = 3 standalone nodes, T threads of one process on distinct
 //! resources, no injected delay, interleaved in short rounds of one run. Restart quarantine is
-//! off for every row (cluster nodes need it off for now). Each row reads the servers' own
+//! off for every row (the rows compare routing, not quarantine). Each row reads the servers' own
 //! counters (`INFO`) before and after its measured part:
 //!
 //! * server CPU per cycle: every server's `used_cpu_user + used_cpu_sys`, summed, per cycle;

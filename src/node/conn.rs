@@ -327,6 +327,15 @@ impl Conn {
         std::mem::take(&mut self.held)
     }
 
+    /// Queues one more handshake command, written at once (after the handshake's other
+    /// commands, ahead of everything held behind them): a reply to the handshake asked for it.
+    pub(crate) fn send_handshake(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.push_out(bytes) > MAX_QUEUED_BYTES {
+            return Err(io::Error::other("the node stopped reading its socket"));
+        }
+        Ok(())
+    }
+
     /// Queues a command ahead of those held behind the handshake (written right after the
     /// handshake itself); on a ready connection, the same as [`send`](Self::send).
     pub(crate) fn send_first(&mut self, bytes: &[u8]) -> io::Result<()> {

@@ -234,6 +234,9 @@ impl Cluster {
             self.follow_queued(start);
         }
         if req.grants {
+            if self.has_shards() && self.trust_open() {
+                self.meet_shards(start);
+            }
             self.decide_trust(start);
         }
         self.probe_idle(start);
@@ -258,7 +261,7 @@ impl Cluster {
                         w.deadline = None;
                     }
                 }
-                let (ok, waiting) = self.count(slots, req.grants, judge);
+                let (ok, waiting) = self.count(slots, req.grants, judge, waits);
                 (ok, waiting + redirected.len(), redirected)
             });
             let now = self.now();
@@ -289,10 +292,18 @@ impl Cluster {
         r.map_err(internal)?;
         if req.grants {
             // What this round's handshakes revealed may decide undecided nodes: decide before
-            // reading the outcomes, so that they say why a node did not count.
+            // reading the outcomes, so that they say why a node did not count. (A cluster
+            // node's other shards are met first: the rule needs them all.)
+            if self.has_shards() && self.trust_open() {
+                self.meet_shards(self.now());
+            }
             self.decide_trust(self.now());
         }
-        Ok(self.finish(start, slots, req.grants, judge))
+        // The link each node's command went to (a cluster node's shard): whose trust counts.
+        let routed: Vec<Arc<Link>> = (self.links.iter().enumerate())
+            .map(|(i, l)| waits[i].link.clone().unwrap_or_else(|| Arc::clone(l)))
+            .collect();
+        Ok(self.finish(start, slots, (req.grants, &routed), judge))
     }
 
     /// Closes idle connections the nodes have closed (a restarted node) before they are used,
@@ -326,7 +337,7 @@ impl Cluster {
         start: Instant,
         wakes: &'a RefCell<Wakes>,
     ) -> Vec<Wait<'a>> {
-        let (expect, work) = (&sending.expect, sending.work);
+        let work = sending.work;
         let mut waits = Vec::with_capacity(self.links.len() + 1);
         for (i, top) in self.links.iter().enumerate() {
             let cmd = sending.cmd(i);
@@ -337,13 +348,16 @@ impl Cluster {
                 Err(o) => (Arc::clone(top), Err(o)),
             };
             let mut w = Wait::node(self, call, Arc::clone(&link), wakes);
+            w.slot = slot;
+            // On a shard, a grant checks the marker of its slot.
+            let shaped = cmd.map(|c| sending.shape(c, &link, slot));
             let quarantined = match link.node.standing() {
                 Standing::Quarantined { until, reason } if req.grants => {
                     Some((until.saturating_duration_since(start), reason))
                 }
                 _ => None,
             };
-            let sent = match (link.node.duplicate_of(), quarantined, cmd) {
+            let sent = match (link.node.duplicate_of(), quarantined, &shaped) {
                 _ if routed.is_err() => Err(routed.clone().expect_err("checked")),
                 // The same server as a lower node: asked through that one only.
                 (Some(of), _, _) => Err(NodeOutcome::Duplicate { of }),
@@ -351,7 +365,7 @@ impl Cluster {
                     Err(NodeOutcome::Quarantined { remaining, reason })
                 }
                 (None, None, None) => Err(NodeOutcome::Rejected),
-                (None, None, Some(cmd)) => link
+                (None, None, Some((cmd, expect))) => link
                     .submit(
                         Some(call),
                         cmd,
@@ -397,7 +411,17 @@ impl Cluster {
     }
 
     /// Successes that count, and nodes still waiting.
-    fn count(&self, slots: &[Slot], grants: bool, judge: Judge<'_>) -> (usize, usize) {
+    fn count(
+        &self,
+        slots: &[Slot],
+        grants: bool,
+        judge: Judge<'_>,
+        waits: &[Wait<'_>],
+    ) -> (usize, usize) {
+        let trusted = |i: usize| {
+            let link = waits.get(i).and_then(|w| w.link.as_ref());
+            link.unwrap_or(&self.links[i]).node.trusted()
+        };
         let mut ok = 0;
         let mut waiting = 0;
         for (i, s) in slots.iter().enumerate() {
@@ -405,7 +429,7 @@ impl Cluster {
                 Slot::Waiting => waiting += 1,
                 Slot::Reply { reply, acks, .. }
                     if judge(i, reply).is_success()
-                        && (!grants || (self.links[i].node.trusted() && self.acked(i, *acks))) =>
+                        && (!grants || (trusted(i) && self.acked(i, *acks))) =>
                 {
                     ok += 1;
                 }
@@ -416,7 +440,13 @@ impl Cluster {
     }
 
     /// Turns the final slots into outcomes, and counts them in the metrics.
-    fn finish(&self, start: Instant, slots: Vec<Slot>, grants: bool, judge: Judge<'_>) -> Round {
+    fn finish(
+        &self,
+        start: Instant,
+        slots: Vec<Slot>,
+        (grants, routed): (bool, &[Arc<Link>]),
+        judge: Judge<'_>,
+    ) -> Round {
         let n = slots.len();
         let mut round = Round {
             start,
@@ -447,7 +477,8 @@ impl Cluster {
                         o
                     } else if grants {
                         let untrusted = &mut round.untrusted[i];
-                        self.trusted_outcome(i, (&reply, acks), judge, now, untrusted)
+                        let node = &routed[i].node;
+                        self.trusted_outcome((i, node), (&reply, acks), judge, now, untrusted)
                     } else {
                         judge(i, &reply)
                     };
@@ -468,13 +499,12 @@ impl Cluster {
     /// count either, and is undone the same way.
     fn trusted_outcome(
         &self,
-        i: usize,
+        (i, node): (usize, &Node),
         (reply, acks): (&Reply, Option<u64>),
         judge: Judge<'_>,
         now: Instant,
         untrusted: &mut bool,
     ) -> NodeOutcome {
-        let node = &self.links[i].node;
         // NOMARKER: the link told the node already (node/link.rs).
         if !reply.is_error_code("NOMARKER") {
             let o = judge(i, reply);

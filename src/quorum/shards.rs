@@ -3,11 +3,13 @@
 //! followed by the round itself, in the caller's `poll(2)` loop, under the node's deadline. A
 //! link never writes to another link, so links are locked one at a time.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::wait::Wait;
 use super::{Cluster, Cmd, Limits, Request, care};
+use crate::config::with_slot_marker;
 use crate::error::NodeOutcome;
 use crate::node::health::{auth_refusal, redirect};
 use crate::node::{Call, Expect, Link, Slot};
@@ -51,6 +53,27 @@ impl<'r> Sending<'r> {
             Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
         }
     }
+
+    /// `cmd` and what it expects as `link` runs them: on a cluster node's shard, the marker a
+    /// grant checks is its slot's (`config::with_slot_marker`), in the `EVAL` fallback too.
+    pub(super) fn shape<'c>(
+        &'c self,
+        cmd: &'c [u8],
+        link: &Link,
+        slot: Option<u16>,
+    ) -> (Cow<'c, [u8]>, Cow<'c, Expect>) {
+        let (Some(_), Some(slot)) = (&link.node.shard, slot) else {
+            return (Cow::Borrowed(cmd), Cow::Borrowed(&self.expect));
+        };
+        let expect = match &self.expect {
+            Expect::One(Some(fb)) => match with_slot_marker(fb, slot) {
+                Cow::Owned(f) => Cow::Owned(Expect::One(Some(Arc::from(f)))),
+                Cow::Borrowed(_) => Cow::Borrowed(&self.expect),
+            },
+            _ => Cow::Borrowed(&self.expect),
+        };
+        (with_slot_marker(cmd, slot), expect)
+    }
 }
 
 impl Cluster {
@@ -82,6 +105,9 @@ impl Cluster {
     /// that met a moving slot would leave its key to expire.
     pub(super) fn follow_queued(&self, now: Instant) {
         for shards in self.links.iter().filter_map(|l| l.shards.as_ref()) {
+            for link in shards.links() {
+                link.read_orphans(now, &self.settings);
+            }
             let queued =
                 std::mem::take(&mut *shards.redirected.lock().unwrap_or_else(|p| p.into_inner()));
             for q in queued {
@@ -199,10 +225,11 @@ impl Cluster {
             return;
         }
         let asking = r.as_ref().is_some_and(|r| r.ask);
+        let (cmd, expect) = sending.shape(cmd, &target, w.slot);
         let sent = target.submit(
             Some(call),
-            cmd,
-            &sending.expect,
+            &cmd,
+            &expect,
             sending.work,
             now,
             &self.settings,

@@ -47,21 +47,93 @@ const FRESH: Duration = Duration::from_secs(1);
 const REREAD_PAUSE: Duration = Duration::from_millis(50);
 const REREADS: usize = 20;
 
+use std::sync::Arc;
+
 use super::{Cluster, Cmd, Limits, Request, Until};
 use crate::error::{NodeOutcome, QuarantineReason};
 use crate::node::health::Hs;
-use crate::node::{Node, Standing};
+use crate::node::{Link, Standing};
 
 impl Cluster {
     /// True while the cluster-wide rule may still trust undecided nodes: no node has shown a
     /// marker, and some node is undecided or not heard from. Grant rounds then wait for every
     /// node, so that the rule can decide right after them.
     pub(super) fn trust_open(&self) -> bool {
-        self.policy_enabled
-            && !self.nodes().any(Node::marker_seen)
-            && self
-                .nodes()
-                .any(|n| matches!(n.standing(), Standing::Unknown | Standing::Undecided { .. }))
+        if !self.policy_enabled {
+            return false;
+        }
+        let units = self.units();
+        !units.iter().any(|l| l.node.marker_seen())
+            && (!self.all_heard_from()
+                || units.iter().any(|l| {
+                    matches!(
+                        l.node.standing(),
+                        Standing::Unknown | Standing::Undecided { .. }
+                    )
+                }))
+    }
+
+    /// The nodes restart quarantine judges, each with its own marker: every standalone node
+    /// (or failover group), and every shard of a cluster node (which has no server of its
+    /// own).
+    fn units(&self) -> Vec<Arc<Link>> {
+        self.all_links()
+    }
+
+    /// True once every configured node has answered a handshake: a cluster node once each
+    /// primary its slot map names as owning a slot has (and its map is known).
+    fn all_heard_from(&self) -> bool {
+        let now = self.now();
+        self.links.iter().all(|l| match &l.shards {
+            None => l.node.heard_from(),
+            Some(s) => {
+                let owning = s.owning_links(now);
+                !owning.is_empty() && owning.iter().all(|x| x.node.heard_from())
+            }
+        })
+    }
+
+    /// While the cluster-wide rule is open, connects to every shard primary a cluster node's
+    /// slot map names that has not answered yet (a `PING` for nobody, tended by the
+    /// caretaker), and waits for their handshakes, at most a connect timeout: shards are
+    /// otherwise met only when a key of theirs is asked for, and the rule needs every one of
+    /// them before it calls a cluster brand-new. Only while the rule is open, so once per
+    /// fresh manager.
+    pub(super) fn meet_shards(&self, now: Instant) {
+        let mut ping = Vec::new();
+        crate::resp::pack(&[b"PING"], &mut ping);
+        let expect = crate::node::Expect::One(Option::None);
+        let mut met: Vec<Arc<Link>> = Vec::new();
+        for s in self.links.iter().filter_map(|l| l.shards.as_ref()) {
+            for link in s.owning_links(now) {
+                if link.node.heard_from() || link.node.failing() {
+                    continue;
+                }
+                if !link.has_conn() {
+                    let (zero, no) = (Duration::ZERO, (false, false));
+                    let sent =
+                        link.submit(None, &ping, &expect, zero, now, &self.settings, true, no);
+                    if sent.is_err() {
+                        continue;
+                    }
+                    if link.orphaned() {
+                        super::care::care(&link, &self.settings);
+                    }
+                }
+                met.push(link);
+            }
+        }
+        // Bounded in count and time: the caretaker drives the connections meanwhile.
+        let until = now + self.settings.connect_timeout;
+        for _ in 0..10_000 {
+            let waiting = met
+                .iter()
+                .any(|l| !l.node.heard_from() && !l.node.failing() && l.has_conn());
+            if !waiting || self.now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Applies the rule at `now`: ends quarantines that are over, decides undecided nodes when
@@ -71,75 +143,77 @@ impl Cluster {
         if !self.policy_enabled {
             return;
         }
-        let mut trusted: Vec<usize> = Vec::new();
-        for (i, n) in self.nodes().enumerate() {
-            if let Standing::Quarantined { until, .. } = n.standing()
+        let units = self.units();
+        let mut trusted: Vec<Arc<Link>> = Vec::new();
+        for l in &units {
+            if let Standing::Quarantined { until, .. } = l.node.standing()
                 && until <= now
             {
-                trusted.push(i);
+                trusted.push(Arc::clone(l));
             }
         }
-        self.decide_undecided(now, &mut trusted);
-        for &i in &trusted {
-            let link = &self.links[i];
+        self.decide_undecided(&units, now, &mut trusted);
+        for link in &trusted {
             if let Some(run_id) = link.node.make_trusted() {
                 log::info!(
                     "node {} ({}) trusted; writing its marker",
                     link.node.index,
                     link.node.addr
                 );
-                let cmd = Node::marker_write_cmd(&run_id);
-                link.send_health(&cmd, Hs::MarkerWrite, now, &self.settings);
+                for cmd in link.node.marker_write_cmds(&run_id) {
+                    link.send_health(&cmd, Hs::MarkerWrite, now, &self.settings);
+                }
             }
         }
         if !trusted.is_empty() {
             self.trust_epoch.fetch_add(1, Ordering::Release);
         }
-        for link in self.links.iter() {
-            if link.node.probe_due(now) {
-                let cmd = Node::marker_probe_cmd();
+        for link in &units {
+            if link.node.probe_due(now)
+                && let Some(cmd) = link.node.marker_probe_cmd()
+            {
                 link.send_health(&cmd, Hs::MarkerProbe, now, &self.settings);
             }
         }
     }
 
-    fn decide_undecided(&self, now: Instant, trusted: &mut Vec<usize>) {
-        let undecided: Vec<(usize, Instant)> = self
-            .nodes()
-            .enumerate()
-            .filter_map(|(i, n)| match n.standing() {
-                Standing::Undecided { since } => Some((i, since)),
+    fn decide_undecided(&self, units: &[Arc<Link>], now: Instant, trusted: &mut Vec<Arc<Link>>) {
+        let undecided: Vec<(&Arc<Link>, Instant)> = (units.iter())
+            .filter_map(|l| match l.node.standing() {
+                Standing::Undecided { since } => Some((l, since)),
                 _ => None,
             })
             .collect();
         if undecided.is_empty() {
             return;
         }
-        if self.nodes().any(Node::marker_seen) {
+        if units.iter().any(|l| l.node.marker_seen()) {
             // The cluster has met this library before: these nodes lost their keyspace.
-            for (i, since) in undecided {
-                let n = &self.links[i].node;
+            for (l, since) in undecided {
+                let n = &l.node;
                 let seen = n.first_seen().unwrap_or(since).min(since);
                 n.make_quarantined(seen + n.max_ttl(), QuarantineReason::NoMarker);
             }
             return;
         }
-        if !self.nodes().all(Node::heard_from) {
+        if !self.all_heard_from() {
             // Every configured node must answer before a cluster counts as brand-new. Until
             // then an undecided node is held like one that lost its data when first seen: it
             // is trusted once a maximum TTL has passed since, whatever the others say.
-            for (i, since) in undecided {
-                if since + self.links[i].node.max_ttl() <= now {
-                    trusted.push(i);
+            for (l, since) in undecided {
+                if since + l.node.max_ttl() <= now {
+                    trusted.push(Arc::clone(l));
                 }
             }
             return;
         }
-        let brand_new = self.nodes().all(|n| n.young(now));
-        for (i, _) in undecided {
-            let n = &self.links[i].node;
+        let brand_new = (units.iter())
+            .filter(|l| l.node.heard_from())
+            .all(|l| l.node.young(now));
+        for (l, _) in undecided {
+            let n = &l.node;
             if brand_new || !n.young(now) {
-                trusted.push(i);
+                trusted.push(Arc::clone(l));
             } else {
                 n.make_quarantined(n.young_until(now), QuarantineReason::Young);
             }
@@ -203,7 +277,8 @@ impl Cluster {
 
     /// One round of [`reread_fresh_markers`](Self::reread_fresh_markers).
     fn reread_once(&self, fresh: &[Option<Instant>], limit: Duration) -> bool {
-        let cmd = Node::marker_probe_cmd();
+        let mut cmd = Vec::new();
+        crate::resp::pack(&[b"GET", crate::config::MARKER_KEY], &mut cmd);
         let req = Request {
             cmd: Cmd::Same(&cmd),
             fallback: None,

@@ -27,6 +27,8 @@ pub(super) struct Wait<'a> {
     pub(super) deadline: Option<Instant>,
     /// Redirects followed for this node (a cluster node's shard answered `MOVED`, …).
     pub(super) redirects: u8,
+    /// The slot the request was routed by (a cluster node's).
+    pub(super) slot: Option<u16>,
 }
 
 impl<'a> Wait<'a> {
@@ -45,6 +47,7 @@ impl<'a> Wait<'a> {
             starting: false,
             deadline: None,
             redirects: 0,
+            slot: None,
         }
     }
 
@@ -58,6 +61,7 @@ impl<'a> Wait<'a> {
             starting: false,
             deadline: None,
             redirects: 0,
+            slot: None,
         }
     }
 }

@@ -81,9 +81,31 @@ impl RedisServer {
         RedisServer::start_full(args, Some(tls.clone()))
     }
 
-    fn start_full(args: &[&str], tls: Option<tls::TlsServe>) -> RedisServer {
-        let bin = redis_server_binary();
+    /// A server in cluster mode (`--cluster-enabled yes`) with its cluster bus on a port of
+    /// its own, found afresh at each try (a port taken meanwhile fails only that try), and
+    /// extra arguments; returns it and its bus port.
+    pub fn start_cluster_node(args: &[&str]) -> (RedisServer, u16) {
         for _ in 0..20 {
+            let bus = free_port();
+            let bus_s = bus.to_string();
+            let mut all = vec!["--cluster-enabled", "yes", "--cluster-port", &bus_s];
+            all.extend_from_slice(args);
+            if let Some(s) = RedisServer::try_start(&all, None, 3) {
+                return (s, bus);
+            }
+        }
+        panic!("could not start a cluster node on free ports after 20 tries");
+    }
+
+    fn start_full(args: &[&str], tls: Option<tls::TlsServe>) -> RedisServer {
+        RedisServer::try_start(args, tls, 20)
+            .unwrap_or_else(|| panic!("could not start redis-server on a free port after 20 tries"))
+    }
+
+    /// Starts a server on a free port, trying `tries` ports; `None` if none worked.
+    fn try_start(args: &[&str], tls: Option<tls::TlsServe>, tries: usize) -> Option<RedisServer> {
+        let bin = redis_server_binary();
+        for _ in 0..tries {
             let port = free_port();
             let dir = std::env::temp_dir().join(format!(
                 "redlock-test-{}-{}-{port}",
@@ -99,10 +121,10 @@ impl RedisServer {
                 tls: tls.clone(),
             };
             if s.spawn(&bin) {
-                return s;
+                return Some(s);
             }
         }
-        panic!("could not start redis-server on a free port after 20 tries");
+        None
     }
 
     fn spawn(&mut self, bin: &str) -> bool {

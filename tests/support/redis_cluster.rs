@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use super::{RedisServer, eventually, free_port};
+use super::{RedisServer, eventually};
 
 /// One Redis Cluster: `primaries` shards, each with `replicas` replicas.
 pub struct RedisCluster {
@@ -31,16 +31,7 @@ impl RedisCluster {
         let handles: Vec<_> = (0..total)
             .map(|_| {
                 thread::spawn(|| {
-                    let bus = free_port();
-                    let s = RedisServer::start_with(&[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-port",
-                        &bus.to_string(),
-                        "--cluster-node-timeout",
-                        "2000",
-                    ]);
-                    (s, bus)
+                    RedisServer::start_cluster_node(&["--cluster-node-timeout", "2000"])
                 })
             })
             .collect();

@@ -26,7 +26,8 @@ def clusters():
 
 def test_a_lock_on_cluster_nodes(clusters) -> None:
     urls = [c.cluster_url for c in clusters]
-    with redlock.Redlock(urls, restart_quarantine=False, retry_count=3) as m:
+    # Restart quarantine on (per shard), as by default.
+    with redlock.Redlock(urls, retry_count=3) as m:
         with m.lock("py:cluster:lock", ttl_ms=10_000) as lease:
             # Granted at quorum: the last cluster may still be pending.
             outcomes = lease.node_outcomes
@@ -39,6 +40,6 @@ def test_a_lock_on_cluster_nodes(clusters) -> None:
                 m.try_lock("py:cluster:lock", ttl_ms=10_000)
 
 
-def test_restart_quarantine_on_is_refused_with_the_reason(clusters) -> None:
-    with pytest.raises(redlock.InvalidArgument, match="restart quarantine"):
-        redlock.Redlock([c.cluster_url for c in clusters])
+def test_a_cluster_url_without_a_seed_is_refused() -> None:
+    with pytest.raises(redlock.InvalidArgument, match="seed"):
+        redlock.Redlock(["redis+cluster://"])

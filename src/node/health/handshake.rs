@@ -114,6 +114,9 @@ pub(crate) enum Action {
     None,
     /// Write the marker with this `run_id` (before anything held behind the handshake).
     WriteMarker(String),
+    /// Read this marker as part of the handshake (a cluster node's shard, once its slot map
+    /// says which slots it owns).
+    ReadMarker(Vec<u8>),
 }
 
 /// A node's identity as of its last handshake.
@@ -267,8 +270,8 @@ impl Node {
             (Hs::Shards | Hs::Slots, r) if auth_refusal(r).is_some() => {
                 return Err(auth_refusal(r).expect("checked"));
             }
-            (Hs::Shards, r) => self.observe_shards(r, false),
-            (Hs::Slots, r) => self.observe_shards(r, true),
+            (Hs::Shards, r) => return Ok(self.observe_shards(r, false)),
+            (Hs::Slots, r) => return Ok(self.observe_shards(r, true)),
             (Hs::Info, r) => self.observe_info(r, now)?,
             (Hs::Replication, r) if refusal(r).is_some() => {
                 return Err(refusal(r).expect("checked"));
@@ -289,13 +292,16 @@ impl Node {
     }
 
     /// Loads a shard's `CLUSTER SHARDS` answer into its cluster's slot map, or its
-    /// `CLUSTER SLOTS` answer (`slots`) where the first failed.
-    fn observe_shards(&self, reply: &Reply, slots: bool) {
+    /// `CLUSTER SLOTS` answer (`slots`) where the first failed. With restart quarantine, the
+    /// marker of the lowest slot the shard owns is then read as part of the handshake.
+    fn observe_shards(&self, reply: &Reply, slots: bool) -> Action {
         use std::sync::atomic::Ordering;
-        let Some(shard) = &self.shard else { return };
+        let Some(shard) = &self.shard else {
+            return Action::None;
+        };
         let host = &shard.endpoint.host;
         if slots && !shard.no_shards.load(Ordering::Relaxed) {
-            return;
+            return Action::None;
         }
         let read = if slots {
             super::slots::parse_slots(reply, host)
@@ -308,12 +314,19 @@ impl Node {
                 let mut m = shard.map.lock().unwrap_or_else(|p| p.into_inner());
                 m.load(&shards);
             }
-            Err(_) if !slots => shard.no_shards.store(true, Ordering::Relaxed),
+            Err(_) if !slots => {
+                shard.no_shards.store(true, Ordering::Relaxed);
+                return Action::None;
+            }
             Err(e) => log::warn!(
                 "node {} ({}): cannot read the slot map ({e}); following redirects instead",
                 self.index,
                 shard.endpoint
             ),
+        }
+        match (self.policy.enabled || self.policy.durable, shard.home()) {
+            (true, Some(home)) => Action::ReadMarker(crate::config::slot_marker(home)),
+            _ => Action::None,
         }
     }
 

@@ -145,6 +145,19 @@ pub(crate) struct ShardOf {
     pub no_shards: std::sync::atomic::AtomicBool,
 }
 
+impl ShardOf {
+    /// The slots this primary owns, as the map says now.
+    pub(crate) fn owned(&self) -> Vec<u16> {
+        let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.slots_of(&self.endpoint)
+    }
+
+    /// The lowest slot this primary owns: its marker is the shard's identity marker.
+    pub(crate) fn home(&self) -> Option<u16> {
+        self.owned().first().copied()
+    }
+}
+
 /// The handshake a node's address and the manager's settings ask for, and what each reply
 /// is for (see [`Node::new`]). A shard primary of a cluster node asks for the slot map where
 /// any other node asks whether it is in cluster mode.
@@ -198,8 +211,11 @@ fn handshake_commands(
     resp::pack(&[b"INFO", b"replication"], &mut handshake);
     kinds.push(Hs::Replication);
     if policy.enabled || policy.durable {
-        resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
-        kinds.push(Hs::Marker);
+        // A shard reads the marker of a slot it owns once its slot map says which.
+        if !shard {
+            resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
+            kinds.push(Hs::Marker);
+        }
     } else {
         for setting in [&b"appendonly"[..], b"appendfsync"] {
             resp::pack(&[b"CONFIG", b"GET", setting], &mut handshake);

@@ -188,6 +188,7 @@ impl Node {
             return self.durable_marker(&marker, &id);
         }
         let max_ttl = self.policy.max_ttl;
+        let migrated = self.shard.is_some() && id.replid2.is_none() && !self.young(now);
         let mut t = self.lock_trust();
         let was = t.standing;
         // When this manager first saw the server as it is now (set by the handshake's INFO).
@@ -210,6 +211,12 @@ impl Node {
                 quarantined(seen + max_ttl, QuarantineReason::Promoted),
                 Action::None,
             ),
+            // A cluster node's shard whose server has no promotion in its history and is
+            // older than the maximum TTL: the marker came with a slot moved to it by
+            // resharding (or from a restart older than any lock), not by replication.
+            Marker::Holds(_) if migrated => {
+                (Standing::Trusted, Action::WriteMarker(id.marker_value()))
+            }
             Marker::Holds(_) => (
                 quarantined(seen + max_ttl, QuarantineReason::StaleMarker),
                 Action::None,
@@ -239,18 +246,20 @@ impl Node {
             Marker::Missing => (Standing::Undecided { since: now }, Action::None),
             Marker::Unread => (Standing::Trusted, Action::None),
         };
-        if let Standing::Quarantined { reason, .. } = standing
-            && was != standing
-        {
-            log::warn!(
-                "node {} ({}) in restart quarantine: {reason}",
-                self.index,
-                self.addr
-            );
-        }
+        self.warn_quarantined(was, standing);
         t.standing = standing;
         t.marker = marker;
         action
+    }
+
+    /// Warns when the node enters restart quarantine (from another standing).
+    fn warn_quarantined(&self, was: Standing, now: Standing) {
+        if let Standing::Quarantined { reason, .. } = now
+            && was != now
+        {
+            let (i, a) = (self.index, &self.addr);
+            log::warn!("node {i} ({a}) in restart quarantine: {reason}");
+        }
     }
 
     /// A durable node is trusted whatever happened (it keeps every write): its marker is
@@ -378,17 +387,36 @@ impl Node {
         }
     }
 
-    /// The command that re-reads the marker.
-    pub(crate) fn marker_probe_cmd() -> Vec<u8> {
+    /// The command that re-reads the marker: [`MARKER_KEY`], or on a cluster node's shard
+    /// the marker of the lowest slot it owns (`None` when it owns none).
+    pub(crate) fn marker_probe_cmd(&self) -> Option<Vec<u8>> {
+        let key = match &self.shard {
+            Some(s) => crate::config::slot_marker(s.home()?),
+            None => MARKER_KEY.to_vec(),
+        };
         let mut c = Vec::new();
-        resp::pack(&[b"GET", MARKER_KEY], &mut c);
-        c
+        resp::pack(&[b"GET", &key], &mut c);
+        Some(c)
     }
 
-    /// The command that writes the marker (`value`: see [`Identity::marker_value`](super::Identity::marker_value)).
-    pub(crate) fn marker_write_cmd(value: &str) -> Vec<u8> {
-        let mut c = Vec::new();
-        resp::pack(&[b"SET", MARKER_KEY, value.as_bytes()], &mut c);
-        c
+    /// The commands that write the marker (`value`: see
+    /// [`Identity::marker_value`](super::Identity::marker_value)), one `SET` each: of
+    /// [`MARKER_KEY`], or on a cluster node's shard of every slot it owns.
+    pub(crate) fn marker_write_cmds(&self, value: &str) -> Vec<Vec<u8>> {
+        let keys = match &self.shard {
+            Some(s) => s
+                .owned()
+                .into_iter()
+                .map(crate::config::slot_marker)
+                .collect(),
+            None => vec![MARKER_KEY.to_vec()],
+        };
+        (keys.iter())
+            .map(|k| {
+                let mut c = Vec::new();
+                resp::pack(&[b"SET", k, value.as_bytes()], &mut c);
+                c
+            })
+            .collect()
     }
 }

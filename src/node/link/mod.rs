@@ -138,6 +138,25 @@ impl Link {
         }
     }
 
+    /// Reads what has arrived for entries nobody is reading, if nobody drives the link (a
+    /// cluster node's shard, before its queued redirects are followed: replies to commands
+    /// sent without waiting may be there).
+    pub(crate) fn read_orphans(&self, now: Instant, settings: &ConnSettings) {
+        let mut wakes = Wakes::new();
+        {
+            let mut st = self.lock();
+            if st.driver.is_none() && !st.pending.is_empty() {
+                self.settle(&mut st, now, settings, &mut wakes);
+            }
+        }
+        wake_all(&mut wakes, 0);
+    }
+
+    /// True while the link has a connection (possibly still in its handshake).
+    pub(crate) fn has_conn(&self) -> bool {
+        self.lock().conn.is_some()
+    }
+
     /// A link over an existing connection (tests use socket pairs).
     #[cfg(test)]
     pub(crate) fn with_conn(node: Node, conn: Conn, now: Instant) -> Link {
@@ -398,6 +417,26 @@ impl Link {
         } else {
             st.pending.push_back(entry);
         }
+    }
+
+    /// Writes one more handshake command on a connection whose handshake is under way, after
+    /// the handshake's other commands and before anything held behind them; its reply is
+    /// handled as theirs (a cluster node's shard reads its marker once its slot map is known).
+    fn push_handshake(&self, st: &mut State, cmd: &[u8], kind: Hs, now: Instant) {
+        let Some(conn) = st.conn.as_mut() else { return };
+        if conn.send_handshake(cmd).is_err() {
+            return; // the next read sees the broken connection
+        }
+        let at = (st.pending.iter())
+            .position(|e| !matches!(e.purpose, Purpose::Handshake(_)))
+            .unwrap_or(st.pending.len());
+        let entry = Entry {
+            purpose: Purpose::Handshake(kind),
+            sent_at: now,
+            timed: false,
+            work: Duration::ZERO,
+        };
+        st.pending.insert(at, entry);
     }
 
     /// Reads, without waiting, whatever has arrived for the entries nobody is reading; a

@@ -12,8 +12,23 @@ use super::{Entry, Expect, Link, Purpose, Redirected, Resend, State};
 use crate::error::NodeOutcome;
 use crate::node::call::{Call, Slot, Wakes, wake_later};
 use crate::node::conn::unreachable_from;
-use crate::node::health::{Action, ConnSettings, Hs, Node};
+use crate::node::health::{Action, ConnSettings, Hs};
 use crate::resp::Reply;
+
+/// A grant sent after `ASK` to a shard importing the slot answered `NOMARKER`: the slot's
+/// marker may not have moved yet. It is no lost keyspace: the grant does not count (and is
+/// undone), and says why.
+fn marker_not_moved_yet(asked: bool, reply: Reply) -> Reply {
+    if !(asked && reply.is_error_code("NOMARKER")) {
+        return reply;
+    }
+    Reply::Error {
+        code: "ERR".into(),
+        text: "the slot is moving, and its restart-quarantine marker has not reached this \
+               shard yet: not counted"
+            .into(),
+    }
+}
 
 /// A cluster's redirect reply (`MOVED`, `ASK`).
 fn is_redirect(reply: &Reply) -> bool {
@@ -116,8 +131,15 @@ impl Link {
             }
             Ok(Action::WriteMarker(run_id)) => {
                 // Ahead of what is held behind the handshake: those grants need it.
-                let cmd = Node::marker_write_cmd(&run_id);
-                self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
+                for cmd in self.node.marker_write_cmds(&run_id) {
+                    self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
+                }
+            }
+            Ok(Action::ReadMarker(key)) => {
+                // Part of the handshake: nothing held behind it runs before it is read.
+                let mut cmd = Vec::new();
+                crate::resp::pack(&[b"GET", &key], &mut cmd);
+                self.push_handshake(st, &cmd, Hs::Marker, now);
             }
             Ok(Action::None) => {}
         }
@@ -155,8 +177,8 @@ impl Link {
             call,
             expect,
             ack,
+            asked,
             resend,
-            ..
         } = entry.purpose
         else {
             return; // dispatch hands over command entries only
@@ -171,13 +193,15 @@ impl Link {
             return self.no_longer_master(st, call, &reply, now, s, w);
         }
         self.node.record_success();
+        let reply = marker_not_moved_yet(asked, reply);
         if reply.is_error_code("NOMARKER") {
             // A grant found the quarantine marker gone: seen here, whether or not its caller
             // still waits, so that the loss counts from now.
             if let Some(value) = self.node.marker_lost(now) {
                 // A durable node: its marker is written back, ahead of later commands.
-                let cmd = Node::marker_write_cmd(&value);
-                self.push_health(st, &cmd, Hs::MarkerWrite, false, now);
+                for cmd in self.node.marker_write_cmds(&value) {
+                    self.push_health(st, &cmd, Hs::MarkerWrite, false, now);
+                }
             }
         }
         // A redirect: its caller follows it; with no caller left, it is queued for the

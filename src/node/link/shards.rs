@@ -128,6 +128,19 @@ impl Shards {
             .collect()
     }
 
+    /// The links of every primary that owns a slot (made on first use); empty while the map
+    /// is not known.
+    pub(crate) fn owning_links(&self, now: Instant) -> Vec<Arc<Link>> {
+        let owners: Vec<Endpoint> = {
+            let m = self.map();
+            m.owners().into_iter().map(|(e, _)| e.clone()).collect()
+        };
+        owners
+            .iter()
+            .filter_map(|e| self.link_to(e, now).ok())
+            .collect()
+    }
+
     /// Every shard link made so far.
     pub(crate) fn links(&self) -> Vec<Arc<Link>> {
         let links = self.links.lock().unwrap_or_else(|p| p.into_inner());

@@ -110,6 +110,16 @@ impl SlotMap {
         out
     }
 
+    /// Every slot primary `e` owns, in order.
+    pub(crate) fn slots_of(&self, e: &Endpoint) -> Vec<u16> {
+        let Some(i) = self.primaries.iter().position(|p| p == e) else {
+            return Vec::new();
+        };
+        (0..SLOTS)
+            .filter(|&s| usize::from(self.owner[usize::from(s)]) == i)
+            .collect()
+    }
+
     /// The index of primary `e`, added if new.
     pub(crate) fn primary(&mut self, e: &Endpoint) -> usize {
         usize::from(self.index_of(e))
