@@ -643,3 +643,99 @@ fn a_restarted_shard_is_quarantined_and_the_others_are_not() {
         redlock::NodeOutcome::Success
     );
 }
+
+#[test]
+fn a_shard_failed_over_to_its_replica_is_quarantined_alone() {
+    use std::time::Duration;
+    // Three clusters of three primaries with a replica each (the first has them; the other
+    // two only need to grant).
+    let with_replicas = std::thread::spawn(|| RedisCluster::start(3, 1));
+    let mut cs = clusters(2, 3);
+    cs.insert(0, with_replicas.join().unwrap());
+    let victim_key = b"redlock:promoted";
+    let port = owner(&cs[0], victim_key).port;
+    let other = (0..1000)
+        .map(|i| format!("other-{i}"))
+        .find(|r| owner(&cs[0], format!("redlock:{r}").as_bytes()).port != port)
+        .unwrap();
+    let mgr = manager(&cs);
+    assert_eq!(
+        outcome_on_first(&mgr, "promoted"),
+        redlock::NodeOutcome::Success
+    );
+    assert_eq!(
+        outcome_on_first(&mgr, &other),
+        redlock::NodeOutcome::Success
+    );
+
+    // The shard's replica takes over (CLUSTER FAILOVER TAKEOVER): a new replication history
+    // on a server whose markers were replicated from the old primary.
+    let c0 = &cs[0];
+    let primary_id = c0.id(c0.at(port));
+    let replica = c0
+        .servers
+        .iter()
+        .find(|s| {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut s.client())
+                .unwrap();
+            info.contains("role:slave") && {
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut s.client())
+                    .unwrap();
+                nodes
+                    .lines()
+                    .any(|l| l.contains("myself") && l.contains(&primary_id))
+            }
+        })
+        .expect("the shard's replica");
+    // The replica has the primary's keyspace, markers included (replication caught up).
+    let dbsize = |s: &support::RedisServer| -> i64 {
+        redis::cmd("DBSIZE").query(&mut s.client()).unwrap_or(-1)
+    };
+    assert!(support::eventually(Duration::from_secs(30), || {
+        dbsize(replica) == dbsize(c0.at(port)) && dbsize(replica) > 0
+    }));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut replica.client())
+        .unwrap();
+    let new_primary = replica.port;
+    assert!(support::eventually(Duration::from_secs(30), || {
+        c0.slot_ranges().iter().any(|r| r.2 == new_primary)
+    }));
+    // Until its keys' owner is the promoted replica as the manager sees it, node 0 may also
+    // fail (READONLY, MOVED): look for the quarantine, bounded.
+    let quarantined = (0..100).any(|_| {
+        let r = mgr.try_lock("promoted", Duration::from_secs(5));
+        let o = r.as_ref().map_or_else(
+            |e| e.report().map(|rep| rep.nodes[0].outcome.clone()),
+            |l| Some(l.acquisition().nodes[0].outcome.clone()),
+        );
+        if let Ok(l) = r {
+            l.unlock().unwrap();
+        }
+        if let Some(redlock::NodeOutcome::Quarantined { reason, .. }) = o {
+            // A history it continued (Promoted), or the old primary's marker (StaleMarker).
+            assert!(
+                matches!(
+                    reason,
+                    redlock::QuarantineReason::Promoted | redlock::QuarantineReason::StaleMarker
+                ),
+                "{reason:?}"
+            );
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        false
+    });
+    assert!(quarantined, "the promoted shard is quarantined");
+    // The cluster's other shards still count.
+    assert_eq!(
+        outcome_on_first(&mgr, &other),
+        redlock::NodeOutcome::Success
+    );
+}
