@@ -77,6 +77,15 @@ const MAX_STEPS: usize = 1_000_000;
 /// How long one scan step may take on one node.
 const STEP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long one scan step waits: for every node, [`STEP_TIMEOUT`] each.
+fn step_limits() -> Limits {
+    Limits {
+        node_timeout: STEP_TIMEOUT,
+        cap: None,
+        until: Until::All,
+    }
+}
+
 /// Escapes the glob characters of a `SCAN MATCH` pattern.
 fn glob_escape(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
@@ -121,11 +130,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             grants: false,
             work: 1,
         };
-        let limits = Limits {
-            node_timeout: STEP_TIMEOUT,
-            cap: None,
-            until: Until::All,
-        };
+        let limits = step_limits();
         let round = sh.cluster.round(
             &req,
             &|_, r| parse(r).map_or_else(|e| e, |_| NodeOutcome::Success),
@@ -198,11 +203,7 @@ fn units(sh: &Shared) -> Result<Vec<Unit>, Error> {
             grants: false,
             work: 1,
         };
-        let limits = Limits {
-            node_timeout: STEP_TIMEOUT,
-            cap: None,
-            until: Until::All,
-        };
+        let limits = step_limits();
         sh.cluster
             .round(&req, &|_, _| NodeOutcome::Success, limits)?;
     }

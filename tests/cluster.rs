@@ -592,25 +592,25 @@ fn outcome_on_first(mgr: &redlock::Redlock, resource: &str) -> redlock::NodeOutc
     panic!("node 0 stayed pending");
 }
 
-#[test]
-fn a_restarted_shard_is_quarantined_and_the_others_are_not() {
-    let mut cs = clusters(3, 3);
-    let victim_key = b"redlock:victim";
-    let port = owner(&cs[0], victim_key).port;
-    // A resource whose key lives on another shard of cluster 0.
+/// A manager over `cs`, the port of the shard of cluster 0 that owns `victim`'s key, and a
+/// resource whose key lives on another shard of cluster 0; both granted by cluster 0 first.
+fn victim_and_other(cs: &[RedisCluster], victim: &str) -> (redlock::Redlock, u16, String) {
+    let port = owner(&cs[0], format!("redlock:{victim}").as_bytes()).port;
     let other = (0..1000)
         .map(|i| format!("other-{i}"))
         .find(|r| owner(&cs[0], format!("redlock:{r}").as_bytes()).port != port)
         .unwrap();
-    let mgr = manager(&cs);
-    assert_eq!(
-        outcome_on_first(&mgr, "victim"),
-        redlock::NodeOutcome::Success
-    );
-    assert_eq!(
-        outcome_on_first(&mgr, &other),
-        redlock::NodeOutcome::Success
-    );
+    let mgr = manager(cs);
+    for r in [victim, other.as_str()] {
+        assert_eq!(outcome_on_first(&mgr, r), redlock::NodeOutcome::Success);
+    }
+    (mgr, port, other)
+}
+
+#[test]
+fn a_restarted_shard_is_quarantined_and_the_others_are_not() {
+    let mut cs = clusters(3, 3);
+    let (mgr, port, other) = victim_and_other(&cs, "victim");
 
     // The shard primary restarts without its data (no persistence); it keeps its slots.
     let server = cs[0].servers.iter_mut().find(|s| s.port == port).unwrap();
@@ -652,21 +652,7 @@ fn a_shard_failed_over_to_its_replica_is_quarantined_alone() {
     let with_replicas = std::thread::spawn(|| RedisCluster::start(3, 1));
     let mut cs = clusters(2, 3);
     cs.insert(0, with_replicas.join().unwrap());
-    let victim_key = b"redlock:promoted";
-    let port = owner(&cs[0], victim_key).port;
-    let other = (0..1000)
-        .map(|i| format!("other-{i}"))
-        .find(|r| owner(&cs[0], format!("redlock:{r}").as_bytes()).port != port)
-        .unwrap();
-    let mgr = manager(&cs);
-    assert_eq!(
-        outcome_on_first(&mgr, "promoted"),
-        redlock::NodeOutcome::Success
-    );
-    assert_eq!(
-        outcome_on_first(&mgr, &other),
-        redlock::NodeOutcome::Success
-    );
+    let (mgr, port, other) = victim_and_other(&cs, "promoted");
 
     // The shard's replica takes over (CLUSTER FAILOVER TAKEOVER): a new replication history
     // on a server whose markers were replicated from the old primary.

@@ -118,35 +118,14 @@ impl NodeAddr {
     /// scheme. Each sentinel's `host[:port]` and the credentials are checked by the plain
     /// URL parser, so they follow the same rules (and percent-decoding) as a `redis://` URL.
     fn parse_sentinel(url: &str) -> Result<Option<NodeAddr>, Error> {
-        let (tls, rest) = if let Some(r) = url.strip_prefix("redis+sentinel://") {
-            (false, r)
-        } else if let Some(r) = url.strip_prefix("rediss+sentinel://") {
-            (true, r)
-        } else {
+        let bad = |why: &str| Error::invalid(format!("{why}: expected {SENTINEL_FORM}"));
+        let Some((tls, rest)) = split_scheme(url, "sentinel", &bad)? else {
             return Ok(None);
         };
-        if tls && !cfg!(feature = "tls") {
-            return Err(Error::invalid(NOT_COMPILED));
-        }
-        let bad = |why: &str| Error::invalid(format!("{why}: expected {SENTINEL_FORM}"));
-        if rest.contains(['?', '#']) {
-            return Err(bad("query parameters and fragments are not supported"));
-        }
         let Some((authority, path)) = rest.split_once('/') else {
             return Err(bad("a sentinel URL names its service"));
         };
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        let (username, password) = match userinfo {
-            Some(u) => {
-                let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
-                    .map_err(|m| bad(&format!("credentials: {m}")))?;
-                (p.username, p.password)
-            }
-            None => (None, None),
-        };
+        let (username, password, hosts) = split_userinfo(authority, &bad)?;
         let sentinels = Self::parse_host_list(hosts, SENTINEL_PORT, "sentinel", &bad)?;
         let mut parts = path.split('/');
         let service = parts.next().unwrap_or_default();
@@ -182,37 +161,16 @@ impl NodeAddr {
     /// Parses a `redis+cluster://` or `rediss+cluster://` URL; `Ok(None)` for any other
     /// scheme. The seeds and credentials follow the rules of a `redis://` URL's.
     fn parse_cluster(url: &str) -> Result<Option<NodeAddr>, Error> {
-        let (tls, rest) = if let Some(r) = url.strip_prefix("redis+cluster://") {
-            (false, r)
-        } else if let Some(r) = url.strip_prefix("rediss+cluster://") {
-            (true, r)
-        } else {
+        let bad = |why: &str| Error::invalid(format!("{why}: expected {CLUSTER_FORM}"));
+        let Some((tls, rest)) = split_scheme(url, "cluster", &bad)? else {
             return Ok(None);
         };
-        if tls && !cfg!(feature = "tls") {
-            return Err(Error::invalid(NOT_COMPILED));
-        }
-        let bad = |why: &str| Error::invalid(format!("{why}: expected {CLUSTER_FORM}"));
-        if rest.contains(['?', '#']) {
-            return Err(bad("query parameters and fragments are not supported"));
-        }
         let authority = match rest.split_once('/') {
             Some((a, "")) => a,
             Some(_) => return Err(bad("a cluster has database 0 only, and no path")),
             None => rest,
         };
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        let (username, password) = match userinfo {
-            Some(u) => {
-                let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
-                    .map_err(|m| bad(&format!("credentials: {m}")))?;
-                (p.username, p.password)
-            }
-            None => (None, None),
-        };
+        let (username, password, hosts) = split_userinfo(authority, &bad)?;
         let seeds = Self::parse_host_list(hosts, REDIS_PORT, "seed", &bad)?;
         let (host, port) = seeds[0].clone();
         Ok(Some(NodeAddr {
@@ -363,6 +321,44 @@ impl NodeAddr {
             })
             .collect()
     }
+}
+
+/// `url` without its scheme, `redis+KIND://` or `rediss+KIND://` (TLS): whether TLS, and the
+/// rest; `Ok(None)` for another scheme. TLS without the `tls` feature, query strings and
+/// fragments are refused (`bad` says what was expected).
+fn split_scheme<'u>(
+    url: &'u str,
+    kind: &str,
+    bad: &dyn Fn(&str) -> Error,
+) -> Result<Option<(bool, &'u str)>, Error> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix(&format!("redis+{kind}://")) {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix(&format!("rediss+{kind}://")) {
+        (true, r)
+    } else {
+        return Ok(None);
+    };
+    if tls && !cfg!(feature = "tls") {
+        return Err(Error::invalid(NOT_COMPILED));
+    }
+    if rest.contains(['?', '#']) {
+        return Err(bad("query parameters and fragments are not supported"));
+    }
+    Ok(Some((tls, rest)))
+}
+
+/// An authority's `[[user]:password@]` (checked as a `redis://` URL's would be, with its
+/// percent-decoding) and the host list after it.
+fn split_userinfo<'a>(
+    authority: &'a str,
+    bad: &dyn Fn(&str) -> Error,
+) -> Result<(Option<String>, Option<String>, &'a str), Error> {
+    let Some((u, hosts)) = authority.rsplit_once('@') else {
+        return Ok((None, None, authority));
+    };
+    let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
+        .map_err(|m| bad(&format!("credentials: {m}")))?;
+    Ok((p.username, p.password, hosts))
 }
 
 /// `host:port` resolved (a blocking DNS look-up for names); never empty.
