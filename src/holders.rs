@@ -170,6 +170,7 @@ pub(crate) fn holders(sh: &Shared, resource: &[u8], key: &[u8]) -> Result<Holder
         combine: None,
         slot: Some(crate::slot::key_slot(key)),
         slots: None,
+        split: None,
         grants: false,
         work: 1,
     };

@@ -18,17 +18,17 @@
 //! holds a lease's state lock while its renewal is in flight, so `unlock` waits for it; every
 //! command to a node goes over the node's one connection, so the release runs after it.
 
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeOutcome, Op};
 use crate::lease::{
-    Lease, LeaseInner, LeaseState, LostCallback, LostReason, Renewal, Renewals, Shared,
+    Calls, Lease, LeaseInner, LeaseState, LostCallback, LostReason, Renewal, Renewals, Shared,
 };
-use crate::quorum::{Cmd, Limits, Request, Round, Until};
+use crate::quorum::{Cmd, Limits, Part, Request, Round, Split, Until};
 use crate::resp::Reply;
+use crate::slot::key_slot;
 use crate::ttl::{Px, Ttl};
 
 /// The most keys one renewal command carries; more are split over several commands.
@@ -290,6 +290,10 @@ fn renew(sh: &Shared, due: &[Arc<LeaseInner>], fired: &mut Fired) {
     }
 }
 
+/// A key of a renewal batch: the key, its arguments, and (its lease, its index among the
+/// lease's keys).
+type Item<'a> = (&'a [u8], Vec<&'a [u8]>, (usize, usize));
+
 /// One renewal round for up to 1000 keys, all renewed by the same script (and all in `slot`,
 /// on a manager with a cluster node). A lease's keys are consecutive items of the command
 /// (one, or each resource's for a lease over several).
@@ -301,33 +305,34 @@ fn renew_chunk(
 ) -> Result<(), Error> {
     let n = chunk.len();
     let ttls: Vec<Px> = chunk.iter().map(|(_, st)| st.ttl.px()).collect();
-    let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
-    let mut args: Vec<&[u8]> = Vec::with_capacity(3 * n);
-    let mut spans = Vec::with_capacity(n);
-    for ((l, _), ttl) in chunk.iter().zip(&ttls) {
-        let own = l.keys();
-        spans.push(keys.len()..keys.len() + own.len());
-        for key in own {
-            keys.push(key);
-            args.push(l.token.as_bytes());
-            args.push(ttl);
-            if let Some(extra) = l.kind.renewing().extra {
-                args.push(extra);
-            }
-        }
-    }
+    let (items, spans, split) = layout(sh, chunk, &ttls, slot);
     let Some(first) = chunk.first().map(|h| &h.0) else {
         return Ok(());
     };
-    let (sha, eval) = first.kind.renewing().script.calls(&keys, &args);
+    let script = first.kind.renewing().script;
+    let calls = |items: &[Item<'_>]| {
+        let keys: Vec<&[u8]> = items.iter().map(|i| i.0).collect();
+        let args: Vec<&[u8]> = items.iter().flat_map(|i| i.1.iter().copied()).collect();
+        script.calls(&keys, &args)
+    };
+    let (sha, eval) = calls(&items);
+    let parts = if split {
+        slot_parts(&items, &calls)
+    } else {
+        Vec::new()
+    };
     let req = Request {
         cmd: Cmd::Same(&sha),
         fallback: Some(&eval),
         combine: None,
-        slot: slot.or_else(|| crate::slot::common_slot(keys.iter().copied())),
+        slot: slot.or_else(|| crate::slot::common_slot(items.iter().map(|i| i.0))),
         slots: None,
+        split: (!parts.is_empty()).then_some(Split {
+            parts: &parts,
+            combine: end_to_end,
+        }),
         grants: false,
-        work: keys.len(),
+        work: items.len(),
     };
     // The shortest TTL's: the tightest bound of the batch.
     let shortest = chunk.iter().map(|(_, st)| st.ttl.duration()).min();
@@ -357,10 +362,73 @@ fn renew_chunk(
     s.max_batch.fetch_max(n as u64, Ordering::Relaxed);
     // The round reads each node's reply as a whole; lease j's outcome is its span's items.
     let round = sh.cluster.round(&req, &|_, r| whole(r), limits)?;
-    for (span, held) in spans.into_iter().zip(chunk.iter_mut()) {
+    for (span, held) in spans.iter().zip(chunk.iter_mut()) {
         settle(sh, &round, span, held, fired);
     }
     Ok(())
+}
+
+/// A batch's keys as items (`Item`), where each lease's keys are (`spans[j][k]`: lease j's
+/// key k), and whether cluster nodes get it split by slot.
+fn layout<'a>(
+    sh: &Shared,
+    chunk: &'a [Held<'_>],
+    ttls: &'a [Px],
+    slot: Option<u16>,
+) -> (Vec<Item<'a>>, Vec<Vec<usize>>, bool) {
+    // Each key with its arguments, its lease's index and its own among the lease's keys.
+    let mut items: Vec<Item<'_>> = Vec::with_capacity(chunk.len());
+    let mut spans: Vec<Vec<usize>> = Vec::with_capacity(chunk.len());
+    for (j, ((l, _), ttl)) in chunk.iter().zip(ttls).enumerate() {
+        let keys = l.keys();
+        spans.push(vec![0; keys.len()]);
+        for (k, key) in keys.into_iter().enumerate() {
+            let mut args: Vec<&[u8]> = vec![l.token.as_bytes(), ttl];
+            args.extend(l.kind.renewing().extra);
+            items.push((key, args, (j, k)));
+        }
+    }
+    // On a cluster node, keys that span several slots (leases over several resources) are
+    // renewed by one command per slot: the keys go in slot order, so that the parts' replies
+    // end to end are the batch's items in order.
+    let clustered = sh.cluster.has_shards() && slot.is_none();
+    let split = clustered && crate::slot::common_slot(items.iter().map(|i| i.0)).is_none();
+    if split {
+        items.sort_by_key(|i| crate::slot::key_slot(i.0));
+    }
+    // Lease j's key k is item spans[j][k].
+    for (pos, (_, _, (j, k))) in items.iter().enumerate() {
+        spans[*j][*k] = pos;
+    }
+    (items, spans, split)
+}
+
+/// One part per run of `items` in the same slot (they are in slot order), its call made by
+/// `calls`.
+fn slot_parts(items: &[Item<'_>], calls: &dyn Fn(&[Item<'_>]) -> Calls) -> Vec<Part> {
+    (items.chunk_by(|a, b| key_slot(a.0) == key_slot(b.0)))
+        .map(|run| {
+            let (cmd, eval) = calls(run);
+            Part {
+                slot: key_slot(run[0].0),
+                cmd,
+                fallback: Some(eval),
+            }
+        })
+        .collect()
+}
+
+/// The one reply a cluster node's per-slot renewal replies stand for: their items end to end
+/// (the first reply that is not an array, if one is not).
+fn end_to_end(replies: &[Reply]) -> Reply {
+    let mut all = Vec::new();
+    for r in replies {
+        match r {
+            Reply::Array(items) => all.extend(items.iter().cloned()),
+            other => return other.clone(),
+        }
+    }
+    Reply::Array(all)
 }
 
 /// What a node's reply to a renewal command says as a whole: success when it is an array
@@ -391,29 +459,30 @@ fn item(outcome: &NodeOutcome, reply: Option<&Reply>, j: usize) -> NodeOutcome {
 
 /// A lease's outcome on one node: its keys' (items `span`), the first that is not a success,
 /// else a success.
-fn items(outcome: &NodeOutcome, reply: Option<&Reply>, span: Range<usize>) -> NodeOutcome {
-    span.map(|j| item(outcome, reply, j))
+fn items(outcome: &NodeOutcome, reply: Option<&Reply>, span: &[usize]) -> NodeOutcome {
+    span.iter()
+        .map(|j| item(outcome, reply, *j))
         .find(|o| !o.is_success())
         .unwrap_or(NodeOutcome::Success)
 }
 
 /// Applies a renewal round's result to the lease whose keys are items `span`.
-fn settle(sh: &Shared, round: &Round, span: Range<usize>, held: &mut Held<'_>, fired: &mut Fired) {
+fn settle(sh: &Shared, round: &Round, span: &[usize], held: &mut Held<'_>, fired: &mut Fired) {
     let (l, st) = held;
     let s = &sh.cluster.metrics.renewal;
     let outcomes: Vec<NodeOutcome> = round
         .outcomes
         .iter()
         .zip(&round.replies)
-        .map(|(o, r)| items(o, r.as_ref(), span.clone()))
+        .map(|(o, r)| items(o, r.as_ref(), span))
         .collect();
     // Per node, which of the lease's keys it reported missing.
     let missing: Vec<Vec<bool>> = round
         .replies
         .iter()
         .map(|r| {
-            span.clone()
-                .map(|j| matches!(r, Some(Reply::Array(a)) if a.get(j) == Some(&Reply::Int(2))))
+            span.iter()
+                .map(|j| matches!(r, Some(Reply::Array(a)) if a.get(*j) == Some(&Reply::Int(2))))
                 .collect()
         })
         .collect();

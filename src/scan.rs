@@ -127,6 +127,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
             combine: None,
             slot: None,
             slots: Some(&slots),
+            split: None,
             grants: false,
             work: 1,
         };
@@ -200,6 +201,7 @@ fn units(sh: &Shared) -> Result<Vec<Unit>, Error> {
             combine: None,
             slot: Some(0),
             slots: None,
+            split: None,
             grants: false,
             work: 1,
         };

@@ -65,6 +65,20 @@ pub(crate) fn common_slot<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Optio
     it.all(|s| s == first).then_some(first)
 }
 
+/// `keys` grouped by slot: each slot with its keys (in their order), the slots in the order
+/// they first appear.
+pub(crate) fn by_slot<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec<(u16, Vec<&'a [u8]>)> {
+    let mut groups: Vec<(u16, Vec<&'a [u8]>)> = Vec::new();
+    for key in keys {
+        let slot = key_slot(key);
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, g)) => g.push(key),
+            None => groups.push((slot, vec![key])),
+        }
+    }
+    groups
+}
+
 /// A short tag that hashes to `slot` (taken modulo [`SLOTS`]): the smallest decimal number
 /// whose slot it is. A key `…{TAG}…` is in that slot. The table is computed once, on first
 /// use (a few hundred thousand checksums).

@@ -1,8 +1,8 @@
 //! Redis Cluster nodes (issue #36), against real clusters: `redis-server --cluster-enabled yes`
-//! processes joined by `redis-cli --cluster create`.
-//!
-//! What exists so far is the key slot and the names that keep a primitive's keys in one slot
-//! (`redlock::slot`); these tests hold them to what the servers compute.
+//! processes joined by `redis-cli --cluster create` (or by hand, below three primaries): the
+//! key slot and companion key names against the servers' own, routing by slot, every
+//! primitive, `acquire_many` across slots, `MOVED`/`ASK` and resharding under load, the scan
+//! and `redlock inspect`, per-shard restart quarantine and failover.
 
 mod support;
 
@@ -226,22 +226,108 @@ fn every_primitive_keeps_its_keys_in_one_slot() {
     p1.unlock().unwrap();
     p2.unlock().unwrap();
 
-    // Several resources: all in one slot (one hash tag) works; across slots, not yet.
+    // Several resources in one slot (one hash tag): one script per node, as on a standalone
+    // node (across slots: the next test).
     let many = mgr
         .acquire_many(&["{order}:a", "{order}:b"], ttl, &no_wait())
         .unwrap();
     many.unlock().unwrap();
-    let err = mgr.acquire_many(&["x", "y"], ttl, &no_wait()).unwrap_err();
-    assert!(
-        err.to_string().contains("not available on a cluster node"),
-        "{err}"
-    );
 
     // Keys whose companions could not share their slot are refused up front.
     let err = mgr
         .acquire("a}b", ttl, &no_wait().fenced(true))
         .unwrap_err();
     assert!(matches!(err, redlock::Error::InvalidInput(_)), "{err}");
+}
+
+/// How many clusters hold resource `name`'s lock key with a value that starts with `token`.
+fn holding_resource(cs: &[RedisCluster], token: &str, name: &str) -> usize {
+    let key = format!("redlock:{name}");
+    holding(cs, token, |c| owner(c, key.as_bytes()).get(key.as_bytes()))
+}
+
+#[test]
+fn several_resources_across_slots_are_all_or_none_on_each_cluster() {
+    use redlock::{LockOptions, Wait};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let cs = clusters(3, 3);
+    let mgr = manager(&cs);
+    let ttl = Duration::from_secs(10);
+    let no_wait = || LockOptions::new().wait(Wait::No);
+    let names: Vec<String> = (0..6).map(|i| format!("multi-{i}")).collect();
+    let shards: std::collections::HashSet<u16> = (names.iter())
+        .map(|n| owner(&cs[0], format!("redlock:{n}").as_bytes()).port)
+        .collect();
+    assert!(shards.len() > 1, "the keys must span shards: {shards:?}");
+
+    // Granted: every key, on its own shard, on a quorum of the clusters.
+    let lease = mgr.acquire_many(&names, ttl, &no_wait()).unwrap();
+    for n in &names {
+        assert!(holding_resource(&cs, lease.token(), n) >= 2, "{n}");
+    }
+    assert!(mgr.acquire(&names[3], ttl, &no_wait()).is_err());
+    lease.extend(ttl).unwrap();
+    lease.unlock().unwrap();
+    for n in &names {
+        assert!(holding_resource(&cs, lease.token(), n) <= 1, "{n}");
+    }
+
+    // All or none on each cluster: one resource held elsewhere refuses the set, and the slots
+    // that did grant are taken back.
+    let blocker = mgr.acquire(&names[4], ttl, &no_wait()).unwrap();
+    let err = mgr.acquire_many(&names, ttl, &no_wait()).unwrap_err();
+    assert!(matches!(err, redlock::Error::NotAcquired(_)), "{err}");
+    let others: Vec<&String> = names.iter().filter(|n| **n != names[4]).collect();
+    let freed = support::eventually(Duration::from_secs(10), || {
+        (others.iter()).all(|n| holding_resource(&cs, "", n) == 0)
+    });
+    assert!(freed, "a cluster kept a part of a refused set");
+    blocker.unlock().unwrap();
+
+    // Opposite orders, both waiting: each caller gets the set in turn, never both at once,
+    // and neither waits forever for the other's part.
+    let inside = std::sync::Arc::new(AtomicBool::new(false));
+    let callers: Vec<_> = [false, true]
+        .into_iter()
+        .map(|reversed| {
+            let (mgr, inside) = (mgr.clone(), inside.clone());
+            let mut set: Vec<String> = (0..4).map(|i| format!("multi-{i}")).collect();
+            if reversed {
+                set.reverse();
+            }
+            std::thread::spawn(move || {
+                let wait = LockOptions::new().wait(Wait::For(Duration::from_secs(60)));
+                for _ in 0..10 {
+                    let l = mgr
+                        .acquire_many(&set, Duration::from_secs(10), &wait)
+                        .unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    std::thread::sleep(Duration::from_millis(5));
+                    inside.store(false, Ordering::SeqCst);
+                    l.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().unwrap();
+    }
+
+    // Renewed across slots: one renewal command per slot, the lease kept alive past its TTL.
+    let short = Duration::from_millis(800);
+    let renewed = LockOptions::new()
+        .wait(Wait::No)
+        .auto_renew(redlock::RenewOptions::new());
+    let lease = mgr.acquire_many(&names, short, &renewed).unwrap();
+    let kept = support::eventually(Duration::from_secs(60), || {
+        mgr.renewal_stats().renewed >= 3 || lease.is_lost()
+    });
+    assert!(kept && !lease.is_lost(), "{:?}", lease.lost_reason());
+    for n in &names {
+        assert!(holding_resource(&cs, lease.token(), n) >= 2, "{n}");
+    }
+    lease.unlock().unwrap();
 }
 
 /// The server of `c` that owns `key`'s slot now, and another primary.

@@ -5,6 +5,7 @@
 //! back on a node that lost it. The lease and the renewal thread only call these; they never
 //! ask which primitive granted a lease.
 
+use crate::quorum::Part;
 use crate::resp::{self, Reply};
 use crate::script::Script;
 
@@ -31,6 +32,18 @@ pub(crate) trait Kind: Send + Sync + 'static {
 
     /// The extension of lease `l` to `ttl_ms` (decimal milliseconds) from now.
     fn extend(&self, l: &LeaseInner, ttl_ms: &[u8]) -> Calls;
+
+    /// On a manager with a cluster node, the release of lease `l` as one call per slot, when
+    /// its keys span several slots (a script touches one); empty when
+    /// [`release`](Self::release) serves every node.
+    fn release_parts(&self, _l: &LeaseInner) -> Vec<Part> {
+        Vec::new()
+    }
+
+    /// As [`release_parts`](Self::release_parts), for the extension to `ttl_ms`.
+    fn extend_parts(&self, _l: &LeaseInner, _ttl_ms: &[u8]) -> Vec<Part> {
+        Vec::new()
+    }
 
     /// How this kind renews in a batch.
     fn renewing(&self) -> Renewing<'_>;

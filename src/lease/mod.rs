@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{Error, NodeOutcome, Op, Report};
 use crate::notify::Listener;
-use crate::quorum::{Cluster, Cmd, Limits, Request};
+use crate::quorum::{Cluster, Cmd, Limits, Part, Request, Split, every};
 use crate::resp::Reply;
 use crate::timing::{Budget, Epoch, remaining, work_allowance};
 use crate::ttl::Ttl;
@@ -169,14 +169,19 @@ impl LeaseInner {
     }
 
     /// The request of an owner-checked script call on this lease (a release, an extension):
-    /// its `EVALSHA` form, the `EVAL` form for a node that answers `NOSCRIPT`, and the work.
-    fn request<'a>(&self, calls: &'a Calls) -> Request<'a> {
+    /// its `EVALSHA` form, the `EVAL` form for a node that answers `NOSCRIPT`, and the work;
+    /// on cluster nodes, `parts` (one call per slot) instead, when there are any.
+    fn request<'a>(&self, calls: &'a Calls, parts: &'a [Part]) -> Request<'a> {
         Request {
             cmd: Cmd::Same(&calls.0),
             fallback: Some(&calls.1),
             combine: None,
             slot: crate::slot::common_slot(self.keys()),
             slots: None,
+            split: (!parts.is_empty()).then_some(Split {
+                parts,
+                combine: every,
+            }),
             grants: false,
             work: self.work(),
         }
@@ -403,7 +408,8 @@ impl Lease {
         // one that had not answered them yet. A NOSCRIPT reply is answered with the EVAL form
         // by whoever reads it, even after this call has returned.
         let calls = inner.kind.release(inner);
-        let req = inner.request(&calls);
+        let parts = inner.kind.release_parts(inner);
+        let req = inner.request(&calls, &parts);
         // A release has no validity to protect: it waits the release bound (see
         // timing::Budget), and replies that come later are still applied on the nodes.
         let wait = sh.budget.release_bound() + work_allowance(req.work);
@@ -469,7 +475,8 @@ impl Lease {
         }
         let old = inner.expires_at().expect("checked above");
         let calls = inner.kind.extend(inner, &ttl.px());
-        let req = inner.request(&calls);
+        let parts = inner.kind.extend_parts(inner, &ttl.px());
+        let req = inner.request(&calls, &parts);
         // An extension counts only if a quorum confirms before the current validity ends:
         // that is its bound, not a round-trip estimate.
         let validity = old.saturating_duration_since(start);

@@ -318,6 +318,7 @@ impl Fair {
             combine: None,
             slot: Some(crate::slot::key_slot(&self.key)),
             slots: None,
+            split: None,
             grants: true,
             work: 1,
         };
@@ -429,6 +430,7 @@ mod tests {
                 })
                 .collect(),
             untrusted: vec![false; replies.len()],
+            partial: vec![false; replies.len()],
             replies,
         };
         let r = round(vec![

@@ -334,6 +334,7 @@ impl Attempt<'_> {
             combine,
             slot: Some(crate::slot::key_slot(&self.key)),
             slots: None,
+            split: None,
             grants: true,
             work: 1,
         };
@@ -396,6 +397,7 @@ impl Attempt<'_> {
             combine: None,
             slot,
             slots: None,
+            split: None,
             grants: false,
             work: 1,
         };

@@ -201,6 +201,7 @@ pub(super) fn first_round(a: &Attempt<'_>, owner: &[u8], fenced: bool) -> Result
         combine: None,
         slot: Some(crate::slot::key_slot(&a.key)),
         slots: None,
+        split: None,
         grants: true,
         work: 1,
     };

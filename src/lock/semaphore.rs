@@ -182,6 +182,7 @@ impl Sem<'_> {
             combine: None,
             slot: Some(key_slot(self.key)),
             slots: None,
+            split: None,
             grants: true,
             // The script reads the semaphore's hash, one field per slot.
             work: self.permits as usize,
@@ -418,6 +419,7 @@ fn fence(s: &Sem<'_>, round: &Round, expires: std::time::Instant) -> Result<u64,
             })
             .collect(),
         untrusted: round.untrusted.clone(),
+        partial: round.partial.clone(),
     };
     let a = Attempt {
         sh: s.sh,
@@ -529,6 +531,7 @@ mod tests {
                 })
                 .collect(),
             untrusted: vec![false; replies.len()],
+            partial: vec![false; replies.len()],
             replies,
         };
         let r = round(vec![

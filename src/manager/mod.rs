@@ -492,13 +492,13 @@ impl Redlock {
     /// Acquires **every** resource of `resources` for `ttl`, or none: one lease that covers
     /// them all. Unlock, extend, validity and auto-renewal act on the whole set.
     ///
-    /// Each node sets all of the resources' keys or none of them, in one script
-    /// ([`scripts::MULTI_ACQUIRE`]), so two callers that name overlapping sets in different
-    /// orders never deadlock: neither ever holds a part of the set on a node. The lock is held
-    /// when a quorum of nodes granted all of them (with validity left); otherwise the grants
-    /// are taken back everywhere. The keys are the ones a lock of each resource alone uses, so
-    /// a lease over `{a, b}` and a plain or shared lease on `b` exclude each other. Each step
-    /// stays one round trip, whatever the count.
+    /// Each node sets all of the resources' keys or none, in one script
+    /// ([`scripts::MULTI_ACQUIRE`]; a cluster node, one per slot, its part taken back unless
+    /// every slot granted), so callers naming overlapping sets in any order never deadlock:
+    /// none waits while it holds a part. The lock is held when a quorum of nodes granted all
+    /// (with validity left); otherwise the grants are taken back everywhere. The keys are a
+    /// plain lock's, so a lease over `{a, b}` and a plain or shared lease on `b` exclude each
+    /// other. Each step stays one round trip, whatever the count.
     ///
     /// Waiting ([`LockOptions::wait`]) retries after random pauses of up to the retry delay
     /// (never waiting for a release announcement, which names one resource), and queues an

@@ -54,10 +54,16 @@ struct CallInner {
 
 /// One caller's round: a slot per node, filled by whoever reads the node's reply. A cheap
 /// handle (the thread's cell and the round's number); entries of the links hold copies.
+///
+/// A round that writes a node several commands, on several links (a cluster node's request
+/// split by slot), gives each command a slot of its own: the handle an entry holds then names
+/// it ([`at`](Self::at)), and the link fills that slot rather than its node's.
 #[derive(Clone)]
 pub(crate) struct Call {
     pub(super) cell: Arc<Cell>,
     pub(super) round: u64,
+    /// The slot this handle's replies fill; `None`: the one of the link's node.
+    target: Option<usize>,
 }
 
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
@@ -106,7 +112,25 @@ impl Call {
             c.slots.resize(nodes, Slot::Waiting);
             c.handed.clear();
         }
-        Ok(Call { cell, round })
+        Ok(Call {
+            cell,
+            round,
+            target: None,
+        })
+    }
+
+    /// This round's handle for the command whose reply fills slot `t`.
+    pub(crate) fn at(&self, t: usize) -> Call {
+        Call {
+            cell: Arc::clone(&self.cell),
+            round: self.round,
+            target: Some(t),
+        }
+    }
+
+    /// The slot this handle's reply fills, on the link of node `node`.
+    pub(crate) fn slot_for(&self, node: usize) -> usize {
+        self.target.unwrap_or(node)
     }
 
     /// The cell's state, if it still belongs to this round.

@@ -23,12 +23,14 @@ use crate::timing::{Clock, work_allowance};
 
 mod care;
 mod shards;
+mod split;
 #[cfg(test)]
 mod tests;
 mod trust;
 mod wait;
 
 use shards::Sending;
+pub(crate) use split::every;
 
 use wait::Wait;
 
@@ -73,6 +75,29 @@ pub(crate) struct Request<'a> {
     /// Per node, the slot that routes its command instead of `slot` (a command with no key
     /// sent to one chosen shard: the scan).
     pub slots: Option<&'a [Option<u16>]>,
+    /// On cluster nodes, the request as one command per slot instead of `cmd` (its keys span
+    /// several slots); other nodes get `cmd`. No `combine` then.
+    pub split: Option<Split<'a>>,
+}
+
+/// A request whose keys span several slots, as cluster nodes get it: a command touches one
+/// slot, so a cluster node is written one command per slot, each to the shard that owns it,
+/// all in the same round (one round trip when the slot map is current). The parts' replies
+/// stand for the node's one reply, the combiner's, which the judge sees.
+#[derive(Clone, Copy)]
+pub(crate) struct Split<'a> {
+    /// One per slot, in a fixed order: the combiner gets their replies in it.
+    pub parts: &'a [Part],
+    /// The one reply a node's parts' replies (all of them answered) stand for.
+    pub combine: fn(&[Reply]) -> Reply,
+}
+
+/// One slot's command of a [`Split`] request.
+pub(crate) struct Part {
+    pub slot: u16,
+    /// The command (an `EVALSHA`), and its `EVAL` form for a shard that answers `NOSCRIPT`.
+    pub cmd: Vec<u8>,
+    pub fallback: Option<Vec<u8>>,
 }
 
 /// When a round is over.
@@ -118,6 +143,10 @@ pub(crate) struct Round {
     /// Per node: its reply was a success, but from a node in restart quarantine, so it did not
     /// count (its outcome is `Quarantined`). What it granted must be undone.
     pub untrusted: Vec<bool>,
+    /// Per node: a cluster node whose request was split by slot ([`Split`]), where some parts
+    /// succeeded and others did not (or not yet). What those did must be undone by whoever
+    /// needs the request all or none on a node.
+    pub partial: Vec<bool>,
 }
 
 impl Round {
@@ -228,7 +257,8 @@ impl Cluster {
         limits: Limits,
     ) -> Result<Round, Error> {
         let internal = |e: std::io::Error| Error::Internal(format!("poll(2) failed: {e}"));
-        let call = Call::new(self.links.len()).map_err(internal)?;
+        let sending = Sending::of(req, &self.links);
+        let call = Call::new(sending.targets.len()).map_err(internal)?;
         let start = self.now();
         if self.has_shards() {
             self.follow_queued(start);
@@ -241,7 +271,6 @@ impl Cluster {
         }
         self.probe_idle(start);
         let wakes = RefCell::new(Wakes::new());
-        let sending = Sending::of(req);
         let mut waits = self.submit(&call, req, &sending, limits, start, &wakes);
         waits.push(Wait::wake(&call, &wakes));
         let q = self.quorum;
@@ -249,24 +278,27 @@ impl Cluster {
             // The replies read for other calls since the last look: one wake-up each.
             wake_all(&mut wakes.borrow_mut(), call.id());
             let (ok, waiting, redirected) = call.look(|slots, handed| {
-                for i in handed {
-                    waits[i].driving = true;
+                for t in handed {
+                    waits[t].driving = true;
                 }
                 // Redirects a cluster node's shard answered: followed below, still waiting.
                 let redirected: Vec<(usize, Reply)> = (slots.iter().enumerate())
-                    .filter_map(|(i, s)| self.redirect_in(i, s, &waits[i]).map(|r| (i, r)))
+                    .filter_map(|(t, s)| {
+                        let r = self.redirect_in(sending.node(t), s, &waits[t]);
+                        r.map(|r| (t, r))
+                    })
                     .collect();
-                for (i, (w, s)) in waits.iter_mut().zip(slots).enumerate() {
-                    if *s != Slot::Waiting && !redirected.iter().any(|(r, _)| *r == i) {
+                for (t, (w, s)) in waits.iter_mut().zip(slots).enumerate() {
+                    if *s != Slot::Waiting && !redirected.iter().any(|(r, _)| *r == t) {
                         w.deadline = None;
                     }
                 }
-                let (ok, waiting) = self.count(slots, req.grants, judge, waits);
-                (ok, waiting + redirected.len(), redirected)
+                let (ok, waiting) = self.count_targets(slots, &redirected, &sending, judge, waits);
+                (ok, waiting, redirected)
             });
             let now = self.now();
-            for (i, reply) in redirected {
-                self.follow(&call, &mut waits[i], i, &reply, (&sending, limits), now);
+            for (t, reply) in redirected {
+                self.follow(&call, &mut waits[t], t, &reply, (&sending, limits), now);
             }
             let until = if req.grants && self.trust_open() {
                 Until::All
@@ -281,9 +313,9 @@ impl Cluster {
         });
         wake_all(&mut wakes.borrow_mut(), call.id());
         let (slots, handed) = call.close();
-        for (i, w) in waits.iter().enumerate() {
+        for (t, w) in waits.iter().enumerate() {
             if let Some(link) = &w.link
-                && (w.driving || handed.contains(&i))
+                && (w.driving || handed.contains(&t))
                 && link.leave(&call)
             {
                 care::care(link, &self.settings);
@@ -300,10 +332,49 @@ impl Cluster {
             self.decide_trust(self.now());
         }
         // The link each node's command went to (a cluster node's shard): whose trust counts.
-        let routed: Vec<Arc<Link>> = (self.links.iter().enumerate())
-            .map(|(i, l)| waits[i].link.clone().unwrap_or_else(|| Arc::clone(l)))
-            .collect();
-        Ok(self.finish(start, slots, (req.grants, &routed), judge))
+        let routed = self.routed(&waits, &sending);
+        let partial = split::partial(&slots, &sending, judge, self.links.len());
+        let slots = split::per_node(slots, &[], &sending, self.links.len());
+        let mut round = self.finish(start, slots, (req.grants, &routed), judge);
+        round.partial = partial;
+        Ok(round)
+    }
+
+    /// Successes that count and nodes still waiting, from the targets' slots (`redirected`:
+    /// those being redirected, still waiting).
+    fn count_targets(
+        &self,
+        slots: &[Slot],
+        redirected: &[(usize, Reply)],
+        sending: &Sending<'_>,
+        judge: Judge<'_>,
+        waits: &[Wait<'_>],
+    ) -> (usize, usize) {
+        if !sending.is_split() {
+            let (ok, waiting) = self.count(slots, sending.grants, judge, waits, sending);
+            return (ok, waiting + redirected.len());
+        }
+        let following: Vec<usize> = redirected.iter().map(|(t, _)| *t).collect();
+        let nodes = split::per_node(slots.to_vec(), &following, sending, self.links.len());
+        self.count(&nodes, sending.grants, judge, waits, sending)
+    }
+
+    /// Per node, the link whose node's trust its grant needs: the shard its command went to,
+    /// or for a request split by slot, the first of its shards that is not trusted (else its
+    /// first part's).
+    fn routed(&self, waits: &[Wait<'_>], sending: &Sending<'_>) -> Vec<Arc<Link>> {
+        let link_of = |t: usize| waits[t].link.clone();
+        (self.links.iter().enumerate())
+            .map(|(i, l)| {
+                let untrusted = (sending.targets.iter().enumerate())
+                    .filter(|(_, (node, part))| *node == i && part.is_some())
+                    .filter_map(|(t, _)| link_of(t))
+                    .find(|l| !l.node.trusted());
+                untrusted
+                    .or_else(|| link_of(i))
+                    .unwrap_or_else(|| Arc::clone(l))
+            })
+            .collect()
     }
 
     /// Closes idle connections the nodes have closed (a restarted node) before they are used,
@@ -338,19 +409,20 @@ impl Cluster {
         wakes: &'a RefCell<Wakes>,
     ) -> Vec<Wait<'a>> {
         let work = sending.work;
-        let mut waits = Vec::with_capacity(self.links.len() + 1);
-        for (i, top) in self.links.iter().enumerate() {
-            let cmd = sending.cmd(i);
+        let mut waits = Vec::with_capacity(sending.targets.len() + 1);
+        for (t, &(i, _)) in sending.targets.iter().enumerate() {
+            let top = &self.links[i];
+            let cmd = sending.cmd(t);
             // A cluster node's request goes to the shard that serves its slot.
-            let slot = req.slots.map_or(req.slot, |s| s.get(i).copied().flatten());
+            let slot = sending.slot(t);
             let (link, routed) = match self.route(top, slot, start) {
                 Ok(l) => (l, Ok(())),
                 Err(o) => (Arc::clone(top), Err(o)),
             };
-            let mut w = Wait::node(self, call, Arc::clone(&link), wakes);
+            let mut w = Wait::node(self, (call, t), Arc::clone(&link), wakes);
             w.slot = slot;
             // On a shard, a grant checks the marker of its slot.
-            let shaped = cmd.map(|c| sending.shape(c, &link, slot));
+            let shaped = cmd.map(|c| sending.shape(c, t, &link));
             let quarantined = match link.node.standing() {
                 Standing::Quarantined { until, reason } if req.grants => {
                     Some((until.saturating_duration_since(start), reason))
@@ -367,7 +439,7 @@ impl Cluster {
                 (None, None, None) => Err(NodeOutcome::Rejected),
                 (None, None, Some((cmd, expect))) => link
                     .submit(
-                        Some(call),
+                        Some(&call.at(t)),
                         cmd,
                         expect,
                         work,
@@ -402,7 +474,7 @@ impl Cluster {
                     w.deadline = Some(limits.cap.map_or(d, |c| d.min(c)));
                 }
                 Err(o) => {
-                    call.fill(i, Slot::Failed(o));
+                    call.fill(t, Slot::Failed(o));
                 }
             }
             waits.push(w);
@@ -410,17 +482,23 @@ impl Cluster {
         waits
     }
 
-    /// Successes that count, and nodes still waiting.
+    /// Successes that count, and nodes still waiting, from one slot per node. A grant counts
+    /// only where every link its node's command went to is trusted.
     fn count(
         &self,
         slots: &[Slot],
         grants: bool,
         judge: Judge<'_>,
         waits: &[Wait<'_>],
+        sending: &Sending<'_>,
     ) -> (usize, usize) {
         let trusted = |i: usize| {
-            let link = waits.get(i).and_then(|w| w.link.as_ref());
-            link.unwrap_or(&self.links[i]).node.trusted()
+            (sending.targets.iter().enumerate())
+                .filter(|(_, (node, _))| *node == i)
+                .all(|(t, _)| {
+                    let link = waits.get(t).and_then(|w| w.link.as_ref());
+                    link.unwrap_or(&self.links[i]).node.trusted()
+                })
         };
         let mut ok = 0;
         let mut waiting = 0;
@@ -453,6 +531,7 @@ impl Cluster {
             outcomes: Vec::with_capacity(n),
             replies: Vec::with_capacity(n),
             untrusted: vec![false; n],
+            partial: vec![false; n],
         };
         let now = self.now();
         for (i, slot) in slots.into_iter().enumerate() {

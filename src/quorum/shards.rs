@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::wait::Wait;
-use super::{Cluster, Cmd, Limits, Request, care};
+use super::{Cluster, Cmd, Limits, Request, Split, care};
 use crate::config::with_slot_marker;
 use crate::error::NodeOutcome;
 use crate::node::health::{auth_refusal, redirect};
@@ -23,56 +23,120 @@ const MAX_REDIRECTS: u8 = 5;
 /// The error codes of a cluster's shard that a round follows.
 const FOLLOWED: [&str; 3] = ["MOVED", "ASK", "TRYAGAIN"];
 
-/// What a round writes, as it writes it again after a redirect.
+/// What a round writes, as it writes it again after a redirect: per *target*, one command
+/// and its reply's slot in the call. Targets `0..n` are the nodes; a request split by slot
+/// ([`Split`]) gives a cluster node one target per part, its first part at the node's index
+/// and the others after `n`.
 pub(super) struct Sending<'r> {
     cmd: Cmd<'r>,
-    pub(super) expect: Expect,
+    expect: Expect,
     pub(super) work: std::time::Duration,
-    grants: bool,
+    pub(super) grants: bool,
+    slot: Option<u16>,
+    slots: Option<&'r [Option<u16>]>,
+    split: Option<Split<'r>>,
+    /// Per part of `split`, what its command expects (its own `EVAL` fallback).
+    part_expects: Vec<Expect>,
+    /// Per target: its node, and its part of `split` (`None`: the node's whole request).
+    pub(super) targets: Vec<(usize, Option<usize>)>,
 }
 
 impl<'r> Sending<'r> {
-    pub(super) fn of(req: &Request<'r>) -> Sending<'r> {
+    /// The request `req` on `links` (each node's: its shards decide whether it is split).
+    pub(super) fn of(req: &Request<'r>, links: &[Arc<Link>]) -> Sending<'r> {
         debug_assert!(req.combine.is_none() || req.fallback.is_none());
+        debug_assert!(req.combine.is_none() || req.split.is_none());
         let expect = match req.combine {
             Some(c) => Expect::Parts(c),
             None => Expect::One(req.fallback.map(Arc::from)),
         };
+        let mut targets: Vec<(usize, Option<usize>)> =
+            (0..links.len()).map(|i| (i, None)).collect();
+        let mut part_expects = Vec::new();
+        if let Some(split) = &req.split {
+            part_expects = (split.parts.iter())
+                .map(|p| Expect::One(p.fallback.as_deref().map(Arc::from)))
+                .collect();
+            for (i, l) in links.iter().enumerate() {
+                if l.shards.is_some() && !split.parts.is_empty() {
+                    targets[i].1 = Some(0);
+                    targets.extend((1..split.parts.len()).map(|p| (i, Some(p))));
+                }
+            }
+        }
         Sending {
             cmd: req.cmd,
             expect,
             work: work_allowance(req.work),
             grants: req.grants,
+            slot: req.slot,
+            slots: req.slots,
+            split: req.split,
+            part_expects,
+            targets,
         }
     }
 
-    /// Node `i`'s command, if it is asked.
-    pub(super) fn cmd(&self, i: usize) -> Option<&'r [u8]> {
-        match self.cmd {
-            Cmd::Same(b) => Some(b),
-            Cmd::PerNode(v) => v.get(i).and_then(|c| c.as_deref()),
+    /// True when some node's request is split by slot (its targets stand for it together).
+    pub(super) fn is_split(&self) -> bool {
+        self.targets.iter().any(|(_, p)| p.is_some())
+    }
+
+    /// Target `t`'s node.
+    pub(super) fn node(&self, t: usize) -> usize {
+        self.targets[t].0
+    }
+
+    /// Target `t`'s command, if its node is asked.
+    pub(super) fn cmd(&self, t: usize) -> Option<&'r [u8]> {
+        let (i, part) = self.targets[t];
+        match (part, self.split, self.cmd) {
+            (Some(p), Some(s), _) => Some(&s.parts[p].cmd),
+            (_, _, Cmd::Same(b)) => Some(b),
+            (_, _, Cmd::PerNode(v)) => v.get(i).and_then(|c| c.as_deref()),
         }
     }
 
-    /// `cmd` and what it expects as `link` runs them: on a cluster node's shard, the marker a
-    /// grant checks is its slot's (`config::with_slot_marker`), in the `EVAL` fallback too.
+    /// The slot that routes target `t` on a cluster node.
+    pub(super) fn slot(&self, t: usize) -> Option<u16> {
+        let (i, part) = self.targets[t];
+        match (part, self.split) {
+            (Some(p), Some(s)) => Some(s.parts[p].slot),
+            _ => self
+                .slots
+                .map_or(self.slot, |s| s.get(i).copied().flatten()),
+        }
+    }
+
+    /// Target `t`'s command `cmd` and what it expects, as `link` runs them: on a cluster node's
+    /// shard, the marker a grant checks is its slot's (`config::with_slot_marker`), in the
+    /// `EVAL` fallback too.
     pub(super) fn shape<'c>(
         &'c self,
         cmd: &'c [u8],
+        t: usize,
         link: &Link,
-        slot: Option<u16>,
     ) -> (Cow<'c, [u8]>, Cow<'c, Expect>) {
-        let (Some(_), Some(slot)) = (&link.node.shard, slot) else {
-            return (Cow::Borrowed(cmd), Cow::Borrowed(&self.expect));
+        let base = match self.targets[t].1 {
+            Some(p) => &self.part_expects[p],
+            None => &self.expect,
         };
-        let expect = match &self.expect {
+        let (Some(_), Some(slot)) = (&link.node.shard, self.slot(t)) else {
+            return (Cow::Borrowed(cmd), Cow::Borrowed(base));
+        };
+        let expect = match base {
             Expect::One(Some(fb)) => match with_slot_marker(fb, slot) {
                 Cow::Owned(f) => Cow::Owned(Expect::One(Some(Arc::from(f)))),
-                Cow::Borrowed(_) => Cow::Borrowed(&self.expect),
+                Cow::Borrowed(_) => Cow::Borrowed(base),
             },
-            _ => Cow::Borrowed(&self.expect),
+            _ => Cow::Borrowed(base),
         };
         (with_slot_marker(cmd, slot), expect)
+    }
+
+    /// The parts' combiner, for a split request.
+    pub(super) fn combiner(&self) -> Option<fn(&[Reply]) -> Reply> {
+        self.split.map(|s| s.combine)
     }
 }
 
@@ -164,8 +228,9 @@ impl Cluster {
         all
     }
 
-    /// Node `i`'s slot, if it holds a redirect the round follows (a cluster node's shard
-    /// answered `MOVED`, `ASK` or `TRYAGAIN`, and the node has redirects left).
+    /// A target's slot, if it holds a redirect the round follows (a shard of node `i`, a
+    /// cluster node, answered `MOVED`, `ASK` or `TRYAGAIN`, and the target has redirects
+    /// left).
     pub(super) fn redirect_in(&self, i: usize, slot: &Slot, w: &Wait<'_>) -> Option<Reply> {
         self.links[i].shards.as_ref()?;
         match slot {
@@ -179,7 +244,7 @@ impl Cluster {
         }
     }
 
-    /// Follows node `i`'s redirect `reply`: the map learns a `MOVED`; the command is written
+    /// Follows target `t`'s redirect `reply`: the map learns a `MOVED`; the command is written
     /// again on the link the redirect names (after `ASKING` for `ASK`; on the same link for
     /// `TRYAGAIN`), for the same call, under the same deadline (plus a connect timeout when
     /// the link must connect first, as for any node).
@@ -187,13 +252,14 @@ impl Cluster {
         &self,
         call: &Call,
         w: &mut Wait<'_>,
-        i: usize,
+        t: usize,
         reply: &Reply,
         (sending, limits): (&Sending<'_>, Limits),
         now: Instant,
     ) {
+        let i = sending.node(t);
         let (Some(shards), Some(link), Some(cmd)) =
-            (&self.links[i].shards, w.link.clone(), sending.cmd(i))
+            (&self.links[i].shards, w.link.clone(), sending.cmd(t))
         else {
             return;
         };
@@ -206,10 +272,10 @@ impl Cluster {
         let r = redirect(reply, &asked);
         let target = match &r {
             Some(r) => match shards.follow(r, now) {
-                Ok(t) => t,
+                Ok(target) => target,
                 Err(m) => {
                     let o = NodeOutcome::Unreachable(format!("shard: {m}"));
-                    call.refill(i, Slot::Failed(o));
+                    call.refill(t, Slot::Failed(o));
                     return;
                 }
             },
@@ -221,13 +287,13 @@ impl Cluster {
                 care::care(&link, &self.settings);
             }
         }
-        if !call.refill(i, Slot::Waiting) {
+        if !call.refill(t, Slot::Waiting) {
             return;
         }
         let asking = r.as_ref().is_some_and(|r| r.ask);
-        let (cmd, expect) = sending.shape(cmd, &target, w.slot);
+        let (cmd, expect) = sending.shape(cmd, t, &target);
         let sent = target.submit(
-            Some(call),
+            Some(&call.at(t)),
             &cmd,
             &expect,
             sending.work,
@@ -251,7 +317,7 @@ impl Cluster {
             }
             Ok(None) => {}
             Err(o) => {
-                call.refill(i, Slot::Failed(o));
+                call.refill(t, Slot::Failed(o));
             }
         }
     }

@@ -71,6 +71,7 @@ fn req(cmd: &[u8]) -> Request<'_> {
         combine: None,
         slot: None,
         slots: None,
+        split: None,
         grants: false,
         work: 1,
     }
@@ -267,6 +268,7 @@ fn noscript_falls_back_once() {
         combine: None,
         slot: None,
         slots: None,
+        split: None,
         grants: false,
         work: 1,
     };
@@ -293,6 +295,7 @@ fn noscript_falls_back_even_after_the_caller_left() {
         combine: None,
         slot: None,
         slots: None,
+        split: None,
         grants: false,
         work: 1,
     };
@@ -481,6 +484,7 @@ fn a_caller_that_leaves_hands_the_connection_to_one_still_waiting() {
             combine: None,
             slot: None,
             slots: None,
+            split: None,
             grants: false,
             work: 1,
         };

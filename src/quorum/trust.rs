@@ -285,6 +285,7 @@ impl Cluster {
             combine: None,
             slot: None,
             slots: None,
+            split: None,
             grants: false,
             work: 1,
         };

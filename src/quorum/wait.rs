@@ -29,12 +29,14 @@ pub(super) struct Wait<'a> {
     pub(super) redirects: u8,
     /// The slot the request was routed by (a cluster node's).
     pub(super) slot: Option<u16>,
+    /// The call's slot this wait's reply fills (its target: see quorum/shards.rs).
+    index: usize,
 }
 
 impl<'a> Wait<'a> {
     pub(super) fn node(
         cluster: &'a Cluster,
-        call: &'a Call,
+        (call, index): (&'a Call, usize),
         link: Arc<Link>,
         wakes: &'a RefCell<Wakes>,
     ) -> Wait<'a> {
@@ -48,6 +50,7 @@ impl<'a> Wait<'a> {
             deadline: None,
             redirects: 0,
             slot: None,
+            index,
         }
     }
 
@@ -62,6 +65,7 @@ impl<'a> Wait<'a> {
             deadline: None,
             redirects: 0,
             slot: None,
+            index: usize::MAX,
         }
     }
 }
@@ -136,7 +140,7 @@ impl Source for Wait<'_> {
         };
         if self
             .call
-            .fill(link.node.index, Slot::Failed(NodeOutcome::Timeout))
+            .fill(self.index, Slot::Failed(NodeOutcome::Timeout))
         {
             // Keep the connection: a slow node's reply is discarded when it comes, and a node
             // that stays silent is closed by the stale limit at a later round. The next step

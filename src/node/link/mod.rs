@@ -672,7 +672,7 @@ impl Link {
         st.asked_oks = 0;
         for e in st.pending.drain(..) {
             if let Purpose::Command { call: Some(c), .. } = e.purpose
-                && c.fill(self.node.index, Slot::Failed(outcome.clone()))
+                && c.fill(c.slot_for(self.node.index), Slot::Failed(outcome.clone()))
             {
                 wake_later(w, &c);
             }
@@ -732,7 +732,7 @@ impl Link {
             let index = self.node.index;
             let next = st.pending.iter().find_map(|e| match &e.purpose {
                 Purpose::Command { call: Some(c), .. }
-                    if c.round != call.round && c.hand(index) =>
+                    if c.round != call.round && c.hand(c.slot_for(index)) =>
                 {
                     Some(c.clone())
                 }

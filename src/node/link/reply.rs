@@ -212,7 +212,7 @@ impl Link {
         if let Some(c) = call {
             let latency = now.saturating_duration_since(sent_at);
             if c.fill(
-                self.node.index,
+                c.slot_for(self.node.index),
                 Slot::Reply {
                     reply,
                     latency,
@@ -301,7 +301,7 @@ impl Link {
             reply.describe()
         ));
         if let Some(c) = call
-            && c.fill(self.node.index, Slot::Failed(what.clone()))
+            && c.fill(c.slot_for(self.node.index), Slot::Failed(what.clone()))
         {
             wake_later(w, &c);
         }
