@@ -2,7 +2,7 @@
 //! processes joined by `redis-cli --cluster create` (or by hand, below three primaries): the
 //! key slot and companion key names against the servers' own, routing by slot, every
 //! primitive, `acquire_many` across slots, `MOVED`/`ASK` and resharding under load, the scan
-//! and `redlock inspect`, per-shard restart quarantine and failover.
+//! and `redlock inspect`, per-shard restart quarantine and failover, and one cluster named twice.
 
 mod support;
 
@@ -328,6 +328,44 @@ fn several_resources_across_slots_are_all_or_none_on_each_cluster() {
         assert!(holding_resource(&cs, lease.token(), n) >= 2, "{n}");
     }
     lease.unlock().unwrap();
+}
+
+#[test]
+fn one_cluster_through_two_urls_never_counts_twice() {
+    use redlock::{Error, NodeOutcome};
+    use std::time::Duration;
+    let cs = clusters(2, 2);
+    // Cluster A twice (different seeds), then B: A would be 2 votes of 3.
+    let a = &cs[0];
+    let seed = |s: &support::RedisServer| format!("redis+cluster://127.0.0.1:{}", s.port);
+    let urls = vec![
+        seed(&a.servers[0]),
+        seed(&a.servers[1]),
+        urls(&cs[1..])[0].clone(),
+    ];
+    let mgr = redlock::Redlock::new(support::config(urls)).unwrap();
+    let lease = mgr.try_lock("dup", Duration::from_secs(10)).unwrap();
+    let second = lease.acquisition().nodes[1].outcome.clone();
+    assert!(
+        matches!(
+            second,
+            NodeOutcome::Duplicate { of: 0 } | NodeOutcome::Pending
+        ),
+        "{second:?}"
+    );
+    // The key vanishes on B: A alone must not keep the holder holding.
+    let b = owner(&cs[1], lease.key());
+    redis::cmd("DEL")
+        .arg(lease.key())
+        .exec(&mut b.client())
+        .unwrap();
+    match lease.extend(Duration::from_secs(10)) {
+        Err(Error::NotHeld(r)) | Err(Error::Unavailable(r)) => {
+            assert!(r.successes <= 1, "{r}");
+            assert!(r.to_string().contains("the same server as node 0"), "{r}");
+        }
+        other => panic!("extended with one cluster counted twice: {other:?}"),
+    }
 }
 
 /// The server of `c` that owns `key`'s slot now, and another primary.

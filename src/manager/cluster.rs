@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::{Config, NodeAddr};
+use crate::config::NodeAddr;
 use crate::error::Error;
 use crate::node::health::{Endpoint, ShardOf, SlotMap};
 use crate::node::{MakeShard, Node, Peers, QuarantinePolicy, Shards};
@@ -16,12 +16,11 @@ use crate::tls;
 pub(super) fn cluster_node(
     i: usize,
     addr: NodeAddr,
-    config: &Config,
+    peers: &Arc<Peers>,
     tls: Option<&Arc<tls::Connector>>,
     policy: QuarantinePolicy,
 ) -> Result<(Node, Shards), Error> {
     let bad = |m: String| Error::InvalidInput(format!("node {i} ({addr}): {m}"));
-    let _ = config;
     let seeds: Vec<Endpoint> = (addr.seeds().iter())
         .map(|(host, port)| Endpoint {
             host: host.clone(),
@@ -35,6 +34,7 @@ pub(super) fn cluster_node(
     };
     let base = addr.clone();
     let tls = tls.cloned();
+    let shard_peers = Arc::clone(peers);
     let make: MakeShard = Box::new(move |e: &Endpoint, map: &Arc<Mutex<SlotMap>>| {
         let shard = base.shard(&e.host, e.port);
         let sockaddr = shard.resolve()?.first().copied();
@@ -42,8 +42,9 @@ pub(super) fn cluster_node(
             Some(t) => Some(t.client(&e.host)?),
             None => None,
         };
-        // Each shard is its own server: no other node can be the same one.
-        let peers = Peers::new(i + 1);
+        // The manager's peers: another node that reaches this shard's server is the same
+        // cluster (or server), and does not vote.
+        let peers = Arc::clone(&shard_peers);
         let mut node = Node::new(i, shard, sockaddr, client, &scripts::ALL, policy, peers);
         let of = ShardOf {
             map: Arc::clone(map),
@@ -60,7 +61,7 @@ pub(super) fn cluster_node(
         client,
         &scripts::ALL,
         policy,
-        Peers::new(i + 1),
+        Arc::clone(peers),
     );
     Ok((node, Shards::new(seeds, make)))
 }

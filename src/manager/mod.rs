@@ -123,7 +123,7 @@ impl Redlock {
                 continue;
             }
             if addr.is_cluster() {
-                let (node, shards) = cluster::cluster_node(i, addr, &config, tls.as_ref(), policy)?;
+                let (node, shards) = cluster::cluster_node(i, addr, &peers, tls.as_ref(), policy)?;
                 nodes.push((node, Some(shards)));
                 continue;
             }

@@ -161,9 +161,13 @@ impl Identity {
 
 /// The `run_id` of every node of one manager: two configured addresses that reach the same
 /// server (`127.0.0.1:P`, `127.0.0.2:P`, `[::1]:P`) must never both count, or that server
-/// would vote twice. Updated by every handshake, so nodes contacted late are checked too.
+/// would vote twice. Updated by every handshake, so nodes contacted late are checked too. A
+/// cluster node has one `run_id` per shard primary: two URLs that reach the same cluster share
+/// them, whichever seeds they name.
 pub(crate) struct Peers {
-    run_ids: Mutex<Vec<Option<String>>>,
+    /// Per node, each server it reaches (`""` for a node's own; a shard's endpoint) with its
+    /// latest `run_id`.
+    run_ids: Mutex<Vec<Vec<(String, String)>>>,
     /// Per node, the lower-indexed node it duplicates (`usize::MAX`: none).
     duplicate_of: Vec<AtomicUsize>,
 }
@@ -171,18 +175,25 @@ pub(crate) struct Peers {
 impl Peers {
     pub(crate) fn new(nodes: usize) -> Arc<Peers> {
         Arc::new(Peers {
-            run_ids: Mutex::new(vec![None; nodes]),
+            run_ids: Mutex::new(vec![Vec::new(); nodes]),
             duplicate_of: (0..nodes).map(|_| AtomicUsize::new(usize::MAX)).collect(),
         })
     }
 
-    /// Node `i` reported `run_id`; returns the node it duplicates, if it newly does.
-    fn observe(&self, i: usize, run_id: &str) -> Option<usize> {
+    /// Node `i`'s server `server` (`""`: the node's own; a shard's endpoint) reported
+    /// `run_id`; returns the node it duplicates, if it newly does.
+    fn observe(&self, i: usize, server: &str, run_id: &str) -> Option<usize> {
         let mut ids = self.run_ids.lock().unwrap_or_else(|p| p.into_inner());
-        ids[i] = Some(run_id.to_string());
+        match ids[i].iter_mut().find(|(s, _)| s == server) {
+            Some(entry) => entry.1 = run_id.to_string(),
+            None => ids[i].push((server.to_string(), run_id.to_string())),
+        }
+        let shares = |j: usize, k: usize| {
+            (ids[k].iter()).any(|(_, r)| ids[j].iter().any(|(_, other)| other == r))
+        };
         let mut new = None;
         for k in 0..ids.len() {
-            let of = (0..k).find(|&j| ids[j].is_some() && ids[j] == ids[k]);
+            let of = (0..k).find(|&j| shares(j, k));
             let was = self.duplicate_of[k].swap(of.unwrap_or(usize::MAX), Ordering::AcqRel);
             if k == i && of.is_some() && was == usize::MAX {
                 new = of;
@@ -377,7 +388,9 @@ impl Node {
             None => t.first_seen = Some(now),
         }
         drop(t);
-        if let Some(j) = self.peers.observe(self.index, &run_id) {
+        let server = self.shard.as_ref().map(|s| s.endpoint.to_string());
+        if let Some(j) = (self.peers).observe(self.index, server.as_deref().unwrap_or(""), &run_id)
+        {
             let (a, b) = (self.index.min(j), self.index.max(j));
             log::error!(
                 "nodes {a} and {b} are the same redis-server (run_id {run_id}): node {b} does not \
