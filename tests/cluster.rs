@@ -2,7 +2,8 @@
 //! processes joined by `redis-cli --cluster create` (or by hand, below three primaries): the
 //! key slot and companion key names against the servers' own, routing by slot, every
 //! primitive, `acquire_many` across slots, `MOVED`/`ASK` and resharding under load, the scan
-//! and `redlock inspect`, per-shard restart quarantine and failover, and one cluster named twice.
+//! and `redlock inspect`, per-shard restart quarantine and failover, one cluster named twice,
+//! and clusters that speak only TLS.
 
 mod support;
 
@@ -366,6 +367,37 @@ fn one_cluster_through_two_urls_never_counts_twice() {
         }
         other => panic!("extended with one cluster counted twice: {other:?}"),
     }
+}
+
+#[test]
+fn clusters_that_speak_only_tls_are_nodes_over_rediss_cluster() {
+    use std::time::Duration;
+    let pki = support::tls::Pki::new();
+    let serve = pki.serve();
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let serve = serve.clone();
+            std::thread::spawn(move || RedisCluster::start_tls(2, &serve))
+        })
+        .collect();
+    let cs: Vec<RedisCluster> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let urls: Vec<String> = (cs.iter())
+        .map(|c| format!("rediss+cluster://127.0.0.1:{}", c.servers[0].port))
+        .collect();
+    let mgr = redlock::Redlock::new(support::config(urls).tls(pki.options())).unwrap();
+    // Keys on both shards of each cluster: the slot map names the shards' TLS ports.
+    let mut shards = std::collections::HashSet::new();
+    for i in 0..12 {
+        let lease = mgr
+            .try_lock(format!("tls-{i}"), Duration::from_secs(10))
+            .unwrap();
+        let key = lease.key().to_vec();
+        let held = holding(&cs, lease.token(), |c| owner(c, &key).get(&key));
+        assert!(held >= 2, "{held}");
+        shards.insert(owner(&cs[0], &key).port);
+        lease.unlock().unwrap();
+    }
+    assert_eq!(shards.len(), 2, "{shards:?}");
 }
 
 /// The server of `c` that owns `key`'s slot now, and another primary.

@@ -97,6 +97,20 @@ impl RedisServer {
         panic!("could not start a cluster node on free ports after 20 tries");
     }
 
+    /// The same, serving TLS only (`tls`).
+    pub fn start_cluster_node_tls(tls: &tls::TlsServe, args: &[&str]) -> (RedisServer, u16) {
+        for _ in 0..20 {
+            let bus = free_port();
+            let bus_s = bus.to_string();
+            let mut all = vec!["--cluster-enabled", "yes", "--cluster-port", &bus_s];
+            all.extend_from_slice(args);
+            if let Some(s) = RedisServer::try_start(&all, Some(tls.clone()), 3) {
+                return (s, bus);
+            }
+        }
+        panic!("could not start a TLS cluster node on free ports after 20 tries");
+    }
+
     fn start_full(args: &[&str], tls: Option<tls::TlsServe>) -> RedisServer {
         RedisServer::try_start(args, tls, 20)
             .unwrap_or_else(|| panic!("could not start redis-server on a free port after 20 tries"))

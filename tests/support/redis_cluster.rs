@@ -43,15 +43,61 @@ impl RedisCluster {
         } else {
             c.create_with_redis_cli(replicas);
         }
+        c.wait_ready(total);
+        c
+    }
+
+    /// A cluster of `primaries` primaries that speaks only TLS (`tls`, the bus too:
+    /// `--tls-cluster yes`), made by hand like [`start`](Self::start) without replicas. The bus
+    /// always asks for a client certificate: each node presents the tests' client one.
+    pub fn start_tls(primaries: usize, tls: &super::tls::TlsServe) -> RedisCluster {
+        let handles: Vec<_> = (0..primaries)
+            .map(|_| {
+                let tls = tls.clone();
+                thread::spawn(move || {
+                    let cert = tls.client_cert.display().to_string();
+                    let key = tls.client_key.display().to_string();
+                    let args = [
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--tls-cluster",
+                        "yes",
+                        "--tls-client-cert-file",
+                        &cert,
+                        "--tls-client-key-file",
+                        &key,
+                    ];
+                    RedisServer::start_cluster_node_tls(&tls, &args)
+                })
+            })
+            .collect();
+        let (servers, buses): (Vec<RedisServer>, Vec<u16>) =
+            handles.into_iter().map(|h| h.join().unwrap()).unzip();
+        let c = RedisCluster { servers };
+        c.create_by_hand(&buses);
+        c.wait_ready(primaries);
+        c
+    }
+
+    /// Waits until every server reports `cluster_state:ok` and knows `total` nodes.
+    fn wait_ready(&self, total: usize) {
         let ready = eventually(Duration::from_secs(30), || {
-            c.servers.iter().all(|s| {
-                let info = c.cluster_info(s);
+            self.servers.iter().all(|s| {
+                let info = self.cluster_info(s);
                 info.contains("cluster_state:ok")
                     && info.contains(&format!("cluster_known_nodes:{total}\r"))
             })
         });
-        assert!(ready, "the cluster did not become ready within 30 s");
-        c
+        if !ready {
+            let logs: Vec<String> = (self.servers.iter())
+                .map(|s| std::fs::read_to_string(s.dir.join("redis.log")).unwrap_or_default())
+                .collect();
+            let info: Vec<String> = self.servers.iter().map(|s| self.cluster_info(s)).collect();
+            panic!(
+                "the cluster did not become ready within 30 s: {info:?}\n{}",
+                logs.join("\n")
+            );
+        }
     }
 
     fn create_with_redis_cli(&self, replicas: usize) {
