@@ -54,7 +54,7 @@ fn run_holds_the_lock_while_the_command_runs_and_returns_its_status() {
     // The first command leaves a file as it ends; the second says whether it was there.
     let dir = temp_dir("holds");
     let done = dir.join("first-done");
-    let holder = run(&nodes, &["--resource", "job", "--ttl", "1000", "--"])
+    let holder = run(&nodes, &["--resource", "job", "--ttl", "1s", "--"])
         .args([
             "sh",
             "-c",
@@ -68,27 +68,16 @@ fn run_holds_the_lock_while_the_command_runs_and_returns_its_status() {
         .present(b"redlock:job")
         == 3));
     // A second run without --wait is refused with the documented status...
-    let refused = run(
-        &nodes,
-        &["--resource", "job", "--ttl", "1000", "--", "true"],
-    )
-    .output()
-    .unwrap();
+    let refused = run(&nodes, &["--resource", "job", "--ttl", "1s", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(refused.status.code(), Some(123), "{}", text(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("not acquired"));
     // ...and with --wait it gets the lock once the first command exits (after its 1 s TTL
     // has been renewed past: the command runs 2 s).
     let waited = run(
         &nodes,
-        &[
-            "--resource",
-            "job",
-            "--ttl",
-            "1000",
-            "--wait",
-            "10000",
-            "--",
-        ],
+        &["--resource", "job", "--ttl", "1s", "--wait", "10s", "--"],
     )
     .args([
         "sh",
@@ -125,7 +114,7 @@ fn run_passes_the_fencing_token_and_validity_to_the_command() {
     let nodes = cluster.urls().join(",");
     let out = run(
         &nodes,
-        &["--resource", "env", "--ttl", "5000", "--fenced", "--"],
+        &["--resource", "env", "--ttl", "5s", "--fenced", "--"],
     )
     .args([
         "sh",
@@ -154,11 +143,11 @@ fn a_killed_majority_terminates_the_command_with_the_lost_status() {
             "--resource",
             "lost",
             "--ttl",
-            "1000",
+            "1s",
             "--node-timeout",
-            "100",
+            "100ms",
             "--grace",
-            "500",
+            "500ms",
             "--",
         ],
     )
@@ -187,7 +176,7 @@ fn a_killed_majority_terminates_the_command_with_the_lost_status() {
 fn signals_are_forwarded_and_the_lock_released() {
     let cluster = Cluster::start(3);
     let nodes = cluster.urls().join(",");
-    let mut holder = run(&nodes, &["--resource", "sig", "--ttl", "2000", "--"])
+    let mut holder = run(&nodes, &["--resource", "sig", "--ttl", "2s", "--"])
         .args(["sleep", "30"])
         .spawn()
         .unwrap();
@@ -205,29 +194,122 @@ fn signals_are_forwarded_and_the_lock_released() {
         == 0));
 }
 
+/// True once process `pid` catches signal `sig` (its handler is installed), from the
+/// `SigCgt` mask in `/proc/PID/status`.
+fn catches(pid: u32, sig: libc::c_int) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+#[test]
+fn a_signal_ends_a_wait_for_the_lock_at_once_with_nothing_held() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let mut holder = run(
+        &nodes,
+        &["-r", "wait-sig", "-t", "10s", "--", "sleep", "60"],
+    )
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(10), || cluster
+        .present(b"redlock:wait-sig")
+        == 3));
+    let holder_value = cluster.servers[0].get(b"redlock:wait-sig");
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let mut waiter = run(&nodes, &["-r", "wait-sig", "-t", "10s", "-w", "1m", "--"])
+            .args(["echo", "ran"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once its handlers are in place (the signal then means "stop waiting").
+        assert!(eventually(Duration::from_secs(10), || catches(
+            waiter.id(),
+            sig
+        )));
+        thread::sleep(Duration::from_millis(200));
+        let sent = Instant::now();
+        // SAFETY: kill(2) on the PID of a child this test spawned and has not reaped.
+        assert_eq!(unsafe { libc::kill(waiter.id() as i32, sig) }, 0);
+        // Not when the holder lets go (60 s) or the wait runs out (1 m): at once.
+        let ended = eventually(Duration::from_secs(20), || {
+            matches!(waiter.try_wait(), Ok(Some(_)))
+        });
+        if !ended {
+            let _ = waiter.kill();
+        }
+        let out = waiter.wait_with_output().unwrap();
+        assert!(
+            ended,
+            "still waiting 20 s after signal {sig}: {}",
+            text(&out)
+        );
+        eprintln!("signal {sig} ended the wait in {:?}", sent.elapsed());
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out));
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("while waiting for the lock; nothing is held"),
+            "{}",
+            text(&out)
+        );
+        // The holder's lock is untouched.
+        assert_eq!(cluster.servers[0].get(b"redlock:wait-sig"), holder_value);
+    }
+    // SAFETY: kill(2) on the PID of a child this test spawned and has not reaped.
+    unsafe { libc::kill(holder.id() as i32, libc::SIGTERM) };
+    holder.wait().unwrap();
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(b"redlock:wait-sig")
+        == 0));
+}
+
+#[test]
+fn background_children_keep_the_lock_until_the_process_group_is_gone() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let dir = temp_dir("background");
+    let done = dir.join("background-done");
+    // The command exits at once; its background child finishes a second later, and writes a
+    // file as its last act.
+    let script = format!("(sleep 1; touch {}) & exit 7", done.display());
+    let out = run(&nodes, &["-r", "bg", "-t", "5s", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    // The command's status, returned once the whole group was gone: the child had finished.
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    assert!(
+        done.exists(),
+        "redlock released before the background child ended"
+    );
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .present(b"redlock:bg")
+        == 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn run_reports_usage_errors_and_missing_commands() {
     let cluster = Cluster::start(1);
     let nodes = cluster.urls().join(",");
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 4] = [
         (
-            &["--ttl", "1000", "--", "true"],
+            &["--ttl", "1s", "--", "true"],
             125,
             "--resource is required",
         ),
-        (
-            &["--resource", "r", "--", "true"],
-            125,
-            "--ttl (or REDLOCK_TTL) is required",
-        ),
-        (&["--resource", "r", "--ttl", "1000"], 125, "no command"),
+        (&["--resource", "r", "--ttl", "1s"], 125, "no command"),
         (
             &["--resource", "r", "--ttl", "soon", "--", "true"],
             125,
             "--ttl",
         ),
         (
-            &["--resource", "r", "--ttl", "1000", "--", "/no/such/cmd"],
+            &["--resource", "r", "--ttl", "1s", "--", "/no/such/cmd"],
             127,
             "cannot run",
         ),
@@ -250,7 +332,7 @@ fn run_reports_usage_errors_and_missing_commands() {
             "--resource",
             "r",
             "--ttl",
-            "1000",
+            "1s",
             "--",
             "true",
         ])
@@ -268,7 +350,7 @@ fn run_reports_usage_errors_and_missing_commands() {
             "--resource",
             "r",
             "--ttl",
-            "1000",
+            "1s",
             "--",
             "true",
         ])
@@ -344,8 +426,14 @@ fn durations_take_units_and_short_options_and_the_environment_work() {
         c
     };
     assert_eq!(ttl_seen(&mut short("2s")), Ok(2000));
-    assert_eq!(ttl_seen(&mut short("1500")), Ok(1500), "bare milliseconds");
+    assert_eq!(
+        ttl_seen(&mut short("1.5s")),
+        Ok(1500),
+        "a fraction with a unit"
+    );
     assert_eq!(ttl_seen(&mut short("750ms")), Ok(750));
+    // No --ttl: 30 s, documented in --help (the lock is renewed while the command runs).
+    assert_eq!(ttl_seen(&mut run(&nodes, &["-r", "units"])), Ok(30_000));
     assert_eq!(
         ttl_seen(short("1m30s").args(["--max-ttl", "2m"])),
         Ok(90_000)
@@ -364,19 +452,10 @@ fn durations_take_units_and_short_options_and_the_environment_work() {
     };
     assert_eq!(ttl_seen(&mut from_env()), Ok(3000));
     assert_eq!(ttl_seen(from_env().args(["-t", "4s"])), Ok(4000));
-    // An empty variable counts as unset.
-    let out = from_env()
-        .env("REDLOCK_TTL", "")
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--ttl (or REDLOCK_TTL) is required"),
-        "{}",
-        text(&out)
-    );
+    // An empty variable counts as unset: the default.
+    assert_eq!(ttl_seen(from_env().env("REDLOCK_TTL", "")), Ok(30_000));
     // Bad values: the flag or the variable is named, with the accepted forms.
-    const FORMS: &str = "500ms, 10s, 2m, 1h";
+    const FORMS: &str = "500ms, 10s, 1.5s, 2m, 1h";
     let cases: Vec<(Command, &[&str])> = vec![
         (
             short("10x"),
@@ -386,11 +465,24 @@ fn durations_take_units_and_short_options_and_the_environment_work() {
             short("-5s"),
             &["--ttl: \"-5s\" is not a duration (negative)", FORMS],
         ),
+        // A bare number never silently means milliseconds: both spellings are shown.
         (
-            short("1.5s"),
-            &["--ttl: \"1.5s\" is not a duration (no fractions"],
+            short("10"),
+            &["--ttl: \"10\" is not a duration (no unit: write 10s for seconds or 10ms"],
         ),
-        (short("99999999999999999999"), &["(too large)"]),
+        (
+            {
+                let mut c = from_env();
+                c.env("REDLOCK_TTL", "30");
+                c
+            },
+            &[
+                "environment variable REDLOCK_TTL: \"30\"",
+                "write 30s for seconds or 30ms",
+            ],
+        ),
+        (short("1.5ms"), &["(finer than a millisecond)"]),
+        (short("99999999999999999999ms"), &["(too large)"]),
         (
             short("2h"),
             &["--ttl 2h is above the maximum TTL, 1m", "--max-ttl"],
@@ -495,7 +587,7 @@ fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
     // command sees REDLOCK_RESOURCE=outer and REDLOCK_TTL_MS=5000, which they must not use.
     let script = r#"
         "$RL" run -t 5s -- true; echo "no-resource=$?"
-        "$RL" run -r inner -- true; echo "no-ttl=$?"
+        "$RL" run -r inner -- sh -c 'echo "inner-ttl=$REDLOCK_TTL_MS"'; echo "no-ttl=$?"
         "$RL" run -r inner -t 5s -- sh -c 'echo "inner-holds=$REDLOCK_RESOURCE"'; echo "inner=$?"
         "$RL" run -r "$REDLOCK_RESOURCE" -t 5s -- true; echo "same=$?"
     "#;
@@ -510,7 +602,9 @@ fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in [
         "no-resource=125",
-        "no-ttl=125",
+        // No -t: the default 30 s, not the outer run's 5 s.
+        "inner-ttl=30000",
+        "no-ttl=0",
         "inner-holds=inner",
         "inner=0",
         // Naming the outer lock on purpose works, and meets the outer lock.
@@ -520,10 +614,6 @@ fn a_nested_run_never_takes_the_outer_locks_name_or_ttl() {
     }
     assert!(
         stderr.contains("--resource is required (REDLOCK_RESOURCE is not read"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("--ttl (or REDLOCK_TTL) is required (REDLOCK_TTL_MS is not read"),
         "{stderr}"
     );
 }
@@ -836,7 +926,7 @@ fn a_killed_supervisor_takes_its_command_and_the_command_group_with_it() {
         g = grandchild_file.display(),
         c = child_file.display()
     );
-    let mut supervisor = run(&nodes, &["--resource", "orphan", "--ttl", "2000", "--"])
+    let mut supervisor = run(&nodes, &["--resource", "orphan", "--ttl", "2s", "--"])
         .args(["sh", "-c", &script])
         .spawn()
         .unwrap();
@@ -885,7 +975,7 @@ fn a_killed_supervisor_and_watcher_still_take_the_command_with_them() {
         "echo $$ > {c}.tmp && mv {c}.tmp {c}; exec sleep 60",
         c = child_file.display()
     );
-    let mut supervisor = run(&nodes, &["--resource", "orphan2", "--ttl", "2000", "--"])
+    let mut supervisor = run(&nodes, &["--resource", "orphan2", "--ttl", "2s", "--"])
         .args(["sh", "-c", &script])
         .process_group(0)
         .spawn()

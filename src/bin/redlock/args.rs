@@ -46,50 +46,82 @@ pub fn string(p: &mut lexopt::Parser, name: &str) -> Result<String, String> {
 
 /// The accepted forms of a duration, for error messages and help.
 pub const DURATION_FORMS: &str =
-    "a duration such as 500ms, 10s, 2m, 1h or 1m30s (a bare number means milliseconds)";
+    "a duration with a unit, such as 500ms, 10s, 1.5s, 2m, 1h or 1m30s (0 needs none)";
 
-/// Parses a duration into milliseconds: one or more `<digits><unit>` groups with the units
-/// `ms`, `s`, `m` and `h` (`10s`, `1m30s`), or a bare number of milliseconds (`1500`). Strict:
-/// no sign, no fraction, no space, no other unit, no overflow of a `u64` of milliseconds.
-pub fn parse_duration(s: &str) -> Result<u64, &'static str> {
+/// Parses a duration into milliseconds: one or more `<number><unit>` groups with the units
+/// `ms`, `s`, `m` and `h` (`10s`, `1m30s`), where a number may have a decimal fraction
+/// (`1.5s`, `0.25m`) as long as the total is a whole number of milliseconds. A bare number is
+/// refused (it used to mean milliseconds, and `-t 10` read as ten seconds was a 10 ms lock),
+/// except `0`, which means the same in every unit. Strict: no sign, no space, no other unit,
+/// no overflow of a `u64` of milliseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
     if s.is_empty() {
-        return Err("empty");
+        return Err("empty".into());
     }
-    if let Ok(ms) = s.parse::<u64>()
-        && s.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Ok(ms);
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return match s.trim_start_matches('0') {
+            "" => Ok(0),
+            _ => Err(format!(
+                "no unit: write {s}s for seconds or {s}ms for milliseconds"
+            )),
+        };
     }
     let mut total: u64 = 0;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(if rest.starts_with('-') {
-                "negative"
-            } else {
-                "a number must come before each unit"
-            });
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| "too large")?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let per_unit: u64 = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" if rest.starts_with('.') => return Err("no fractions: write 1500ms, not 1.5s"),
-            "" => return Err("each number needs a unit"),
-            _ => return Err("unknown unit (ms, s, m and h are accepted)"),
-        };
-        rest = &rest[unit_len..];
-        total = n
-            .checked_mul(per_unit)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or("too large")?;
+        let (ms, tail) = group(rest)?;
+        total = total.checked_add(ms).ok_or("too large")?;
+        rest = tail;
     }
     Ok(total)
+}
+
+/// The first `<number>[.<fraction>]<unit>` group of `s`, in milliseconds, and what follows.
+fn group(s: &str) -> Result<(u64, &str), String> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(if s.starts_with('-') {
+            "negative"
+        } else {
+            "a number must come before each unit"
+        }
+        .into());
+    }
+    let whole: u64 = s[..digits].parse().map_err(|_| "too large")?;
+    let mut rest = &s[digits..];
+    let mut fraction = "";
+    if let Some(after) = rest.strip_prefix('.') {
+        let n = after.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return Err("a decimal point must have digits after it".into());
+        }
+        fraction = &after[..n];
+        rest = &after[n..];
+    }
+    let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+    let per_unit: u64 = match &rest[..unit_len] {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "" => return Err("each number needs a unit (ms, s, m or h)".into()),
+        _ => return Err("unknown unit (ms, s, m and h are accepted)".into()),
+    };
+    let mut ms = whole.checked_mul(per_unit).ok_or("too large")?;
+    if !fraction.is_empty() {
+        // The fraction's milliseconds, exactly: digits × unit / 10^len must be whole.
+        let digits: u128 = fraction.parse().map_err(|_| "too many decimals")?;
+        let scale = 10u128
+            .checked_pow(fraction.len() as u32)
+            .ok_or("too many decimals")?;
+        let part = digits * u128::from(per_unit);
+        if !part.is_multiple_of(scale) {
+            return Err("finer than a millisecond".into());
+        }
+        let part = u64::try_from(part / scale).map_err(|_| "too large")?;
+        ms = ms.checked_add(part).ok_or("too large")?;
+    }
+    Ok((ms, &rest[unit_len..]))
 }
 
 /// Milliseconds as the shortest exact duration text: `90s` for 90000, `1500ms` for 1500.
@@ -154,8 +186,13 @@ mod tests {
     fn durations_with_units_and_bare_milliseconds() {
         for (text, ms) in [
             ("0", 0),
-            ("1500", 1500),
+            ("000", 0),
             ("500ms", 500),
+            ("1.5s", 1500),
+            ("0.25m", 15_000),
+            ("1.5h", 5_400_000),
+            ("2.000ms", 2),
+            ("1m0.5s", 60_500),
             ("10s", 10_000),
             ("2m", 120_000),
             ("1h", 3_600_000),
@@ -163,7 +200,7 @@ mod tests {
             ("1h1m1s1ms", 3_661_001),
             ("0s", 0),
             ("007s", 7000),
-            ("18446744073709551615", u64::MAX),
+            ("18446744073709551615ms", u64::MAX),
         ] {
             assert_eq!(parse_duration(text), Ok(ms), "{text}");
         }
@@ -181,11 +218,20 @@ mod tests {
             ("-5", "negative"),
             ("+5s", "a number must come before"),
             ("s", "a number must come before"),
-            ("1.5s", "no fractions"),
+            (
+                "10",
+                "no unit: write 10s for seconds or 10ms for milliseconds",
+            ),
+            ("1500", "write 1500s for seconds or 1500ms"),
+            ("1.5ms", "finer than a millisecond"),
+            ("0.0001s", "finer than a millisecond"),
+            ("1.s", "a decimal point must have digits"),
+            (".5s", "a number must come before"),
+            ("1.5", "each number needs a unit"),
             ("10s5", "each number needs a unit"),
             (" 10s", "a number must come before"),
             ("10s ", "a number must come before"),
-            ("18446744073709551616", "too large"),
+            ("18446744073709551616ms", "too large"),
             ("5124095576030432h", "too large"),
             ("18446744073709551615ms1ms", "too large"),
         ] {
@@ -203,7 +249,7 @@ mod tests {
             e.starts_with("--ttl: \"10x\" is not a duration (unknown unit"),
             "{e}"
         );
-        assert!(e.contains("500ms, 10s, 2m, 1h"), "{e}");
+        assert!(e.contains("500ms, 10s, 1.5s, 2m, 1h"), "{e}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ is free, held or could not be asked, the holder's label (`redlock run --label`, 
 default; a reentrant lock's owner id), how long it has been held and its TTL there, and the
 holder a quorum agrees on. A snapshot: it can change as soon as it is printed.
 
-options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
+options (DURATION: 500ms, 10s, 1.5s, 2m, 1h or 1m30s; a number needs a unit, except 0):
   -p, --prefix PREFIX          only resources starting with PREFIX (default: all)
   -r, --resource NAME          who holds NAME (exit status 0 held, 4 not held on a quorum)
       --fail-on-leak           exit 3 when a leaked key is found

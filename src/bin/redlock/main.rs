@@ -4,7 +4,8 @@
 //!     redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-on-leak]
 //!     redlock demo
 //!
-//! Durations take units (`500ms`, `10s`, `2m`, `1h`, `1m30s`); a bare number is milliseconds.
+//! Durations take units (`500ms`, `10s`, `1.5s`, `2m`, `1h`, `1m30s`); a bare number other
+//! than 0 is refused, with a message that shows both spellings (`10s` or `10ms`).
 //! Options not given on the command line are read from `REDLOCK_NODES`, `REDLOCK_TTL`,
 //! `REDLOCK_WAIT`, `REDLOCK_MAX_HOLD`, `REDLOCK_GRACE`, `REDLOCK_CONFLICT_EXIT_CODE`,
 //! `REDLOCK_MAX_TTL` and `REDLOCK_NODE_TIMEOUT`; never the resource, which `run` itself
@@ -56,7 +57,7 @@ usage:
 
 Node URLs: redis://[user:password@]host[:port][/db] or host:port. Passwords are never printed
 (and stay out of `ps` when given in REDLOCK_NODES rather than on the command line).
-Durations: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds.
+Durations: 500ms, 10s, 1.5s, 2m, 1h or 1m30s; a number needs a unit, except 0.
 Options left off the command line are read from REDLOCK_* variables: see each command's help.";
 
 /// Options shared by the commands that talk to nodes.

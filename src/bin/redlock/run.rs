@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use crossbeam::channel::{self, RecvTimeoutError};
-use redlock::{Error, Lease, LockOptions, MAX_RESOURCE_LEN, Redlock, RenewOptions, Wait};
+use redlock::{Cancel, Error, Lease, LockOptions, MAX_RESOURCE_LEN, Redlock, RenewOptions, Wait};
 
 use crate::args::{
     Opt, duration_arg, duration_or_env, env, exit_status, next, show_ms, string, unexpected,
@@ -21,18 +21,26 @@ pub const EXIT_NOT_ACQUIRED: u8 = 123;
 /// Exit status: the lease was lost while the command ran; the command was terminated.
 pub const EXIT_LOST: u8 = 124;
 
+/// `--ttl` when neither the flag nor `REDLOCK_TTL` gives one: 30 s. The lock is renewed every
+/// TTL/3 while the command runs, so the TTL bounds only how long a crashed holder blocks
+/// others.
+const DEFAULT_TTL_MS: u64 = 30_000;
+
 /// This command's `--help`.
 pub const HELP: &str = "\
 redlock run — run a command while holding a distributed lock
 
-usage: redlock run -n URL[,URL…] -r NAME -t TTL [options] -- CMD [ARGS…]
+usage: redlock run -n URL[,URL…] -r NAME [-t TTL] [options] -- CMD [ARGS…]
 e.g.   redlock run -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 -r nightly -t 10s -- ./job
 
 Acquires NAME on a quorum of the nodes (waiting up to --wait), runs CMD while the lock is
-renewed every TTL/3, and releases it when CMD exits. CMD runs in its own process group;
-signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group. If the
-lease is lost (a quorum of nodes cannot confirm a renewal in time, or --max-hold is
-reached), the group gets SIGTERM, then SIGKILL after --grace.
+renewed every TTL/3, and releases it when CMD and every process left in its process group
+have exited (a background child keeps the lock, as it keeps a flock; the status is CMD's).
+CMD runs in its own process group; signals to redlock (INT, TERM, HUP, QUIT, USR1, USR2)
+are forwarded to that group. A signal while redlock still waits for the lock ends the wait
+at once, with nothing held and status 128 + N. If the lease is lost (a quorum of nodes
+cannot confirm a renewal in time, or --max-hold is reached), the group gets SIGTERM, then
+SIGKILL after --grace.
 
 If redlock itself dies, even by SIGKILL, CMD does not outlive it (its lock would expire
 under it): a watcher process redlock forks sends CMD's process group SIGKILL, and on Linux
@@ -41,9 +49,10 @@ moved out of its process group (setsid, daemons); and if redlock and its watcher
 together (say a SIGKILL to redlock's own process group), only CMD itself is stopped, and
 only on Linux: other systems have no parent-death signal.
 
-options (DURATION: 500ms, 10s, 2m, 1h or 1m30s; a bare number is milliseconds):
+options (DURATION: 500ms, 10s, 1.5s, 2m, 1h or 1m30s; a number needs a unit, except 0):
   -r, --resource NAME          the lock's name (required; never read from the environment)
-  -t, --ttl DURATION           the lock's TTL, at most --max-ttl (required)     [REDLOCK_TTL]
+  -t, --ttl DURATION           the lock's TTL, at most --max-ttl (default 30s;
+                               renewed every TTL/3 while CMD runs)              [REDLOCK_TTL]
   -w, --wait DURATION          if the lock is held, retry for up to this long (default 0:
                                one try)                                        [REDLOCK_WAIT]
   -f, --fenced                 take a fencing token, passed to CMD as REDLOCK_FENCING_TOKEN
@@ -214,19 +223,7 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
         }
         return Err(e);
     };
-    let ttl = match duration_or_env(f.ttl, "REDLOCK_TTL")? {
-        Some(t) => t,
-        None => {
-            let mut e = String::from("--ttl (or REDLOCK_TTL) is required");
-            if std::env::var_os("REDLOCK_TTL_MS").is_some() {
-                e.push_str(
-                    " (REDLOCK_TTL_MS is not read: it is the TTL an outer `redlock run` \
-                     tells its command)",
-                );
-            }
-            return Err(e);
-        }
-    };
+    let ttl = duration_or_env(f.ttl, "REDLOCK_TTL")?.unwrap_or(DEFAULT_TTL_MS);
     f.nodes.resolve()?;
     if f.cmd.is_empty() {
         return Err("no command given: put it after `--`".into());
@@ -291,16 +288,46 @@ fn hostname() -> String {
 /// The signal to forward to the command, and the command's PID once it runs.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The write end of the pipe that wakes [`cancel_on_signal`]'s thread (-1: none yet).
+static WAKE: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn forward(sig: libc::c_int) {
-    // Only async-signal-safe work here: atomics and kill(2).
+    // Only async-signal-safe work here: atomics, kill(2) and write(2).
     let pid = CHILD.load(Ordering::SeqCst);
     if pid > 0 {
         // SAFETY: kill(2) is async-signal-safe; `-pid` is our child's process group.
         unsafe { libc::kill(-pid, sig) };
     } else {
         PENDING.store(sig, Ordering::SeqCst);
+        let fd = WAKE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: write(2) is async-signal-safe; one byte from a static buffer to the
+            // pipe's write end, which stays open for the life of the process.
+            unsafe { libc::write(fd, b"s".as_ptr().cast(), 1) };
+        }
     }
+}
+
+/// A handle that fires when one of the forwarded signals arrives before the command runs:
+/// the acquisition waiting under it stops at once (the library's [`Cancel`], which leaves
+/// nothing held). The handler may only write(2), so it writes a byte to a pipe, and a thread
+/// that reads the pipe fires the handle. `None` if the pipe cannot be made (then a signal
+/// still ends the run, once the acquisition returns).
+fn cancel_on_signal() -> Option<Cancel> {
+    use std::io::Read;
+    use std::os::fd::{IntoRawFd, OwnedFd};
+    let (mut read, write) = std::io::pipe().ok()?;
+    // Never closed: the handler may write to it until the process exits.
+    WAKE.store(OwnedFd::from(write).into_raw_fd(), Ordering::SeqCst);
+    let cancel = Cancel::new();
+    let fire = cancel.clone();
+    std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        if matches!(read.read(&mut byte), Ok(1)) {
+            fire.fire();
+        }
+    });
+    Some(cancel)
 }
 
 const FORWARDED: [libc::c_int; 6] = [
@@ -354,6 +381,9 @@ pub fn main(args: Vec<OsString>) -> u8 {
 }
 
 fn run(o: Opts) -> Result<u8, (u8, String)> {
+    // First: a signal from here on ends the run with nothing held, however early it comes.
+    let cancel = cancel_on_signal();
+    install_forwarding();
     let config = o.nodes.config().label(o.label.clone());
     let mgr = Redlock::new(config).map_err(|e| (EXIT_ERROR, describe(&e)))?;
     let resource = o.resource.clone();
@@ -370,13 +400,13 @@ fn run(o: Opts) -> Result<u8, (u8, String)> {
         }
         None => None,
     };
-    install_forwarding();
-    let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl)?;
+    let (lease, lost_rx) = hold(&mgr, &o, &resource, ttl, cancel)?;
     let pending = PENDING.swap(0, Ordering::SeqCst);
     if pending != 0 {
         let _ = lease.unlock();
         return Ok(128 + pending as u8);
     }
+    become_subreaper();
     let child = spawn(&o, &lease, &resource, ttl, metrics)?;
     Ok(supervise(child, &lease, &resource, lost_rx, o.grace))
 }
@@ -387,20 +417,26 @@ fn hold(
     o: &Opts,
     resource: &str,
     ttl: Duration,
+    cancel: Option<Cancel>,
 ) -> Result<(Lease, channel::Receiver<()>), (u8, String)> {
     let wait = match o.wait {
         0 => Wait::No,
         ms => Wait::For(Duration::from_millis(ms)),
     };
-    let acquired = mgr.acquire(
-        resource,
-        ttl,
-        &LockOptions::new()
-            .wait(wait)
-            .fenced(o.fenced)
-            .shared(o.shared),
-    );
+    let mut opts = LockOptions::new()
+        .wait(wait)
+        .fenced(o.fenced)
+        .shared(o.shared);
+    if let Some(c) = cancel {
+        opts = opts.cancel(c);
+    }
+    let acquired = mgr.acquire(resource, ttl, &opts);
     let lease = acquired.map_err(|e| {
+        let sig = PENDING.load(Ordering::SeqCst);
+        if let (Error::Cancelled, 1..) = (&e, sig) {
+            let why = format!("signal {sig} while waiting for the lock; nothing is held");
+            return (128u8.wrapping_add(sig as u8), why);
+        }
         let code = match e {
             Error::NotAcquired(_) => o.conflict_exit_code,
             Error::Unavailable(_) | Error::Auth(_) => EXIT_UNAVAILABLE,
@@ -622,9 +658,16 @@ fn supervise(
         recv(lost_rx) -> _ => None,
     };
     if let Some(status) = status {
+        // The command has exited; the lock stays held until its process group is gone too
+        // (its background children keep the lock, as they keep a flock).
+        let kept = wait_for_group(pid, &lost_rx, resource, lease, grace);
         CHILD.store(0, Ordering::SeqCst);
         if let Some(w) = watch {
             w.finish();
+        }
+        if !kept {
+            let _ = lease.unlock();
+            return EXIT_LOST;
         }
         let Ok(status) = status else {
             eprintln!("redlock run: waiting for the command failed");
@@ -636,17 +679,15 @@ fn supervise(
         }
         return exit_code(status);
     }
-    let why = lease
-        .lost_reason()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|| "lost".into());
-    eprintln!("redlock run: lease on {resource:?} lost ({why}); terminating the command");
+    report_lost(lease, resource);
     signal_child(pid, libc::SIGTERM);
     if let Err(RecvTimeoutError::Timeout) = exit_rx.recv_timeout(Duration::from_millis(grace)) {
         eprintln!("redlock run: the command ignored SIGTERM for {grace} ms; sending SIGKILL");
         signal_child(pid, libc::SIGKILL);
         let _ = exit_rx.recv();
     }
+    // What the command left in its group goes too.
+    stop_group(pid, grace);
     CHILD.store(0, Ordering::SeqCst);
     if let Some(w) = watch {
         w.finish();
@@ -655,6 +696,84 @@ fn supervise(
     let _ = lease.unlock();
     EXIT_LOST
 }
+
+fn report_lost(lease: &Lease, resource: &str) {
+    let why = lease
+        .lost_reason()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "lost".into());
+    eprintln!("redlock run: lease on {resource:?} lost ({why}); terminating the command");
+}
+
+/// True while a process is left in process group `pgid`, after reaping those of its
+/// members that are our children (re-parented to us: see [`become_subreaper`]).
+fn group_alive(pgid: i32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) on members of the group our command led, non-blocking, with a valid
+    // status pointer; kill(2) with signal 0 only asks whether the group has a process.
+    unsafe {
+        while libc::waitpid(-pgid, &mut status, libc::WNOHANG) > 0 {}
+        libc::kill(-pgid, 0) == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+}
+
+/// After the command itself exited: waits until its process group is empty, renewing the
+/// lock meanwhile. False when the lease was lost first: the group was then stopped.
+fn wait_for_group(
+    pgid: i32,
+    lost_rx: &channel::Receiver<()>,
+    resource: &str,
+    lease: &Lease,
+    grace: u64,
+) -> bool {
+    while group_alive(pgid) {
+        match lost_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(()) => {
+                report_lost(lease, resource);
+                stop_group(pgid, grace);
+                return false;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    true
+}
+
+/// Ends what is left of process group `pgid`: SIGTERM, then SIGKILL after `grace` ms; waits
+/// (bounded) until it is gone.
+fn stop_group(pgid: i32, grace: u64) {
+    if !group_alive(pgid) {
+        return;
+    }
+    signal_child(pgid, libc::SIGTERM);
+    let until = std::time::Instant::now() + Duration::from_millis(grace);
+    while group_alive(pgid) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if group_alive(pgid) {
+        eprintln!("redlock run: the command's group ignored SIGTERM for {grace} ms; SIGKILL");
+        signal_child(pgid, libc::SIGKILL);
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while group_alive(pgid) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux), so that the command's
+/// background children, once the command exits, are ours to wait for: otherwise a zombie
+/// that the system's init does not reap would look alive for ever.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn become_subreaper() {
+    // SAFETY: prctl(2) with an integer argument; it changes only this process's attributes.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Elsewhere the system's init reaps orphans.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn become_subreaper() {}
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
