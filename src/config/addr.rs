@@ -61,9 +61,10 @@ impl NodeAddr {
     /// (`unix://`), query strings, port 0 and database numbers that are not integers from 0 to
     /// 2^31 − 1 (what Redis `SELECT` accepts at most; the server's `databases` setting is
     /// checked at connect), and `rediss://` when the library was built without its `tls`
-    /// feature.
+    /// feature. Whitespace around the URL is ignored, so that a node list split at its commas
+    /// may have spaces after them (`"10.0.0.1:6379, 10.0.0.2:6379"`).
     pub fn parse(url: &str) -> Result<NodeAddr, Error> {
-        let (url, durable) = Self::split_durable(url)?;
+        let (url, durable) = Self::split_durable(url.trim())?;
         let mut addr = Self::parse_base(url)?;
         addr.durable = durable;
         Ok(addr)
@@ -558,5 +559,25 @@ mod tests {
             let e = NodeAddr::parse(bad).expect_err(bad).to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// A node list split at its commas keeps the spaces after them: they are not part of the
+    /// URL.
+    #[test]
+    fn whitespace_around_a_url_is_ignored() {
+        let nodes = "redis://127.0.0.1:7001, 127.0.0.1:7002 ,\tredis+sentinel://127.0.0.1/m ";
+        let parsed: Vec<String> = (nodes.split(','))
+            .map(|u| NodeAddr::parse(u).expect(u).to_string())
+            .collect();
+        assert_eq!(
+            parsed,
+            [
+                "127.0.0.1:7001",
+                "127.0.0.1:7002",
+                "redis+sentinel://127.0.0.1:26379/m"
+            ]
+        );
+        let e = NodeAddr::parse("  ").unwrap_err().to_string();
+        assert!(e.contains("empty node address"), "{e}");
     }
 }
