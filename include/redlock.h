@@ -202,7 +202,7 @@ typedef enum redlock_quarantine_reason {
 // `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 // `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
 // `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
-// `redlock_acquire_opts_set_owner`, `redlock_acquire_opts_set_shared`.
+// `redlock_acquire_opts_set_owner` (`_set_owner_err`), `redlock_acquire_opts_set_shared`.
 typedef struct redlock_acquire_opts redlock_acquire_opts;
 
 // A cancellation handle: `redlock_cancel_fire` stops every acquisition whose options carry it
@@ -342,13 +342,28 @@ enum redlock_status redlock_acquire_opts_set_wait_ms(struct redlock_acquire_opts
 // carries the same fencing token.
 //
 // Statuses: OK, NULL_ARGUMENT (`owner` NULL with a non-zero length), INVALID_ARGUMENT (an
-// empty or oversized owner; the options are unchanged), INVALID_HANDLE.
+// empty or oversized owner; the options are unchanged), INVALID_HANDLE. Without an error
+// buffer: `redlock_acquire_opts_set_owner_err` is the same, and says why in `err`.
 //
 // # Safety
 // `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL.
 enum redlock_status redlock_acquire_opts_set_owner(struct redlock_acquire_opts *opts,
                                                    const uint8_t *owner,
                                                    size_t owner_len);
+
+// `redlock_acquire_opts_set_owner`, with an error buffer: on failure `err` says which
+// argument is wrong and why (`owner id is 600 bytes; it must be 1 to 512 bytes`).
+//
+// Statuses: as `redlock_acquire_opts_set_owner`.
+//
+// # Safety
+// `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_acquire_opts_set_owner_err(struct redlock_acquire_opts *opts,
+                                                       const uint8_t *owner,
+                                                       size_t owner_len,
+                                                       char *err,
+                                                       size_t err_len);
 
 // Whether a wait set with `redlock_acquire_opts_set_wait_ms` sleeps until a release is
 // announced (true, the default) or polls with random pauses of up to the retry delay (false).

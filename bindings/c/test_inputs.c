@@ -236,6 +236,42 @@ static void test_input_checks(void) {
   redlock_manager_free(mgr);
 }
 
+/* An owner id out of range: redlock_acquire_opts_set_owner_err says which argument and its
+ * limit; redlock_acquire_opts_set_owner, without a buffer, keeps its status. The options are
+ * unchanged either way. */
+static void test_owner_messages(void) {
+  char err[256];
+  uint8_t big[REDLOCK_MAX_OWNER_LEN + 1];
+  memset(big, 'o', sizeof big);
+  redlock_acquire_opts *opts = redlock_acquire_opts_new();
+  CHECK_STATUS(redlock_acquire_opts_set_owner_err(opts, big, sizeof big, err, sizeof err),
+               REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strcmp(err, "owner id is 513 bytes; it must be 1 to 512 bytes") == 0);
+  CHECK_STATUS(redlock_acquire_opts_set_owner_err(opts, big, 0, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strcmp(err, "owner id is 0 bytes; it must be 1 to 512 bytes") == 0);
+  CHECK_STATUS(redlock_acquire_opts_set_owner_err(opts, NULL, 3, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strcmp(err, "owner is NULL") == 0);
+  CHECK_STATUS(redlock_acquire_opts_set_owner_err(NULL, big, 1, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, big, sizeof big), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(redlock_acquire_opts_set_owner_err(opts, big, REDLOCK_MAX_OWNER_LEN, NULL, 0), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_acquire_opts_set_owner(opts, big, 1), REDLOCK_STATUS_OK);
+  redlock_acquire_opts_free(opts);
+}
+
+/* A node list split at its commas may keep the spaces after them. */
+static void test_node_url_spaces(void) {
+  char err[256];
+  redlock_config *cfg = redlock_config_new();
+  CHECK_STATUS(redlock_config_add_node(cfg, " redis://127.0.0.1:1", err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_add_node(cfg, "127.0.0.1:2 ", err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK_STATUS(redlock_config_add_node(cfg, "\t127.0.0.1:3", err, sizeof err), REDLOCK_STATUS_OK);
+  redlock_manager *mgr = NULL;
+  CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_manager_node_count(mgr) == 3);
+  redlock_config_free(cfg);
+  redlock_manager_free(mgr);
+}
+
 /* Two of three nodes refuse the credentials (these nodes require no password, so AUTH with
  * one fails): the quorum is lost to authentication, which has its own status. */
 static void test_auth_failure(void) {
@@ -269,6 +305,8 @@ int main(int argc, char **argv) {
   test_invalid_handles();
   test_bad_input();
   test_input_checks();
+  test_owner_messages();
+  test_node_url_spaces();
   test_auth_failure();
   return harness_finish();
 }

@@ -21,7 +21,7 @@ use crate::{LockOptions, RenewOptions, Wait};
 /// `redlock_acquire_opts_set_wait_ms`, `redlock_acquire_opts_set_retries`,
 /// `redlock_acquire_opts_set_fenced`, `redlock_acquire_opts_set_auto_renew`,
 /// `redlock_acquire_opts_set_notify`, `redlock_acquire_opts_set_cancel`,
-/// `redlock_acquire_opts_set_owner`, `redlock_acquire_opts_set_shared`.
+/// `redlock_acquire_opts_set_owner` (`_set_owner_err`), `redlock_acquire_opts_set_shared`.
 pub struct redlock_acquire_opts {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
@@ -66,6 +66,20 @@ pub(super) unsafe fn with_opts(
     opts: *mut redlock_acquire_opts,
     f: impl FnOnce(LockOptions) -> Result<LockOptions, FfiError>,
 ) -> redlock_status {
+    // SAFETY: per the contract; no error buffer.
+    unsafe { with_opts_err(opts, std::ptr::null_mut(), 0, f) }
+}
+
+/// [`with_opts`], with the message of a failure in `err`.
+///
+/// # Safety
+/// As [`with_opts`]; `err` NULL or `err_len` writable bytes.
+unsafe fn with_opts_err(
+    opts: *mut redlock_acquire_opts,
+    err: *mut c_char,
+    err_len: usize,
+    f: impl FnOnce(LockOptions) -> Result<LockOptions, FfiError>,
+) -> redlock_status {
     let run = || {
         // SAFETY: NULL or live, used by one thread at a time, per the contract (checked, best
         // effort).
@@ -73,8 +87,8 @@ pub(super) unsafe fn with_opts(
         o.inner = f(o.inner.clone())?;
         Ok(())
     };
-    // SAFETY: no error buffer.
-    unsafe { guard(std::ptr::null_mut(), 0, run) }
+    // SAFETY: NULL or `err_len` writable bytes, per the contract.
+    unsafe { guard(err, err_len, run) }
 }
 
 /// How long to wait while the resource is held elsewhere: 0 means one attempt, no retry;
@@ -114,7 +128,8 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_wait_ms(
 /// carries the same fencing token.
 ///
 /// Statuses: OK, NULL_ARGUMENT (`owner` NULL with a non-zero length), INVALID_ARGUMENT (an
-/// empty or oversized owner; the options are unchanged), INVALID_HANDLE.
+/// empty or oversized owner; the options are unchanged), INVALID_HANDLE. Without an error
+/// buffer: `redlock_acquire_opts_set_owner_err` is the same, and says why in `err`.
 ///
 /// # Safety
 /// `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL.
@@ -124,9 +139,29 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_owner(
     owner: *const u8,
     owner_len: usize,
 ) -> redlock_status {
+    // SAFETY: per the contract; no error buffer.
+    unsafe { redlock_acquire_opts_set_owner_err(opts, owner, owner_len, std::ptr::null_mut(), 0) }
+}
+
+/// `redlock_acquire_opts_set_owner`, with an error buffer: on failure `err` says which
+/// argument is wrong and why (`owner id is 600 bytes; it must be 1 to 512 bytes`).
+///
+/// Statuses: as `redlock_acquire_opts_set_owner`.
+///
+/// # Safety
+/// `opts` must be live options; `owner` must point to `owner_len` readable bytes, or be NULL;
+/// `err` NULL or `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_acquire_opts_set_owner_err(
+    opts: *mut redlock_acquire_opts,
+    owner: *const u8,
+    owner_len: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
     // SAFETY: per the contract.
     unsafe {
-        with_opts(opts, |o| {
+        with_opts_err(opts, err, err_len, |o| {
             if owner.is_null() && owner_len == 0 {
                 return Ok(o.no_owner());
             }

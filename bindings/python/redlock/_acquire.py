@@ -48,7 +48,11 @@ def _new_opts(key: _OptsKey, cancel: Any = None) -> Any:
         if not notify:
             _check_status(c.redlock_acquire_opts_set_notify(opts, False))
         if owner is not None:
-            _check_status(c.redlock_acquire_opts_set_owner(opts, owner, len(owner)))
+            # With the library's message, which names the argument and its limit.
+            err = _err_buf()
+            st = c.redlock_acquire_opts_set_owner_err(opts, owner, len(owner), err, _ffi.ERR_LEN)
+            if st:
+                _raise(st, err)
         if shared:
             _check_status(c.redlock_acquire_opts_set_shared(opts, True))
         if fair is not None:

@@ -169,6 +169,10 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
     "redlock_acquire_opts_set_wait_ms": (status_t, (AcquireOptsPtr, c_uint32)),
     "redlock_acquire_opts_set_notify": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_owner": (status_t, (AcquireOptsPtr, resource_t, c_size_t)),
+    "redlock_acquire_opts_set_owner_err": (
+        status_t,
+        (AcquireOptsPtr, resource_t, c_size_t, err_buf_t, c_size_t),
+    ),
     "redlock_acquire_opts_set_retries": (status_t, (AcquireOptsPtr,)),
     "redlock_acquire_opts_set_fenced": (status_t, (AcquireOptsPtr, c_bool)),
     "redlock_acquire_opts_set_shared": (status_t, (AcquireOptsPtr, c_bool)),

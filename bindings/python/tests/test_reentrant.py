@@ -104,10 +104,11 @@ def test_fenced_reentry_keeps_the_tenure_token(mgr, resource):
 
 
 def test_bad_owners_are_refused(mgr, resource):
-    with pytest.raises(redlock.InvalidArgument):
-        mgr.try_lock(resource, 1_000, owner="")
-    with pytest.raises(redlock.InvalidArgument):
-        mgr.try_lock(resource, 1_000, owner="x" * 513)
+    # The message names the argument and its limit, not only "invalid argument".
+    for owner, n in (("", 0), ("x" * 513, 513)):
+        says = rf"^owner id is {n} bytes; it must be 1 to 512 bytes$"
+        with pytest.raises(redlock.InvalidArgument, match=says):
+            mgr.try_lock(resource, 1_000, owner=owner)
     with pytest.raises(TypeError):
         mgr.try_lock(resource, 1_000, owner=7)
     # Any bytes are fine, and the lock, context manager included, works as usual.
