@@ -37,9 +37,11 @@ pub enum NodeOutcome {
     /// The node answered but refused: for an acquisition the key is held by another token; for
     /// release and extend the key is absent or holds another token.
     Rejected,
-    /// The command was sent but the step's outcome was decided (a quorum reached, or a quorum
-    /// no longer possible) before this node replied. Its late reply is read and discarded
-    /// before the connection carries anything else.
+    /// The command was sent, but the step's outcome was decided before this node replied, so
+    /// its reply was not waited for: a quorum had already succeeded, or the other nodes'
+    /// failures and refusals had already made a quorum impossible (a report says which). It
+    /// says nothing about the node's health. Its late reply is read and discarded before the
+    /// connection carries anything else.
     Pending,
     /// No reply within the step's bound (see `Config::node_timeout`): for an acquisition the
     /// acquire bound, for an extension the validity, for a release the stale limit. Declared
@@ -172,7 +174,9 @@ impl NodeOutcome {
         matches!(self, NodeOutcome::Success | NodeOutcome::Rejected)
     }
 
-    fn describe(&self, op: Op, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// `quorum`: whether the step reached its quorum, which tells why a pending node's reply
+    /// was not waited for.
+    fn describe(&self, op: Op, quorum: bool, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeOutcome::Success => f.write_str(op.verb()),
             NodeOutcome::Rejected => f.write_str(match op {
@@ -181,13 +185,10 @@ impl NodeOutcome {
             }),
             // A release that was written has been sent: a node that did not answer in time
             // runs it when it reads it, so it is not confirmed, but not refused either.
-            NodeOutcome::Pending if op == Op::Release => {
-                f.write_str("sent, not confirmed (no reply before the outcome was decided)")
-            }
+            NodeOutcome::Pending => Self::not_waited_for(op, quorum, f),
             NodeOutcome::Timeout if op == Op::Release => {
                 f.write_str("sent, not confirmed (no reply in time)")
             }
-            NodeOutcome::Pending => f.write_str("no reply before the outcome was decided"),
             NodeOutcome::Timeout => f.write_str("timeout"),
             NodeOutcome::Unreachable(s) => f.write_str(s),
             NodeOutcome::Backoff(s) => write!(f, "skipped during reconnect backoff ({s})"),
@@ -214,6 +215,26 @@ impl NodeOutcome {
                 "in restart quarantine for another {:.1} s ({reason})",
                 remaining.as_secs_f64()
             ),
+        }
+    }
+}
+
+impl NodeOutcome {
+    /// A [`NodeOutcome::Pending`] node: the round was decided without its reply, either
+    /// because a quorum had already succeeded or because one had become impossible. Either
+    /// way the node itself may be healthy: it just was not waited for.
+    fn not_waited_for(op: Op, quorum: bool, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A release that was written has been sent: the node runs it when it reads it, so it
+        // is not confirmed, but not refused either.
+        let sent = if op == Op::Release { "sent, " } else { "" };
+        if quorum {
+            write!(
+                f,
+                "{sent}not waited for: a quorum had already {}",
+                op.verb()
+            )
+        } else {
+            write!(f, "{sent}not waited for: a quorum was already impossible")
         }
     }
 }
@@ -274,7 +295,7 @@ impl fmt::Display for Report {
         }
         for n in self.nodes.iter().filter(|n| !n.outcome.is_success()) {
             write!(f, "; node {} ({}): ", n.index, n.addr)?;
-            n.outcome.describe(self.op, f)?;
+            n.outcome.describe(self.op, self.has_quorum(), f)?;
         }
         Ok(())
     }
@@ -284,7 +305,12 @@ impl fmt::Display for Report {
 ///
 /// Lock-level failures carry a [`Report`] with the outcome on every node; its `Display` reads
 /// like `not acquired: 2/5 granted (quorum 3); node 1 (127.0.0.1:7002): timeout; …`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` (`{:?}`) writes the same text as `Display`, so that a `main` returning
+/// `Result<(), Error>` (which prints its error with `{:?}`), `unwrap` and `expect` show a
+/// readable message. The alternate form `{:#?}` shows the structure: the variant, the
+/// [`Report`] and every [`NodeReport`], field by field.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock is held elsewhere: too few nodes granted it for a quorum, or the grants came
@@ -343,6 +369,36 @@ impl fmt::Display for Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            return fmt::Display::fmt(self, f);
+        }
+        // The derived form, through a mirror of the enum that derives it.
+        #[allow(dead_code)] // its fields are read by the derived Debug only
+        #[derive(Debug)]
+        enum Error<'a> {
+            NotAcquired(&'a Report),
+            NotHeld(&'a Report),
+            Unavailable(&'a Report),
+            Auth(&'a Report),
+            InvalidInput(&'a str),
+            Internal(&'a str),
+            Cancelled,
+        }
+        let mirror = match self {
+            Self::NotAcquired(r) => Error::NotAcquired(r),
+            Self::NotHeld(r) => Error::NotHeld(r),
+            Self::Unavailable(r) => Error::Unavailable(r),
+            Self::Auth(r) => Error::Auth(r),
+            Self::InvalidInput(s) => Error::InvalidInput(s),
+            Self::Internal(s) => Error::Internal(s),
+            Self::Cancelled => Error::Cancelled,
+        };
+        fmt::Debug::fmt(&mirror, f)
+    }
+}
+
 impl std::error::Error for Error {}
 
 #[cfg(test)]
@@ -376,5 +432,86 @@ mod tests {
              node 3 (127.0.0.1:7003): held by another owner; \
              node 4 (127.0.0.1:7004): connection refused"
         );
+    }
+
+    fn node(index: usize, outcome: NodeOutcome) -> NodeReport {
+        NodeReport {
+            index,
+            addr: format!("127.0.0.1:700{index}"),
+            outcome,
+        }
+    }
+
+    fn report(op: Op, outcomes: Vec<NodeOutcome>) -> Report {
+        Report {
+            op,
+            successes: outcomes.iter().filter(|o| o.is_success()).count(),
+            quorum: outcomes.len() / 2 + 1,
+            nodes: (outcomes.into_iter().enumerate())
+                .map(|(i, o)| node(i, o))
+                .collect(),
+            detail: None,
+            expires_in: None,
+        }
+    }
+
+    /// `main() -> Result<(), Error>` prints `Error: {:?}`: the readable text, not a dump.
+    #[test]
+    fn debug_reads_like_display_and_the_alternate_form_shows_the_structure() {
+        let down = || NodeOutcome::Unreachable("connection refused".into());
+        let e = Error::Unavailable(report(
+            Op::Acquire,
+            vec![down(), down(), NodeOutcome::Rejected],
+        ));
+        let text = "unavailable: 0/3 granted (quorum 2); node 0 (127.0.0.1:7000): connection \
+                    refused; node 1 (127.0.0.1:7001): connection refused; node 2 \
+                    (127.0.0.1:7002): held by another owner";
+        assert_eq!(e.to_string(), text);
+        assert_eq!(format!("{e:?}"), text);
+        let dump = format!("{e:#?}");
+        assert!(dump.starts_with("Unavailable(\n    Report {\n"), "{dump}");
+        assert!(
+            dump.contains("op: Acquire,") && dump.contains("NodeReport {"),
+            "{dump}"
+        );
+        let invalid = Error::InvalidInput("empty resource".into());
+        assert_eq!(format!("{invalid:?}"), "invalid input: empty resource");
+        assert_eq!(
+            format!("{invalid:#?}"),
+            "InvalidInput(\n    \"empty resource\",\n)"
+        );
+        assert_eq!(format!("{:#?}", Error::Cancelled), "Cancelled");
+    }
+
+    /// A healthy node whose reply the round did not wait for is not said to have failed to
+    /// reply: the report says why it was not waited for.
+    #[test]
+    fn a_pending_node_is_described_as_not_waited_for() {
+        let down = || NodeOutcome::Unreachable("connection refused".into());
+        let impossible = report(Op::Acquire, vec![down(), down(), NodeOutcome::Pending]);
+        assert_eq!(
+            Error::Unavailable(impossible).to_string(),
+            "unavailable: 0/3 granted (quorum 2); node 0 (127.0.0.1:7000): connection refused; \
+             node 1 (127.0.0.1:7001): connection refused; node 2 (127.0.0.1:7002): not waited \
+             for: a quorum was already impossible"
+        );
+        let mut reached = report(
+            Op::Acquire,
+            vec![
+                NodeOutcome::Success,
+                NodeOutcome::Success,
+                NodeOutcome::Pending,
+            ],
+        );
+        reached.detail = Some("validity exhausted".into());
+        assert!(
+            Error::NotAcquired(reached)
+                .to_string()
+                .ends_with("node 2 (127.0.0.1:7002): not waited for: a quorum had already granted")
+        );
+        let release = report(Op::Release, vec![down(), down(), NodeOutcome::Pending]);
+        assert!(Error::Unavailable(release).to_string().ends_with(
+            "node 2 (127.0.0.1:7002): sent, not waited for: a quorum was already impossible"
+        ));
     }
 }
