@@ -265,6 +265,25 @@ fn c_example_runs() {
     );
 }
 
+/// The example's failure reads once: `lock: unavailable: 0/3 granted …`, the status not
+/// printed again before the message that already says it.
+#[test]
+fn c_example_prints_a_failure_once() {
+    let mut cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    for s in &mut cluster.servers {
+        s.kill();
+    }
+    let out = run(Command::new(build("static").join("example")).args(&urls));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("lock: unavailable: 0/3 granted (quorum 2); node 0 (")
+            && !stderr.contains("unavailable: unavailable"),
+        "{stderr}"
+    );
+}
+
 /// A scratch directory removed when dropped, on success and on a failed assertion alike.
 struct TempDir(PathBuf);
 

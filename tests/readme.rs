@@ -251,24 +251,71 @@ fn the_rust_examples_run() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {stderr}");
         if name == "quickstart" {
-            // The second try_lock meets the guard's lock: the report is printed.
-            assert!(stderr.contains("held elsewhere"), "{name}: {stderr}");
+            // Success reads as success: no report of a refusal, on stdout or stderr.
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.starts_with("acquired orders:42, valid for ")
+                    && stdout.contains("\nreleased orders:42\n")
+                    && stdout.ends_with("orders:43 is held (by our guard), as expected\n")
+                    && stderr.is_empty(),
+                "{name}: {stdout}{stderr}"
+            );
         }
         assert!(no_lock_keys(&cluster), "{name} left a lock key");
     }
 }
 
-/// The C block, as a program: its includes first, the rest in `main`, the example node
-/// addresses replaced by the test's.
+/// `REDLOCK_NODES` written with a space after each comma works: the quickstart splits it at
+/// the commas, and the library ignores the spaces around each URL.
 #[test]
-fn the_c_block_compiles_and_runs() {
+fn the_quickstart_takes_a_node_list_with_spaces() {
     let cluster = Cluster::start(3);
+    let bin = target_dir().join("examples").join("quickstart");
+    let out = Command::new(&bin)
+        .env("REDLOCK_NODES", cluster.urls().join(", "))
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(no_lock_keys(&cluster), "the quickstart left a lock key");
+}
+
+/// A failed quickstart prints what `main` returning `Err` prints, `Error: {:?}`: the error's
+/// message, not a dump of its structure.
+#[test]
+fn the_quickstart_prints_a_failure_as_its_message() {
+    let mut cluster = Cluster::start(3);
+    let urls = cluster.urls().join(",");
+    for s in &mut cluster.servers {
+        s.kill();
+    }
+    let bin = target_dir().join("examples").join("quickstart");
+    let out = Command::new(&bin)
+        .env("REDLOCK_NODES", urls)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.starts_with("Error: unavailable: 0/3 granted (quorum 2); node 0 (127.0.0.1:")
+            && !stderr.contains("Report {")
+            && !stderr.contains("NodeReport"),
+        "{stderr}"
+    );
+}
+
+/// The C block, as a program: its includes first, the rest in `main`, the example node
+/// addresses replaced by `urls`. Compiled into `dir`; returns the program.
+fn c_block_program(urls: &[String], dir: &Path) -> PathBuf {
     let block = blocks(README)
         .into_iter()
         .find(|b| b.lang == "c")
         .expect("a c block");
     let mut body = block.text.clone();
-    for (i, url) in cluster.urls().iter().enumerate() {
+    for (i, url) in urls.iter().enumerate() {
         let example = format!("redis://127.0.0.1:700{}", i + 1);
         assert!(body.contains(&example), "the C block names {example}");
         body = body.replace(&example, url);
@@ -280,8 +327,7 @@ fn the_c_block_compiles_and_runs() {
         includes.join("\n"),
         code.join("\n")
     );
-    let dir = std::env::temp_dir().join(format!("redlock-readme-c-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    fs::create_dir_all(dir).unwrap();
     let src = dir.join("readme.c");
     let bin = dir.join("readme");
     fs::write(&src, program).unwrap();
@@ -299,6 +345,14 @@ fn the_c_block_compiles_and_runs() {
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    bin
+}
+
+#[test]
+fn the_c_block_compiles_and_runs() {
+    let cluster = Cluster::start(3);
+    let dir = std::env::temp_dir().join(format!("redlock-readme-c-{}", std::process::id()));
+    let bin = c_block_program(&cluster.urls(), &dir);
     let out = Command::new(&bin).output().unwrap();
     let _ = fs::remove_dir_all(&dir);
     // The block prints only on failure.
@@ -308,6 +362,27 @@ fn the_c_block_compiles_and_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(no_lock_keys(&cluster), "the C block left a lock key");
+}
+
+/// The C block's failure reads once (`unavailable: 0/3 granted …`, not `unavailable:
+/// unavailable: …`).
+#[test]
+fn the_c_block_prints_a_failure_once() {
+    let mut cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    for s in &mut cluster.servers {
+        s.kill();
+    }
+    let dir = std::env::temp_dir().join(format!("redlock-readme-c-down-{}", std::process::id()));
+    let bin = c_block_program(&urls, &dir);
+    let out = Command::new(&bin).output().unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("unavailable: 0/3 granted (quorum 2); node 0 (")
+            && !stderr.contains("unavailable: unavailable"),
+        "{stderr}"
+    );
 }
 
 /// Every `redlock …` line of the README, with its example node list replaced by real nodes,

@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
   redlock_status st = redlock_manager_new(cfg, &mgr, err, sizeof err);
   redlock_config_free(cfg); /* the manager keeps its own copy */
   if (st != REDLOCK_STATUS_OK) {
-    fprintf(stderr, "manager: %s: %s\n", redlock_status_str(st), err);
+    fprintf(stderr, "manager: %s\n", err);
     return 1;
   }
 
@@ -42,8 +42,9 @@ int main(int argc, char **argv) {
   st = redlock_lock(mgr, (const uint8_t *)resource, strlen(resource), 10000, &lease, err,
                     sizeof err);
   if (st != REDLOCK_STATUS_OK) {
-    /* NOT_ACQUIRED: held elsewhere; UNAVAILABLE: too many nodes down. */
-    fprintf(stderr, "lock: %s: %s\n", redlock_status_str(st), err);
+    /* st: NOT_ACQUIRED (held elsewhere), UNAVAILABLE (too many nodes down), ...; err says
+     * which already ("unavailable: 0/3 granted ..."), so it is printed alone. */
+    fprintf(stderr, "lock: %s\n", err);
     redlock_manager_free(mgr);
     return 1;
   }
@@ -54,10 +55,10 @@ int main(int argc, char **argv) {
   /* ... the critical section: finish within redlock_lease_validity_ms(lease) ... */
 
   st = redlock_extend(lease, 10000, err, sizeof err);
-  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "extend: %s: %s\n", redlock_status_str(st), err);
+  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "extend: %s\n", err);
 
   st = redlock_unlock(lease, err, sizeof err);
-  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "unlock: %s: %s\n", redlock_status_str(st), err);
+  if (st != REDLOCK_STATUS_OK) fprintf(stderr, "unlock: %s\n", err);
   else printf("unlocked\n");
 
   redlock_lease_free(lease);

@@ -220,7 +220,7 @@ static void lock_once(redlock_manager *mgr) {
     if (st != REDLOCK_STATUS_OK) fprintf(stderr, "metrics_server: unlock: %s\n", err);
     redlock_lease_free(lease);
   } else {
-    fprintf(stderr, "metrics_server: lock: %s: %s\n", redlock_status_str(st), err);
+    fprintf(stderr, "metrics_server: lock: %s\n", err);
   }
 }
 
@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
   redlock_status st = redlock_manager_new(cfg, &mgr, err, sizeof err);
   redlock_config_free(cfg);
   if (st != REDLOCK_STATUS_OK) {
-    fprintf(stderr, "metrics_server: %s: %s\n", redlock_status_str(st), err);
+    fprintf(stderr, "metrics_server: %s\n", err);
     return 2;
   }
 
