@@ -225,3 +225,27 @@ func BenchmarkAcquireOpts(b *testing.B) {
 		}
 	})
 }
+
+// An owner id the library refuses (WithOwner refuses it first; here it is set directly)
+// comes back with the library's message, which names the argument and its limit.
+func TestOwnerRefusalSaysTheLimit(t *testing.T) {
+	t.Parallel()
+	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	m, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	o := &lockOptions{ownerSet: true, owner: strings.Repeat("o", MaxOwnerLen+1)}
+	opts, err := m.newOwnedAcquireOpts(o)
+	if opts != nil {
+		m.freeAcquireOpts(opts)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusInvalidArgument {
+		t.Fatalf("newOwnedAcquireOpts: %v, want StatusInvalidArgument", err)
+	}
+	if want := "owner id is 513 bytes; it must be 1 to 512 bytes"; e.Message != want {
+		t.Fatalf("message %q, want %q", e.Message, want)
+	}
+}

@@ -100,13 +100,19 @@ func (m *Manager) newOwnedAcquireOpts(o *lockOptions) (*C.redlock_acquire_opts, 
 		return nil, err
 	}
 	if o.ownerSet {
+		// Checked by WithOwner already; should the library refuse it all the same, its
+		// message says which argument and why.
 		owner := C.CBytes([]byte(o.owner))
-		st := C.redlock_acquire_opts_set_owner(opts, (*C.uint8_t)(owner), C.size_t(len(o.owner)))
+		s := newScratch("")
+		st := C.redlock_acquire_opts_set_owner_err(opts, (*C.uint8_t)(owner), C.size_t(len(o.owner)), s.err, errBufLen)
 		C.free(owner)
-		if st != C.REDLOCK_STATUS_OK { // checked by WithOwner already
+		if st != C.REDLOCK_STATUS_OK {
+			err := statusError(st, s.err)
+			s.free()
 			m.freeAcquireOpts(opts)
-			return nil, &Error{Status: Status(st), Message: "setting the owner id failed"}
+			return nil, err
 		}
+		s.free()
 	}
 	if o.fair || o.dropOutMs != 0 {
 		st := C.redlock_acquire_opts_set_fair(opts, C.bool(o.fair))
