@@ -162,6 +162,19 @@ impl fmt::Display for QuarantineReason {
     }
 }
 
+/// What happened on a node, as the step reports print it, for a reader with no step at hand
+/// (a failed scan, a `holders` read): a success and a refusal in general words.
+impl fmt::Display for NodeOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeOutcome::Success => f.write_str("succeeded"),
+            NodeOutcome::Rejected => f.write_str("refused"),
+            NodeOutcome::Pending => f.write_str("not waited for"),
+            other => other.describe(Op::Acquire, false, f),
+        }
+    }
+}
+
 impl NodeOutcome {
     /// True for [`NodeOutcome::Success`].
     pub fn is_success(&self) -> bool {
@@ -485,6 +498,18 @@ mod tests {
 
     /// A healthy node whose reply the round did not wait for is not said to have failed to
     /// reply: the report says why it was not waited for.
+    #[test]
+    fn an_outcome_alone_reads_as_words_not_a_dump() {
+        let o = NodeOutcome::Unreachable("connection refused".into());
+        assert_eq!(o.to_string(), "connection refused");
+        assert_eq!(NodeOutcome::Timeout.to_string(), "timeout");
+        assert_eq!(
+            NodeOutcome::ServerError("ERR x".into()).to_string(),
+            "server error: ERR x"
+        );
+        assert_eq!(NodeOutcome::Pending.to_string(), "not waited for");
+    }
+
     #[test]
     fn a_pending_node_is_described_as_not_waited_for() {
         let down = || NodeOutcome::Unreachable("connection refused".into());

@@ -663,6 +663,69 @@ fn shared_runs_run_together_and_exclude_an_exclusive_one() {
 /// `inspect -r` says who holds a resource: the label `run` stores (HOST:PID by default, or
 /// `--label`), per node and on a quorum; exit status 0 held, 4 not held.
 #[test]
+fn a_refusal_names_the_holder_and_inspect_names_shared_holders() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let me = env!("CARGO_BIN_EXE_redlock");
+    // Inside a run labelled vm:11310, another run of the lock is refused and says by whom.
+    let script = r#""$RL" run -r named -- true; echo "inner=$?""#;
+    let out = run(&nodes, &["-r", "named", "--label", "vm:11310", "--"])
+        .args(["sh", "-c", script])
+        .env("REDLOCK_NODES", &nodes)
+        .env("RL", me)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("inner=123"),
+        "{}",
+        text(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("held by \"vm:11310\" (lock), for ")
+            && stderr.contains("redlock inspect -r named"),
+        "{stderr}"
+    );
+    // A shared lock is shown as one, held by shared holders (it has no label of its own).
+    let out = run(&nodes, &["-s", "-r", "doc", "--"])
+        .args([me, "inspect", "-r", "doc"])
+        .env("REDLOCK_NODES", &nodes)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        stdout.contains("is held on a quorum by shared holders (shared lock)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("shared holders (shared lock)").count(),
+        4,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn inspect_says_why_a_node_cannot_be_scanned_in_words() {
+    let cluster = Cluster::start(2);
+    let dead = support::free_port();
+    let nodes = format!("{},redis://127.0.0.1:{dead}", cluster.urls().join(","));
+    let out = redlock().args(["inspect", "-n", &nodes]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        stderr.contains(&format!("node 2 (127.0.0.1:{dead}): cannot scan: ")),
+        "{stderr}"
+    );
+    // Words, not a Rust value: `Unreachable("connection refused")` was printed before.
+    assert!(
+        !stderr.contains("Unreachable(") && !stderr.contains("(\""),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn inspect_resource_names_the_holder_run_labelled() {
     let cluster = Cluster::start(3);
     let nodes = cluster.urls().join(",");

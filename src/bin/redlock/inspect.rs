@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use redlock::{HolderKind, Holders, KeyInfo, KeyKind, NodeHold, Redlock};
+use redlock::{Holder, HolderKind, Holders, KeyInfo, KeyKind, NodeHold, Redlock};
 
 use crate::args::{Opt, next, string, unexpected};
 use crate::{EXIT_ERROR, NODE_OPTS_HELP, NodeOpts};
@@ -125,10 +125,7 @@ fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak:
         }
     };
     for f in &locks.failed {
-        eprintln!(
-            "node {} ({}): cannot scan: {:?}",
-            f.index, f.addr, f.outcome
-        );
+        eprintln!("node {} ({}): cannot scan: {}", f.index, f.addr, f.outcome);
     }
     let addrs = node_names(mgr);
     print_locks(&locks.keys, &addrs, prefix);
@@ -182,7 +179,9 @@ fn print_locks(keys: &[KeyInfo], addrs: &[String], prefix: &str) {
                             }
                             None => format!("{}…", show(&v[..v.len().min(8)])),
                         },
-                        None => "(not a string: a reentrant lock's hash)".into(),
+                        None => "(not a string: a reentrant or shared lock's hash, or a key \
+                                 of another type)"
+                            .into(),
                     };
                     match &k.shard {
                         Some(shard) => format!("{ttl:>10}  {token} (shard {shard})"),
@@ -263,15 +262,27 @@ fn node_names(mgr: &Redlock) -> Vec<String> {
         .collect()
 }
 
-fn ms(d: Option<Duration>) -> String {
+pub fn ms(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".to_string(), |d| format!("{}ms", d.as_millis()))
 }
 
-fn kind(k: HolderKind) -> &'static str {
+pub fn kind(k: HolderKind) -> &'static str {
     match k {
         HolderKind::Lock => "lock",
         HolderKind::Reentrant => "reentrant lock",
-        _ => "another key",
+        HolderKind::Shared => "shared lock",
+        _ => "a key that is not this library's lock",
+    }
+}
+
+/// Who a holder is, as people read it: its label, else its id; shared holders, who have
+/// neither, as such.
+pub fn who(h: &Holder) -> String {
+    match (&h.label, h.kind) {
+        (Some(l), _) => format!("{l:?}"),
+        (None, HolderKind::Shared) => "shared holders".into(),
+        (None, _) if h.id.is_empty() => "an unnamed holder".into(),
+        (None, _) => show(&h.id),
     }
 }
 
@@ -284,9 +295,7 @@ fn describe_holders(seen: &Holders, addrs: &[String]) -> String {
             "{:?} (key {key}) is held on a quorum by {} ({}), for {}; on a quorum for {} more \
              unless renewed\n",
             String::from_utf8_lossy(&seen.resource),
-            h.label
-                .as_deref()
-                .map_or_else(|| show(&h.id), |l| format!("{l:?}")),
+            who(&h),
             kind(h.kind),
             ms(h.held_for),
             h.ttl.map_or_else(
@@ -312,10 +321,7 @@ fn describe_holders(seen: &Holders, addrs: &[String]) -> String {
         let line = match n {
             NodeHold::Free => format!("{:<8}", "free"),
             NodeHold::Held(h) => {
-                let who = h
-                    .label
-                    .as_deref()
-                    .map_or_else(|| show(&h.id), str::to_string);
+                let who = h.label.clone().unwrap_or_else(|| who(h));
                 let ttl = h
                     .ttl
                     .map_or_else(|| "no TTL".to_string(), |t| format!("{}ms", t.as_millis()));
@@ -326,7 +332,7 @@ fn describe_holders(seen: &Holders, addrs: &[String]) -> String {
                     kind(h.kind)
                 )
             }
-            NodeHold::Failed(why) => format!("{:<8} {why:?}", "failed"),
+            NodeHold::Failed(why) => format!("{:<8} {why}", "failed"),
             _ => format!("{n:?}"),
         };
         out.push_str(format!("{name:<24} {line}").trim_end());

@@ -26,6 +26,7 @@
 
 mod args;
 mod demo;
+mod group;
 mod inspect;
 mod local;
 mod metrics;
