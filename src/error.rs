@@ -137,7 +137,10 @@ impl QuarantineReason {
     /// A short explanation, for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            QuarantineReason::NoMarker => "no marker: it restarted empty or its data was flushed",
+            QuarantineReason::NoMarker => {
+                "no marker: it restarted empty or its data was flushed, or it is new: admit a \
+                 node you know is new with admit_new_nodes or `redlock admit`"
+            }
             QuarantineReason::StaleMarker => {
                 "stale marker: it restarted from disk, possibly without its latest writes"
             }

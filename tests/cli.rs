@@ -1076,6 +1076,60 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn new_nodes_beside_a_used_one_are_admitted_by_the_operator() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    let nodes = urls.join(",");
+    // Node 0 alone has held a lock: it has a marker, the two new ones have none.
+    let out = run(&urls[0], &["-r", "grow", "-t", "1s", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let quick = || {
+        run(&nodes, &["-r", "grow", "-t", "1s", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = quick();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(122), "{}", text(&out));
+    assert!(
+        err.contains("or it is new: admit a node you know is new"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`redlock admit -n … 1 2` trusts them now"),
+        "{err}"
+    );
+    // The operator says they are new: trusted at once, in every later run too.
+    let out = redlock()
+        .args(["admit", "-n", &nodes, "1", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("node 2 is trusted"));
+    let out = quick();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Usage errors name what is wrong.
+    for (args, says) in [
+        (vec!["admit", "-n", &nodes], "name the nodes to admit"),
+        (vec!["admit", "-n", &nodes, "x"], "is not a node index"),
+        (
+            vec!["admit", "-n", &nodes, "3"],
+            "node 3: there are 3 nodes (0 to 2)",
+        ),
+    ] {
+        let out = redlock().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
 fn restart_quarantine_errors_say_what_to_do_on_the_command_line() {
     let mut cluster = Cluster::start(3);
     let nodes = cluster.urls().join(",");
@@ -1108,7 +1162,8 @@ fn restart_quarantine_errors_say_what_to_do_on_the_command_line() {
     for says in [
         "hint: 2 of 3 node(s) (node 0, node 1) restarted or lost their data",
         "(--max-ttl)",
-        "Wait it out within one run, with --wait 6", // 61s, or 60s if a second went by
+        "`redlock admit -n … 0 1` trusts them now",
+        "wait it out within one run, with --wait 6", // 61s, or 60s if a second went by
         "Pass --no-quarantine only if these nodes persist every write (appendfsync always)",
     ] {
         assert!(err.contains(says), "wanted {says:?} in {err}");

@@ -706,3 +706,52 @@ fn managers_meeting_a_brand_new_cluster_together_are_not_quarantined() {
         }
     }
 }
+
+#[test]
+fn only_nodes_that_may_be_new_are_admitted() {
+    let max_ttl = Duration::from_secs(60);
+    let ttl = Duration::from_secs(1);
+    let mut cluster = Cluster::start(3);
+    // Node 0 alone meets the library: nodes 1 and 2 are new beside it.
+    let first = manager(vec![cluster.urls()[0].clone()], max_ttl);
+    first.try_lock("grow", ttl).unwrap().unlock().unwrap();
+    let mgr = manager(cluster.urls(), max_ttl);
+    let o = seen_outcome(&mgr, 1, ttl);
+    assert_eq!(reason(&o), Some(QuarantineReason::NoMarker), "{o:?}");
+    // Admitted: they count at once, and their markers are there for every later manager.
+    mgr.admit_new_nodes(&[1, 2]).unwrap();
+    let lease = mgr.try_lock("grow", ttl).unwrap();
+    assert!(
+        lease
+            .acquisition()
+            .nodes
+            .iter()
+            .all(|n| n.outcome.is_success() || n.outcome == NodeOutcome::Pending)
+    );
+    lease.unlock().unwrap();
+    for s in &cluster.servers[1..] {
+        assert_eq!(s.marker_run_id().as_deref(), Some(s.run_id().as_str()));
+    }
+    // A restart this manager saw is a fact, not a doubt: refused, and still quarantined.
+    cluster.servers[0].restart();
+    let o = seen_outcome(&mgr, 0, ttl);
+    assert_eq!(reason(&o), Some(QuarantineReason::RestartSeen), "{o:?}");
+    match mgr.admit_new_nodes(&[0]) {
+        Err(Error::InvalidInput(m)) => {
+            assert!(
+                m.contains("node 0") && m.contains("is not new: restart seen"),
+                "{m}"
+            )
+        }
+        other => panic!("a restarted node was admitted: {other:?}"),
+    }
+    assert_eq!(
+        reason(&seen_outcome(&mgr, 0, ttl)),
+        Some(QuarantineReason::RestartSeen)
+    );
+    // Bad indexes are refused before anything is sent.
+    assert!(matches!(
+        mgr.admit_new_nodes(&[3]),
+        Err(Error::InvalidInput(_))
+    ));
+}

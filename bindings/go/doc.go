@@ -128,7 +128,7 @@
 // the first lock on freshly started servers succeeds. A node that restarted or lost its
 // keyspace is quarantined: its outcome is NodeQuarantined, and with too many such nodes
 // acquisitions fail with ErrUnavailable ("… in restart quarantine for another 57.3 s (no
-// marker: it restarted empty or its data was flushed) …"). Manager.NodeStates tells which
+// marker: it restarted empty or its data was flushed, or it is new: …) …"). Manager.NodeStates tells which
 // nodes are quarantined, for how long and why (QuarantineReason). WithRestartQuarantine(false)
 // turns it off: only for nodes that persist every write (appendfsync always).
 //

@@ -21,6 +21,7 @@ use crate::scripts;
 use crate::timing::{Clock, SystemClock};
 use crate::tls;
 
+mod admit;
 mod cluster;
 mod semaphore;
 

@@ -21,6 +21,7 @@ use crate::node::{Call, ConnSettings, Expect, Link, Node, Shards, Slot, Standing
 use crate::resp::Reply;
 use crate::timing::{Clock, work_allowance};
 
+mod admit;
 mod care;
 mod shards;
 mod split;

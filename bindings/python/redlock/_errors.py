@@ -155,7 +155,7 @@ class Unavailable(RedlockError):
     """Too many nodes failed (timeouts, refused connections, errors) or were in restart
     quarantine for a quorum to be possible; the message names each node's outcome (a
     quarantined node's says ``in restart quarantine for another … s`` and why, e.g. ``(no
-    marker: it restarted empty or its data was flushed)``). Status ``UNAVAILABLE`` (3)."""
+    marker: it restarted empty or its data was flushed, or it is new: …)``). Status ``UNAVAILABLE`` (3)."""
 
     default_status = Status.UNAVAILABLE.value
 

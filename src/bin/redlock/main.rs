@@ -24,6 +24,7 @@
 //! If `run` is killed, its command dies with it (see `run.rs`: a parent-death signal on Linux
 //! and a watcher process that kills the command's process group).
 
+mod admit;
 mod args;
 mod demo;
 mod group;
@@ -51,6 +52,8 @@ usage:
       run CMD while holding the lock (auto-renewed); see `redlock run --help`
   redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION]
       show lock keys per node and find leaked ones; see `redlock inspect --help`
+  redlock admit -n URL[,URL…] NODE [NODE…]
+      trust nodes you know are new, without waiting out restart quarantine
   redlock demo
       start three local redis-servers and show run and inspect at work
   redlock help | --help | -h
@@ -225,6 +228,10 @@ fn quarantine_hint(e: &Error) -> Option<String> {
         })
         .collect();
     let longest = quarantined.iter().map(|q| q.1).max()?;
+    let no_marker: Vec<String> = (quarantined.iter())
+        .filter(|q| q.2 == QuarantineReason::NoMarker)
+        .map(|q| q.0.to_string())
+        .collect();
     let names: Vec<String> = quarantined
         .iter()
         .map(|q| format!("node {}", q.0))
@@ -237,9 +244,11 @@ fn quarantine_hint(e: &Error) -> Option<String> {
         .iter()
         .any(|q| q.2 == QuarantineReason::NoMarker)
     {
-        "Wait it out within one run, with --wait {wait} or longer: a node without a marker \
-         is counted from when each new run first sees it (so a later run starts the count \
-         again), and once one run has waited it out the node is trusted again by all."
+        "If they are new servers you started empty yourself, `redlock admit -n … {nomarker}` \
+         trusts them now. Otherwise wait it out within one run, with --wait {wait} or \
+         longer: a node without a marker is counted from when each new run first sees it (so \
+         a later run starts the count again), and once one run has waited it out the node is \
+         trusted again by all."
     } else {
         "Run again after that, or wait it out within this run with --wait {wait} or longer."
     };
@@ -251,7 +260,8 @@ fn quarantine_hint(e: &Error) -> Option<String> {
         quarantined.len(),
         r.nodes.len(),
         names.join(", "),
-        how.replace("{wait}", &show_ms((secs + 1) * 1000)),
+        how.replace("{wait}", &show_ms((secs + 1) * 1000))
+            .replace("{nomarker}", &no_marker.join(" ")),
     ))
 }
 
@@ -266,6 +276,7 @@ fn main() -> ExitCode {
         Some("run") => run::main(rest),
         Some("inspect") => inspect::main(rest),
         Some("demo") => demo::main(rest),
+        Some("admit") => admit::main(rest),
         Some("help" | "--help" | "-h") => {
             println!("{HELP}");
             0
@@ -333,7 +344,8 @@ mod tests {
     fn help_is_aligned_in_columns() {
         let run = crate::run::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
         let inspect = crate::inspect::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
-        for help in [crate::HELP, &run, &inspect, crate::demo::HELP] {
+        let admit = crate::admit::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
+        for help in [crate::HELP, &run, &inspect, &admit, crate::demo::HELP] {
             for line in help.lines() {
                 let width = line.chars().count();
                 assert!(width <= 93, "wider than 93 columns: {line:?}");

@@ -349,6 +349,12 @@ impl Node {
         self.identity().map(|i| i.marker_value())
     }
 
+    /// True once this manager has confirmed the node holds its current marker (read in the
+    /// handshake, or written by this manager and acknowledged).
+    pub(crate) fn marker_present(&self) -> bool {
+        self.lock_trust().marker_present
+    }
+
     /// The cluster-wide rule decided: quarantined until `until`.
     pub(crate) fn make_quarantined(&self, until: Instant, reason: QuarantineReason) {
         self.lock_trust().standing = quarantined(until, reason);
