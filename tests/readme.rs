@@ -307,8 +307,8 @@ fn the_quickstart_prints_a_failure_as_its_message() {
     );
 }
 
-/// The C block, as a program: its includes first, the rest in `main`, the example node
-/// addresses replaced by `urls`. Compiled into `dir`; returns the program.
+/// The C block, a whole program compiled as pasted (only the example node addresses are
+/// replaced by `urls`), into `dir`; returns the program.
 fn c_block_program(urls: &[String], dir: &Path) -> PathBuf {
     let block = blocks(README)
         .into_iter()
@@ -320,13 +320,7 @@ fn c_block_program(urls: &[String], dir: &Path) -> PathBuf {
         assert!(body.contains(&example), "the C block names {example}");
         body = body.replace(&example, url);
     }
-    let (includes, code): (Vec<&str>, Vec<&str>) =
-        body.lines().partition(|l| l.starts_with("#include"));
-    let program = format!(
-        "#include <stdbool.h>\n#include <stdio.h>\n{}\nint main(void) {{\n{}\nreturn 0;\n}}\n",
-        includes.join("\n"),
-        code.join("\n")
-    );
+    let program = body;
     fs::create_dir_all(dir).unwrap();
     let src = dir.join("readme.c");
     let bin = dir.join("readme");
