@@ -1290,6 +1290,28 @@ enum redlock_status redlock_manager_node_state(const struct redlock_manager *mgr
                                                char *err,
                                                size_t err_len);
 
+// Trusts the nodes the operator **knows are new** (they never held a lock), so that they
+// count at once instead of after a restart quarantine: `nodes` holds `count` node indexes
+// (from 0, in configuration order). See `Redlock::admit_new_nodes`: a node quarantined for
+// a reason a new server can have (no marker; young in a cluster with no marker yet) is
+// trusted and its marker written, confirmed before this returns; a node quarantined for what
+// it did (a restart seen, a promotion, a stale marker) is refused. Admitting a node that did
+// hold a lock and lose it can grant that lock twice within its TTL.
+//
+// Statuses: OK, NULL_ARGUMENT (`mgr`; `nodes` with `count` > 0), INVALID_HANDLE,
+// INVALID_ARGUMENT (an index out of range, a cluster node, restart quarantine off, a node
+// that is not new), UNAVAILABLE (a node did not answer, or its marker write was not
+// confirmed).
+//
+// # Safety
+// `mgr` must be a live manager; `nodes` NULL or `count` readable `size_t`s; `err` NULL or
+// `err_len` writable bytes.
+enum redlock_status redlock_manager_admit_new_nodes(const struct redlock_manager *mgr,
+                                                    const size_t *nodes,
+                                                    size_t count,
+                                                    char *err,
+                                                    size_t err_len);
+
 // Why node `index` (from 0, in configuration order) is in restart quarantine, or
 // `REDLOCK_QUARANTINE_NONE` when it is not (and for a NULL or invalid manager handle, or an
 // index out of range).

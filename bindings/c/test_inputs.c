@@ -232,6 +232,12 @@ static void test_input_checks(void) {
   CHECK_STATUS(redlock_acquire_many_check(mgr, names, lens, 1, 1000, opts, err, sizeof err),
                REDLOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(redlock_acquire_check(NULL, r, 1, 1000, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  /* Admitting nodes: bad input is refused before anything is sent. */
+  size_t admit[] = {1};
+  CHECK_STATUS(redlock_manager_admit_new_nodes(mgr, admit, 1, err, sizeof err), REDLOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(err, "node 1: there are 1 nodes") != NULL);
+  CHECK_STATUS(redlock_manager_admit_new_nodes(mgr, NULL, 1, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(redlock_manager_admit_new_nodes(NULL, admit, 1, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
   redlock_acquire_opts_free(opts);
   redlock_manager_free(mgr);
 }

@@ -189,3 +189,40 @@ func snprintfString(s cScratch, call func(buf *C.char, n C.size_t) C.size_t) str
 		buf = (*C.char)(C.malloc(size))
 	}
 }
+
+// AdmitNewNodes trusts nodes you know are new (started empty, never held a lock), so that
+// they count at once instead of after a restart quarantine (redlock_manager_admit_new_nodes).
+// nodes are indexes in the node list (0 for the first). A node quarantined for a reason a new
+// server can have (no marker; young in a cluster with no marker yet) is trusted and its marker
+// written, confirmed before AdmitNewNodes returns. Admitting a node that did hold a lock and
+// lose it can grant that lock twice within its TTL.
+//
+// Errors: ErrInvalidArgument (an index out of range, a cluster node, restart quarantine off,
+// or a node quarantined for what it did: a restart seen, a promotion, a stale marker),
+// ErrUnavailable (a node did not answer, or its marker write was not confirmed), ErrClosed,
+// ErrNullArgument (nil Manager).
+func (m *Manager) AdmitNewNodes(nodes ...int) error {
+	if m == nil {
+		return nilReceiver("*Manager")
+	}
+	idx := make([]C.size_t, len(nodes)+1) // one more: never a zero-length array to take from
+	for i, n := range nodes {
+		if n < 0 {
+			return &Error{Status: StatusInvalidArgument,
+				Message: "invalid argument: node " + strconv.Itoa(n) + " is not a node index (0 for the first node)"}
+		}
+		idx[i] = C.size_t(n)
+	}
+	s := newScratch("")
+	defer s.free()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.ptr == nil {
+		return ErrClosed
+	}
+	st := C.redlock_manager_admit_new_nodes(m.ptr, &idx[0], C.size_t(len(nodes)), s.err, errBufLen)
+	if st != C.REDLOCK_STATUS_OK {
+		return statusError(st, s.err)
+	}
+	return nil
+}

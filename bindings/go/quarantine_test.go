@@ -728,3 +728,37 @@ func TestMaxTTL(t *testing.T) {
 	defer l2.Free()
 	wantNoErr(t, "Unlock", l2.Unlock())
 }
+
+// Nodes added beside a used one have no marker, like nodes that restarted empty: the operator
+// who knows they are new admits them, and they count at once.
+func TestQuarantineAdmitNewNodes(t *testing.T) {
+	t.Parallel()
+	servers := startCluster(t, 3)
+	nodes := urls(servers)
+	first, err := redlock.New(nodes[:1], testTimeouts)
+	wantNoErr(t, "New (node 0 alone)", err)
+	l, err := first.TryLock(uniq(t), time.Second)
+	wantNoErr(t, "TryLock on node 0 alone", err)
+	wantNoErr(t, "Unlock", l.Unlock())
+	first.Close()
+
+	m, err := redlock.New(nodes, testTimeouts)
+	wantNoErr(t, "New", err)
+	t.Cleanup(func() { m.Close() })
+	_, err = m.TryLock(uniq(t), time.Second)
+	wantIs(t, "TryLock beside two unmarked nodes", err, redlock.ErrUnavailable)
+	if !strings.Contains(err.Error(), "or it is new: admit a node") {
+		t.Fatalf("the message does not say how to admit: %v", err)
+	}
+	wantIs(t, "AdmitNewNodes(3)", m.AdmitNewNodes(3), redlock.ErrInvalidArgument)
+	wantIs(t, "AdmitNewNodes(-1)", m.AdmitNewNodes(-1), redlock.ErrInvalidArgument)
+	wantNoErr(t, "AdmitNewNodes(1, 2)", m.AdmitNewNodes(1, 2))
+	l, err = m.TryLock(uniq(t), time.Second)
+	wantNoErr(t, "TryLock after admitting", err)
+	for i, o := range l.NodeOutcomes() {
+		if o == redlock.NodeQuarantined {
+			t.Fatalf("node %d still quarantined after admission: %v", i, l.NodeOutcomes())
+		}
+	}
+	wantNoErr(t, "Unlock", l.Unlock())
+}

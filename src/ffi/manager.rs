@@ -192,6 +192,48 @@ pub unsafe extern "C" fn redlock_manager_node_state(
     unsafe { guard(err, err_len, f) }
 }
 
+/// Trusts the nodes the operator **knows are new** (they never held a lock), so that they
+/// count at once instead of after a restart quarantine: `nodes` holds `count` node indexes
+/// (from 0, in configuration order). See `Redlock::admit_new_nodes`: a node quarantined for
+/// a reason a new server can have (no marker; young in a cluster with no marker yet) is
+/// trusted and its marker written, confirmed before this returns; a node quarantined for what
+/// it did (a restart seen, a promotion, a stale marker) is refused. Admitting a node that did
+/// hold a lock and lose it can grant that lock twice within its TTL.
+///
+/// Statuses: OK, NULL_ARGUMENT (`mgr`; `nodes` with `count` > 0), INVALID_HANDLE,
+/// INVALID_ARGUMENT (an index out of range, a cluster node, restart quarantine off, a node
+/// that is not new), UNAVAILABLE (a node did not answer, or its marker write was not
+/// confirmed).
+///
+/// # Safety
+/// `mgr` must be a live manager; `nodes` NULL or `count` readable `size_t`s; `err` NULL or
+/// `err_len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_manager_admit_new_nodes(
+    mgr: *const redlock_manager,
+    nodes: *const usize,
+    count: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let f = || {
+        // SAFETY: NULL or a live manager per the contract (checked, best effort).
+        let m = unsafe { manager_ref(mgr) }?;
+        let indexes: &[usize] = if count == 0 {
+            &[]
+        } else if nodes.is_null() {
+            return Err(FfiError::null("nodes"));
+        } else {
+            // SAFETY: non-NULL, and the caller guarantees `count` readable indexes.
+            unsafe { std::slice::from_raw_parts(nodes, count) }
+        };
+        m.admit_new_nodes(indexes)?;
+        Ok(())
+    };
+    // SAFETY: `err` per the contract.
+    unsafe { guard(err, err_len, f) }
+}
+
 /// Why a node is in restart quarantine (`redlock_manager_node_quarantine_reason`). Stable
 /// numbers.
 #[repr(C)]

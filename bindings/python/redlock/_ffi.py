@@ -366,6 +366,10 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         (ManagerPtr, c_size_t, POINTER(c_bool), POINTER(c_uint32), err_buf_t, c_size_t),
     ),
     "redlock_manager_node_quarantine_reason": (quarantine_reason_t, (ManagerPtr, c_size_t)),
+    "redlock_manager_admit_new_nodes": (
+        status_t,
+        (ManagerPtr, POINTER(c_size_t), c_size_t, err_buf_t, c_size_t),
+    ),
     "redlock_manager_metrics": (c_size_t, (ManagerPtr, err_buf_t, c_size_t)),
 }
 

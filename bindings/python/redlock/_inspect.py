@@ -9,7 +9,7 @@ from typing import Any, List, NamedTuple, Optional
 from . import _core, _ffi
 from ._args import _resource
 from ._core import _check, _err_buf, _raise
-from ._errors import QuarantineReason, RedlockError
+from ._errors import InvalidArgument, QuarantineReason, RedlockError
 from ._handle import _Handle
 from ._holders import HolderKind, Holders, HoldState, NodeHold
 
@@ -81,6 +81,21 @@ def _node_hold(p: Any, index: int) -> NodeHold:
         None if info.ttl_ms < 0 else int(info.ttl_ms),
         None if info.held_for_ms < 0 else int(info.held_for_ms),
     )
+
+
+def admit_new_nodes(mgr: Any, nodes: List[int]) -> None:
+    """:meth:`Redlock.admit_new_nodes` of the manager ``mgr``."""
+    for i in nodes:
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise InvalidArgument(f"nodes: {i!r} is not a node index (0 for the first node)")
+    arr = (ctypes.c_size_t * max(len(nodes), 1))(*nodes)
+    err = _err_buf()
+    h = mgr._handle
+    m = h.acquire()
+    try:
+        _check(_core._c.redlock_manager_admit_new_nodes(m, arr, len(nodes), err, _ffi.ERR_LEN), err)
+    finally:
+        h.release()
 
 
 def node_states(mgr: Any) -> List[NodeState]:

@@ -652,6 +652,23 @@ class Redlock:
         """
         return _inspect.node_states(self)
 
+    def admit_new_nodes(self, nodes: Iterable[int]) -> None:
+        """Trusts nodes you **know are new** (started empty, never held a lock), so that they
+        count at once instead of after a restart quarantine (``redlock_manager_admit_new_nodes``).
+        ``nodes`` are indexes in the node list (0 for the first). A node quarantined for a
+        reason a new server can have (no marker; young in a cluster with no marker yet) is
+        trusted and its marker written, confirmed before this returns. Admitting a node that
+        did hold a lock and lose it can grant that lock twice within its TTL.
+
+        Raises:
+            InvalidArgument: an index out of range, a cluster node, restart quarantine off, or
+                a node quarantined for what it did (a restart seen, a promotion, a stale
+                marker: not new).
+            Unavailable: a node did not answer, or its marker write was not confirmed.
+            HandleClosed: the manager was closed.
+        """
+        _inspect.admit_new_nodes(self, list(nodes))
+
     def holders(self, resource: Resource) -> Holders:
         """Who holds ``resource``, on each node and on a quorum (``redlock_holders_get``): one
         read-only script sent to every node at once, waiting for each at most its node

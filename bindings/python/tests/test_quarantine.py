@@ -503,3 +503,23 @@ def test_ttl_above_the_maximum_is_invalid(cluster, new_manager, resource):
         d.try_lock(resource, ttl_ms=60_001)
     with d.try_lock(resource, ttl_ms=60_000):
         pass
+
+
+def test_new_nodes_beside_a_used_one_are_admitted(make_cluster, resource):
+    """Nodes added beside a used one have no marker, like nodes that restarted empty: the
+    operator who knows they are new admits them, and they count at once."""
+    c = make_cluster(3)
+    with _manager(c.urls[:1]) as first:
+        first.try_lock(resource, ttl_ms=1_000).unlock()
+    with _manager(c.urls) as m:
+        with pytest.raises(redlock.Unavailable, match="or it is new: admit a node"):
+            m.try_lock(resource, ttl_ms=1_000)
+        with pytest.raises(redlock.InvalidArgument, match="node 3: there are 3 nodes"):
+            m.admit_new_nodes([3])
+        with pytest.raises(redlock.InvalidArgument, match="not a node index"):
+            m.admit_new_nodes([-1])
+        m.admit_new_nodes([1, 2])
+        assert [s.quarantined for s in m.node_states()] == [False, False, False]
+        lk = m.try_lock(resource, ttl_ms=1_000)
+        assert NodeOutcome.QUARANTINED not in lk.node_outcomes, lk.node_outcomes
+        lk.unlock()
