@@ -552,6 +552,8 @@ fn resharding_under_load_grants_no_lock_twice() {
     type Holds = Vec<Vec<(Instant, Instant)>>;
     let held: Arc<Mutex<Holds>> = Arc::new(Mutex::new(vec![Vec::new(); RESOURCES.len()]));
     let slowest = Arc::new(Mutex::new(Duration::ZERO));
+    // Per resource, the last refusal, for the message if one is never granted.
+    let refused: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(vec![String::new(); 4]));
     let workers: Vec<_> = (0..8)
         .map(|t| {
             let (mgr, stop, ops, held, slowest) = (
@@ -561,6 +563,7 @@ fn resharding_under_load_grants_no_lock_twice() {
                 Arc::clone(&held),
                 Arc::clone(&slowest),
             );
+            let refused = Arc::clone(&refused);
             std::thread::spawn(move || {
                 // Bounded: stops when told, or after 20,000 steps.
                 for n in 0..20_000usize {
@@ -574,6 +577,9 @@ fn resharding_under_load_grants_no_lock_twice() {
                     let mut s = slowest.lock().unwrap();
                     *s = (*s).max(took);
                     drop(s);
+                    if let Err(e) = &got {
+                        refused.lock().unwrap()[r] = e.to_string();
+                    }
                     if let Ok(lease) = got {
                         let from = Instant::now();
                         std::thread::sleep(Duration::from_micros(500));
@@ -597,6 +603,13 @@ fn resharding_under_load_grants_no_lock_twice() {
         }
     };
     progress(50);
+    // Every resource granted once before the slots move (bounded): on a loaded machine a
+    // fresh manager's first steps (meeting every shard) may time out, and the moves below
+    // wait for only a few steps each.
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until && held.lock().unwrap().iter().any(Vec::is_empty) {
+        progress(8);
+    }
     // Each hot resource's slot moves to another primary in every cluster, with its keys,
     // while the workers lock and unlock; then once more, back to where it was.
     for _round in 0..2 {
@@ -627,7 +640,12 @@ fn resharding_under_load_grants_no_lock_twice() {
     }
     let held = held.lock().unwrap();
     for (r, intervals) in held.iter().enumerate() {
-        assert!(!intervals.is_empty(), "{} was never granted", RESOURCES[r]);
+        assert!(
+            !intervals.is_empty(),
+            "{} was never granted; last refusal: {}",
+            RESOURCES[r],
+            refused.lock().unwrap()[r]
+        );
         assert_eq!(
             support::most_overlapping(intervals),
             1,
