@@ -287,6 +287,8 @@ struct Grant {
     shared: bool,
     /// The worker's role, by name.
     role: String,
+    /// The worker process (workers are replaced by new processes in some schedules).
+    pid: u32,
 }
 
 /// One granted permit of the semaphore, times as a [`Grant`]'s: held from `start` to `end`,
@@ -302,6 +304,22 @@ struct Permit {
 }
 
 impl Permit {
+    /// The permit as a critical section, for a violation's report.
+    fn as_grant(&self) -> Grant {
+        Grant {
+            start: self.start,
+            end: self.end,
+            valid_until: self.valid_until,
+            worker: self.worker,
+            token: self.token,
+            write: Option::None,
+            write_start: self.end,
+            shared: false,
+            role: format!("permit of slot {}", self.slot),
+            pid: 0,
+        }
+    }
+
     /// When the holder stopped being a valid holder: at its release, or at the end of its
     /// validity if that came first.
     fn valid_end(&self) -> u128 {
@@ -343,6 +361,7 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             write_start: f.get(6)?.parse().ok()?,
             shared: f.get(7) == Some(&"s"),
             role: f.get(8).unwrap_or(&"-").to_string(),
+            pid: f.get(9).and_then(|p| p.parse().ok()).unwrap_or(0),
         })),
         "E" => Some(Record::Error(
             f.get(1)?.to_string(),
@@ -375,6 +394,11 @@ struct Verdict {
     roles: BTreeMap<String, (usize, usize)>,
     /// Two critical sections overlapping while both holders were within their validity.
     violations: usize,
+    /// Each violation's two sections, for the report.
+    violating: Vec<(Grant, Grant)>,
+    /// What happened around each violation (the sections, the faults and what the workers'
+    /// managers logged), for the report.
+    story: String,
     /// Overlaps where at least one holder had run past its validity.
     late_overlaps: usize,
     /// Two shared sections overlapping (allowed).
@@ -488,6 +512,7 @@ fn check(records: &[Record], secs: f64) -> Verdict {
                 v.shared_overlaps += 1;
             } else if b.start < both_valid_until.min(overlap_end) {
                 v.violations += 1;
+                v.violating.push(((*a).clone(), (*b).clone()));
             } else {
                 v.late_overlaps += 1;
             }
@@ -537,7 +562,10 @@ fn check_permits(records: &[Record], permits: usize, v: &mut Verdict) {
             if b.start >= a.valid_end() {
                 break; // sorted by start within the slot
             }
-            v.slot_overlaps += usize::from(b.start < b.valid_end());
+            if b.start < b.valid_end() {
+                v.slot_overlaps += 1;
+                v.violating.push((a.as_grant(), b.as_grant()));
+            }
         }
         for b in same_slot.clone() {
             if b.start >= a.end {
@@ -566,6 +594,7 @@ fn checker_self_check() {
             write_start,
             shared: false,
             role: "plain".into(),
+            pid: 0,
         })
     };
     let g = |worker, start, end, valid_until, token, write| {
@@ -730,6 +759,26 @@ fn checker_self_check() {
 // ---------------------------------------------------------------------------------------
 // The worker process.
 
+/// A worker's log of what the library logs (restart quarantine's decisions, above all), one
+/// line each: `mono_ns pid level message`. A violation's report shows the lines of its time.
+struct Trace(std::sync::Mutex<File>);
+
+impl log::Log for Trace {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Info
+    }
+
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            let pid = std::process::id();
+            let _ = writeln!(f, "{} {pid} {} {}", mono_ns(), r.level(), r.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 fn worker(args: &[String]) -> ExitCode {
     let get = |k: &str| {
         args.iter()
@@ -748,6 +797,14 @@ fn worker(args: &[String]) -> ExitCode {
     let hold_max: u64 = get("--hold-max").parse().unwrap();
     let lifetime: u64 = get("--lifetime-ms").parse().unwrap();
     let permit = get("--permit") == "1";
+    if let Ok(f) = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out.with_extension("trace"))
+    {
+        let _ = log::set_logger(Box::leak(Box::new(Trace(std::sync::Mutex::new(f)))));
+        log::set_max_level(log::LevelFilter::Info);
+    }
     let mgr = Redlock::new(
         redlock::Config::new(nodes.clone())
             .max_ttl(MAX_TTL)
@@ -884,8 +941,9 @@ fn worker(args: &[String]) -> ExitCode {
                 let mode = if role == Role::Shared { "s" } else { "x" };
                 let _ = writeln!(
                     file,
-                    "G {start} {end_ns} {valid_until} {token} {w} {write_start} {mode} {}",
-                    role.name()
+                    "G {start} {end_ns} {valid_until} {token} {w} {write_start} {mode} {} {}",
+                    role.name(),
+                    std::process::id()
                 );
                 let _ = lease.unlock();
             }
@@ -1107,6 +1165,9 @@ fn run_schedule(
     // No aging: the nodes were just started, a brand-new cluster, which the workers' managers
     // trust at once (restart quarantine on, as by default, except where noted).
     let start = Instant::now();
+    let t0 = mono_ns();
+    // The faults injected, with when (for a violation's report).
+    let mut events: Vec<(u128, String)> = Vec::new();
     let end = start + Duration::from_secs_f64(secs);
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15 ^ s as u64;
     let mut next = move || {
@@ -1184,18 +1245,24 @@ fn run_schedule(
                 thread::sleep(Duration::from_millis(500));
                 let i = next() as usize % NODES;
                 run.servers[i].kill();
+                events.push((mono_ns(), format!("node {i} killed")));
                 thread::sleep(MAX_TTL + Duration::from_millis(1200));
                 run.servers[i].restart();
+                events.push((mono_ns(), format!("node {i} back, empty")));
             }
             KillRestartNowUnprotected | KillRestart | KillWithAof => {
                 thread::sleep(Duration::from_millis(150 + next() % 200));
                 let i = next() as usize % NODES;
+                events.push((mono_ns(), format!("node {i} killed")));
                 run.servers[i].restart(); // kill -9, then at once back
+                events.push((mono_ns(), format!("node {i} back")));
             }
             Failover | FailoverUnprotected => {
                 thread::sleep(Duration::from_millis(300 + next() % 300));
                 let i = next() as usize % GROUPS;
+                events.push((mono_ns(), format!("node {i} failing over")));
                 run.groups[i].failover(&mut run.servers[i]);
+                events.push((mono_ns(), format!("node {i} failed over")));
             }
             ClusterReshard => {
                 thread::sleep(Duration::from_millis(300 + next() % 300));
@@ -1208,6 +1275,10 @@ fn run_schedule(
                     b"redlock-sem:redlock:faults-sem"
                 };
                 reshard(c, key);
+                events.push((
+                    mono_ns(),
+                    format!("resharded {}", String::from_utf8_lossy(key)),
+                ));
             }
             KillMajorityRestart => {
                 // Long enough apart that the quarantine ends in between, now and then.
@@ -1215,6 +1286,7 @@ fn run_schedule(
                 let first = next() as usize % NODES;
                 for k in 0..3 {
                     run.servers[(first + k) % NODES].restart();
+                    events.push((mono_ns(), format!("node {} restarted", (first + k) % NODES)));
                 }
             }
             PauseMinority | PauseMajority => {
@@ -1225,10 +1297,12 @@ fn run_schedule(
                 for &i in &which {
                     run.servers[i].pause();
                 }
+                events.push((mono_ns(), format!("nodes {which:?} paused")));
                 thread::sleep(TTL * 3);
                 for &i in &which {
                     run.servers[i].resume();
                 }
+                events.push((mono_ns(), format!("nodes {which:?} resumed")));
             }
             WorkerPause => {
                 // Stop the worker that holds the lock right now, for longer than its TTL: it
@@ -1288,12 +1362,75 @@ fn run_schedule(
             );
         }
     }
+    let mut v = check(&records, elapsed);
+    v.story = story(&v.violating, &events, &run.dir, t0);
     let _ = fs::remove_dir_all(&run.dir);
     drop(run);
     Verdict {
         processes: spawned,
-        ..check(&records, elapsed)
+        ..v
     }
+}
+
+/// The report of the first violations: both sections, then the faults and the managers' log
+/// lines from 3 s before the earlier section to the end of the later one, times in ms from
+/// the schedule's start.
+fn story(violating: &[(Grant, Grant)], events: &[(u128, String)], dir: &Path, t0: u128) -> String {
+    let ms = |t: u128| (t as f64 - t0 as f64) / 1e6;
+    let mut trace: Vec<(u128, String)> = Vec::new();
+    if !violating.is_empty()
+        && let Ok(entries) = fs::read_dir(dir)
+    {
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "trace")
+                && let Ok(text) = fs::read_to_string(&path)
+            {
+                let name = path.file_stem().map(|n| n.to_string_lossy().into_owned());
+                for l in text.lines() {
+                    if let Some((t, rest)) = l.split_once(' ')
+                        && let Ok(t) = t.parse()
+                    {
+                        trace.push((t, format!("{} {rest}", name.as_deref().unwrap_or("?"))));
+                    }
+                }
+            }
+        }
+    }
+    trace.sort();
+    let mut out = String::new();
+    for (a, b) in violating.iter().take(2) {
+        for g in [a, b] {
+            let _ = writeln!(
+                out,
+                "  worker {} (pid {}, {}, token {}): held {:.1}–{:.1} ms, valid until {:.1} ms",
+                g.worker,
+                g.pid,
+                g.role,
+                g.token,
+                ms(g.start),
+                ms(g.end),
+                ms(g.valid_until)
+            );
+        }
+        let from = a.start.min(b.start).saturating_sub(3_000_000_000);
+        let to = a.end.max(b.end);
+        let mut lines: Vec<(u128, String)> = (events.iter())
+            .filter(|(t, _)| (from..=to).contains(t))
+            .map(|(t, e)| (*t, format!("harness: {e}")))
+            .collect();
+        lines.extend(
+            trace
+                .iter()
+                .filter(|(t, _)| (from..=to).contains(t))
+                .cloned(),
+        );
+        lines.sort();
+        for (t, l) in lines.iter().take(400) {
+            let _ = writeln!(out, "    {:>9.1} {l}", ms(*t));
+        }
+    }
+    out
 }
 
 /// A permit worker among `ids` (tried from the `first`-th on, round) whose log ends inside a
@@ -1473,6 +1610,7 @@ fn main() -> ExitCode {
         let _ = writeln!(out, "{row}");
         if s.safe() && v.violations > 0 {
             failed.push(format!("{}: {} violations", s.name(), v.violations));
+            println!("{}: violations:\n{}", s.name(), v.story);
         }
         if v.late_writes_stale > 0 {
             failed.push(format!(
@@ -1495,6 +1633,7 @@ fn main() -> ExitCode {
             ));
         }
         if s.safe() && v.permits_over + v.slot_overlaps > 0 {
+            println!("{}: permit violations:\n{}", s.name(), v.story);
             failed.push(format!(
                 "{}: more than {PERMITS} permits valid at once {} times (at most {}), one slot's \
                  permits overlapping while valid {} times",
