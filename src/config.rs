@@ -94,6 +94,14 @@ pub const MAX_RESOURCES: usize = 1000;
 /// (`redlock:`) and the fencing counters (`redlock-fence:`), so no resource name can alias it.
 pub const MARKER_KEY: &[u8] = b"redlock-marker";
 
+/// The key of restart quarantine's loss note on a node: a manager that puts the node in
+/// quarantine because it lost its keyspace (a restart, a flush, a promotion) writes it, with a
+/// TTL of two maximum TTLs, so that a manager meeting the cluster later does not mistake a
+/// cluster whose every node restarted within the maximum TTL for a brand-new one. It holds the
+/// lost server's `run_id` and why. On a cluster node each shard primary holds one, tagged like
+/// its lowest slot's marker ([`slot_loss_note`]).
+pub const LOSS_NOTE_KEY: &[u8] = b"redlock-marker-lost";
+
 /// Configuration for a [`Redlock`](crate::Redlock) manager.
 ///
 /// Every option has a documented default; [`Redlock::new`](crate::Redlock::new) validates the
@@ -644,6 +652,7 @@ pub(crate) fn own_key(key: &[u8]) -> bool {
         || key.starts_with(FAIR_TICKETS_PREFIX)
         || key == MARKER_KEY
         || key.starts_with(SLOT_MARKER_PREFIX)
+        || key.starts_with(LOSS_NOTE_KEY)
 }
 
 /// The prefix of a cluster node's per-slot markers (see [`slot_marker`]).
@@ -655,6 +664,13 @@ const SLOT_MARKER_PREFIX: &[u8] = b"redlock-marker:";
 pub(crate) fn slot_marker(slot: u16) -> Vec<u8> {
     let tag = crate::slot::slot_tag(slot);
     [SLOT_MARKER_PREFIX, b"{", tag.as_bytes(), b"}"].concat()
+}
+
+/// The loss note ([`LOSS_NOTE_KEY`]) of a cluster node's shard whose lowest slot is `slot`:
+/// `redlock-marker-lost:{TAG}`, in the slot of that slot's marker.
+pub(crate) fn slot_loss_note(slot: u16) -> Vec<u8> {
+    let tag = crate::slot::slot_tag(slot);
+    [LOSS_NOTE_KEY, b":{", tag.as_bytes(), b"}"].concat()
 }
 
 /// `cmd` with every argument that is exactly [`MARKER_KEY`] replaced by `slot`'s marker

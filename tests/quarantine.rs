@@ -755,3 +755,63 @@ fn only_nodes_that_may_be_new_are_admitted() {
         Err(Error::InvalidInput(_))
     ));
 }
+
+#[test]
+fn a_rolling_restart_of_every_node_is_not_mistaken_for_a_brand_new_cluster() {
+    // Long enough that no step below can outlast a lease on a loaded machine.
+    let max_ttl = Duration::from_secs(30);
+    let ttl = Duration::from_secs(20);
+    let mut cluster = Cluster::start(3);
+    let holder = manager(cluster.urls(), max_ttl);
+    let lease = holder.try_lock("rolling", ttl).unwrap();
+    // Every node restarts empty in turn, well within the lease; a running manager sees each
+    // restart and notes it on the node.
+    let watcher = manager(cluster.urls(), max_ttl);
+    assert_eq!(seen_outcome(&watcher, 0, ttl), NodeOutcome::Success);
+    for i in 0..3 {
+        cluster.servers[i].restart();
+        let o = seen_outcome(&watcher, i, ttl);
+        assert_eq!(reason(&o), Some(QuarantineReason::RestartSeen), "{o:?}");
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                let _ = outcome_of(&watcher, i, ttl);
+                cluster.servers[i].get(redlock::LOSS_NOTE_KEY).is_some()
+            }),
+            "no loss note on node {i}"
+        );
+    }
+    // No node has a marker left, and every one is young: what a brand-new cluster looks like.
+    assert!(cluster.servers.iter().all(|s| s.marker().is_none()));
+    assert!(
+        lease.validity() > Duration::ZERO,
+        "the test ran past its lease"
+    );
+    // A manager meeting the cluster now reads the notes: every node lost its keyspace, none
+    // counts, and the lock is not granted a second time.
+    let late = manager(cluster.urls(), max_ttl);
+    match late.try_lock("rolling", ttl) {
+        Ok(second) => panic!(
+            "granted again while the first lease is valid for {:?}: {:?}",
+            lease.validity(),
+            second.acquisition()
+        ),
+        Err(e) => {
+            let r = e.report().expect("a report");
+            let noted = (r.nodes.iter())
+                .filter(|n| reason(&n.outcome) == Some(QuarantineReason::NoMarker))
+                .count();
+            // Once a quorum is impossible, the rest are not waited for.
+            let pending = (r.nodes.iter())
+                .filter(|n| n.outcome == NodeOutcome::Pending)
+                .count();
+            assert!(noted >= 2 && noted + pending == 3, "{e}");
+        }
+    }
+    // Nor may an operator admit them as new.
+    match late.admit_new_nodes(&[0]) {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("is not new"), "{m}"),
+        other => panic!("a node noted as lost was admitted: {other:?}"),
+    }
+    // Its keys went with the restarts: nothing to release.
+    assert!(lease.unlock().is_err());
+}

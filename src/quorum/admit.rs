@@ -52,27 +52,8 @@ impl Cluster {
         for &i in nodes {
             let link = &self.links[i];
             let node = &link.node;
-            match node.standing() {
-                Standing::Trusted => continue,
-                Standing::Unknown => {
-                    return Err(unreached(i, link, "its marker could not be read"));
-                }
-                Standing::Quarantined {
-                    reason:
-                        QuarantineReason::NoMarker
-                        | QuarantineReason::Young
-                        | QuarantineReason::Undecided,
-                    ..
-                }
-                | Standing::Undecided { .. } => {}
-                Standing::Quarantined { reason, .. } => {
-                    return Err(Error::invalid(format!(
-                        "node {i} ({}) is not new: {}; it is trusted again once its quarantine \
-                         is over",
-                        node.addr,
-                        reason.describe()
-                    )));
-                }
+            if !may_be_new(i, link)? {
+                continue;
             }
             let Some(value) = node.make_trusted() else {
                 return Err(unreached(i, link, "its identity is unknown"));
@@ -153,4 +134,34 @@ fn unreached(i: usize, link: &Link, why: &str) -> Error {
         )),
         expires_in: None,
     })
+}
+
+/// Whether node `i` may be admitted: `Ok(false)` when it is trusted already, an error naming
+/// why when it is not new (a restart seen, a promotion, a stale marker, another process's loss
+/// note) or could not be read.
+fn may_be_new(i: usize, link: &Link) -> Result<bool, Error> {
+    let node = &link.node;
+    let not_new = |why: &str| {
+        Error::invalid(format!(
+            "node {i} ({}) is not new: {why}; it is trusted again once its quarantine is over",
+            node.addr
+        ))
+    };
+    if node.loss_noted() {
+        return Err(not_new(
+            "another process noted that it restarted or lost its data (the key \
+             redlock-marker-lost)",
+        ));
+    }
+    match node.standing() {
+        Standing::Trusted => Ok(false),
+        Standing::Unknown => Err(unreached(i, link, "its marker could not be read")),
+        Standing::Quarantined {
+            reason:
+                QuarantineReason::NoMarker | QuarantineReason::Young | QuarantineReason::Undecided,
+            ..
+        }
+        | Standing::Undecided { .. } => Ok(true),
+        Standing::Quarantined { reason, .. } => Err(not_new(reason.describe())),
+    }
 }

@@ -13,8 +13,9 @@
 //! * no marker, where this manager had seen one: its keyspace was lost without a restart
 //!   (`FLUSHALL`); quarantined until a maximum TTL after the loss was seen;
 //! * no marker otherwise: undecided, and this rule decides, once it can:
-//!   - some node has a marker (current or stale): the cluster has met this library before, so
-//!     the node lost its keyspace: quarantined until a maximum TTL after it was first seen;
+//!   - some node has a marker (current or stale) or a loss note: the cluster has met this
+//!     library before, so the node lost its keyspace: quarantined until a maximum TTL after it
+//!     was first seen;
 //!   - no node has one, and every configured node has answered: if every node is younger than
 //!     the maximum TTL, a brand-new cluster: all trusted at once; otherwise a long-running
 //!     cluster meeting this library for the first time: the old nodes are trusted, the young
@@ -33,8 +34,15 @@
 //! exists atomically with the grant, so a trusted node that loses its keyspace stops granting
 //! at once, for every manager.
 //!
-//! The one case this cannot tell apart: every node losing its data at the same moment looks
-//! like a brand-new cluster.
+//! A manager that quarantines a node because it saw it lose its keyspace (a restart, a flush,
+//! a promotion, a stale marker) writes a loss note on it (`LOSS_NOTE_KEY`, expiring after two
+//! maximum TTLs), which every handshake reads: without it, a cluster whose every node restarted
+//! empty in turn within the maximum TTL has no marker left and looks brand-new to a manager
+//! that arrives then, which would grant locks that holders still rely on.
+//!
+//! The one case this cannot tell apart: every node losing its data within the maximum TTL with
+//! no manager that knew the cluster seeing it (so no note was written) looks like a brand-new
+//! cluster.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -169,6 +177,12 @@ impl Cluster {
             self.trust_epoch.fetch_add(1, Ordering::Release);
         }
         for link in &units {
+            // Told on the node, for managers that meet the cluster later (see
+            // `LOSS_NOTE_KEY`): without it, a cluster whose every node restarted within the
+            // maximum TTL has no marker left and looks brand-new.
+            if let Some(cmd) = link.node.loss_note_cmd() {
+                link.send_health(&cmd, Hs::NoteWrite, now, &self.settings);
+            }
             if link.node.probe_due(now)
                 && let Some(cmd) = link.node.marker_probe_cmd()
             {

@@ -97,6 +97,9 @@ pub(crate) enum Hs {
     /// plain node (`INFO` sections restricted), and refuses a failover group's master, whose
     /// role must be confirmed.
     Replication,
+    /// `GET` of the loss note ([`LOSS_NOTE_KEY`](crate::LOSS_NOTE_KEY)), in the handshake
+    /// right before the marker's: whether another manager saw this server lose its keyspace.
+    LossNote,
     /// `GET` of the quarantine marker, in the handshake: decides whether the node is trusted.
     Marker,
     /// `CONFIG GET appendonly|appendfsync`: an error only means the setting is unknown.
@@ -106,6 +109,8 @@ pub(crate) enum Hs {
     MarkerProbe,
     /// After the handshake: our write of the marker.
     MarkerWrite,
+    /// Our write of the loss note, for a node this manager quarantined for a loss.
+    NoteWrite,
 }
 
 /// What the link must do after a handshake or health reply.
@@ -114,9 +119,12 @@ pub(crate) enum Action {
     None,
     /// Write the marker with this `run_id` (before anything held behind the handshake).
     WriteMarker(String),
-    /// Read this marker as part of the handshake (a cluster node's shard, once its slot map
-    /// says which slots it owns).
-    ReadMarker(Vec<u8>),
+    /// Read this loss note and this marker as part of the handshake (a cluster node's shard,
+    /// once its slot map says which slots it owns).
+    ReadMarker {
+        note: Vec<u8>,
+        marker: Vec<u8>,
+    },
 }
 
 /// A node's identity as of its last handshake.
@@ -252,7 +260,7 @@ impl Node {
             }
             (Hs::Auth, _) => {}
             // NOAUTH (no password given) comes first, as INFO cluster's answer.
-            (Hs::Required | Hs::Cluster | Hs::Marker | Hs::Scripting, r)
+            (Hs::Required | Hs::Cluster | Hs::LossNote | Hs::Marker | Hs::Scripting, r)
                 if refusal(r).is_some() =>
             {
                 return Err(refusal(r).expect("checked"));
@@ -288,11 +296,19 @@ impl Node {
                 return Err(refusal(r).expect("checked"));
             }
             (Hs::Replication, r) => self.observe_replication(r, now)?,
+            (Hs::LossNote, r) => self.observe_loss_note(r),
             (Hs::Marker, r) => return Ok(self.observe_marker(r, now)),
             (Hs::MarkerProbe, r) => self.observe_probe(r),
             (Hs::MarkerWrite, Reply::Ok) => self.lock_trust().marker_present = true,
             (Hs::MarkerWrite, other) => log::warn!(
                 "node {} ({}): cannot write the quarantine marker: {}",
+                self.index,
+                self.addr,
+                other.describe()
+            ),
+            (Hs::NoteWrite, Reply::Ok) => {}
+            (Hs::NoteWrite, other) => log::warn!(
+                "node {} ({}): cannot write the loss note: {}",
                 self.index,
                 self.addr,
                 other.describe()
@@ -336,7 +352,10 @@ impl Node {
             ),
         }
         match (self.policy.enabled || self.policy.durable, shard.home()) {
-            (true, Some(home)) => Action::ReadMarker(crate::config::slot_marker(home)),
+            (true, Some(home)) => Action::ReadMarker {
+                note: crate::config::slot_loss_note(home),
+                marker: crate::config::slot_marker(home),
+            },
             _ => Action::None,
         }
     }

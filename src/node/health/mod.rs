@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::{MARKER_KEY, NodeAddr};
+use crate::config::{LOSS_NOTE_KEY, MARKER_KEY, NodeAddr};
 use crate::error::NodeOutcome;
 use crate::resp;
 use crate::timing::RttEstimate;
@@ -213,8 +213,9 @@ fn handshake_commands(
     if policy.enabled || policy.durable {
         // A shard reads the marker of a slot it owns once its slot map says which.
         if !shard {
+            resp::pack(&[b"GET", LOSS_NOTE_KEY], &mut handshake);
             resp::pack(&[b"GET", MARKER_KEY], &mut handshake);
-            kinds.push(Hs::Marker);
+            kinds.extend([Hs::LossNote, Hs::Marker]);
         }
     } else {
         for setting in [&b"appendonly"[..], b"appendfsync"] {
@@ -275,6 +276,9 @@ impl Node {
                 first_seen: None,
                 next_probe: None,
                 probe_wait: PROBE_MIN,
+                note: false,
+                note_written: None,
+                lost_seen: false,
             }),
             restarts: AtomicU64::new(0),
             connections: AtomicU64::new(0),

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Action, Node};
-use crate::config::MARKER_KEY;
+use crate::config::{LOSS_NOTE_KEY, MARKER_KEY};
 use crate::error::QuarantineReason;
 use crate::resp::{self, Reply};
 
@@ -54,6 +54,14 @@ pub(super) struct Trust {
     /// When a quarantined node's marker is read again next, and the wait after that.
     pub(super) next_probe: Option<Instant>,
     pub(super) probe_wait: Duration,
+    /// The last handshake found a loss note ([`LOSS_NOTE_KEY`]): another manager saw this
+    /// server lose its keyspace.
+    pub(super) note: bool,
+    /// The `run_id` this manager last wrote a loss note for.
+    pub(super) note_written: Option<String>,
+    /// This manager saw the node lose its keyspace without a restart (its marker vanished
+    /// under it): its `NoMarker` quarantine is a loss, not a server that may be new.
+    pub(super) lost_seen: bool,
 }
 
 /// The first and the longest wait between two reads of a quarantined node's marker.
@@ -137,9 +145,21 @@ impl Node {
 
     /// True when this node's marker (current or stale) has been seen: the cluster has met
     /// this library before.
+    /// A loss note counts too: the cluster met this library, and this node lost its keyspace.
     pub(crate) fn marker_seen(&self) -> bool {
         let t = self.lock_trust();
-        t.marker_present || matches!(t.marker, Marker::Holds(_))
+        t.marker_present || t.note || matches!(t.marker, Marker::Holds(_))
+    }
+
+    /// True when the last handshake found a loss note: another manager saw this server lose
+    /// its keyspace, so it is not new.
+    pub(crate) fn loss_noted(&self) -> bool {
+        self.lock_trust().note
+    }
+
+    /// The handshake's `GET` of the loss note, read right before the marker's.
+    pub(super) fn observe_loss_note(&self, reply: &Reply) {
+        self.lock_trust().note = matches!(reply, Reply::Bulk(_));
     }
 
     /// Decides, from the handshake's `GET` of the marker, whether the node is trusted:
@@ -221,9 +241,12 @@ impl Node {
                 quarantined(seen + max_ttl, QuarantineReason::StaleMarker),
                 Action::None,
             ),
-            // Reconnected to the same process, which had our marker: its keyspace was lost.
-            Marker::Missing if was == Standing::Trusted && t.marker_present => {
+            // Reconnected to the same process, which had our marker, or with another manager's
+            // loss note (elsewhere the note counts in the cluster-wide rule: `marker_seen`): its
+            // keyspace was lost after this manager trusted it.
+            Marker::Missing if was == Standing::Trusted && (t.marker_present || t.note) => {
                 t.marker_present = false;
+                t.lost_seen = true;
                 (
                     quarantined(now + max_ttl, QuarantineReason::NoMarker),
                     Action::None,
@@ -327,6 +350,7 @@ impl Node {
         let mut t = self.lock_trust();
         if t.standing == Standing::Trusted && t.marker_present {
             t.marker_present = false;
+            t.lost_seen = true;
             t.marker = Marker::Missing;
             t.standing = quarantined(now + self.policy.max_ttl, QuarantineReason::NoMarker);
             log::warn!(
@@ -343,6 +367,8 @@ impl Node {
     pub(crate) fn make_trusted(&self) -> Option<String> {
         let mut t = self.lock_trust();
         t.standing = Standing::Trusted;
+        t.lost_seen = false;
+        t.note_written = None;
         t.next_probe = None;
         t.probe_wait = PROBE_MIN;
         drop(t);
@@ -402,6 +428,57 @@ impl Node {
         };
         let mut c = Vec::new();
         resp::pack(&[b"GET", &key], &mut c);
+        Some(c)
+    }
+
+    /// The command that writes this node's loss note ([`LOSS_NOTE_KEY`]), when this manager
+    /// has it in quarantine for a loss (a restart, a flush, a promotion, a stale marker, or
+    /// another manager's note) and has not written one for this server yet: `SET` with the
+    /// lost server's `run_id` and why, expiring after two maximum TTLs (at least the maximum
+    /// TTL and 2 s: a node counts as young for up to a second past the maximum TTL).
+    pub(crate) fn loss_note_cmd(&self) -> Option<Vec<u8>> {
+        let Standing::Quarantined { reason, .. } = self.standing() else {
+            return None;
+        };
+        if matches!(
+            reason,
+            QuarantineReason::Young | QuarantineReason::Undecided
+        ) {
+            return None;
+        }
+        // A node quarantined only for lacking a marker may be new (the operator may admit it):
+        // noted only where this manager saw the loss itself (it trusted the server before),
+        // or another manager's note is there already.
+        let t = self.lock_trust();
+        if reason == QuarantineReason::NoMarker && !t.note && !t.lost_seen {
+            return None;
+        }
+        drop(t);
+        let id = self.identity()?;
+        let key = match &self.shard {
+            Some(s) => crate::config::slot_loss_note(s.home()?),
+            None => LOSS_NOTE_KEY.to_vec(),
+        };
+        let mut t = self.lock_trust();
+        if t.note_written.as_deref() == Some(id.run_id.as_str()) {
+            return None;
+        }
+        t.note_written = Some(id.run_id.clone());
+        drop(t);
+        let max_ttl = self.policy.max_ttl;
+        let px = (max_ttl * 2).max(max_ttl + Duration::from_secs(2));
+        let value = format!("{} {reason:?}", id.run_id);
+        let mut c = Vec::new();
+        resp::pack(
+            &[
+                b"SET",
+                &key,
+                value.as_bytes(),
+                b"PX",
+                px.as_millis().to_string().as_bytes(),
+            ],
+            &mut c,
+        );
         Some(c)
     }
 

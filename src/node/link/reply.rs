@@ -135,11 +135,13 @@ impl Link {
                     self.push_health(st, &cmd, Hs::MarkerWrite, true, now);
                 }
             }
-            Ok(Action::ReadMarker(key)) => {
+            Ok(Action::ReadMarker { note, marker }) => {
                 // Part of the handshake: nothing held behind it runs before it is read.
-                let mut cmd = Vec::new();
-                crate::resp::pack(&[b"GET", &key], &mut cmd);
-                self.push_handshake(st, &cmd, Hs::Marker, now);
+                for (key, kind) in [(note, Hs::LossNote), (marker, Hs::Marker)] {
+                    let mut cmd = Vec::new();
+                    crate::resp::pack(&[b"GET", &key], &mut cmd);
+                    self.push_handshake(st, &cmd, kind, now);
+                }
             }
             Ok(Action::None) => {}
         }
