@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::FENCE_PREFIX;
+use crate::config::{FAIR_PREFIX, FENCE_PREFIX, SEMAPHORE_PREFIX};
 use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
@@ -13,16 +13,31 @@ use crate::script::Script;
 
 /// Inspection (`redlock inspect`, [`Redlock::scan`](crate::Redlock::scan)): one `SCAN` step
 /// from cursor `ARGV[1]` over keys matching `ARGV[2]`, `ARGV[3]` keys at a time. Returns the
-/// next cursor, then for each key found its name, its `PTTL` and its value if it is a string
-/// (nil otherwise). Read-only; not loaded by the handshake (sent as `EVAL`).
+/// next cursor, then for each key found its name, its `PTTL`, its value if it is a string (nil
+/// otherwise), its type, and how many members it has if it is a hash, sorted set, list or set
+/// (nil otherwise): with `ARGV[4]` = `slots`, a hash's fields named `slot:…` (a semaphore's
+/// permits held). Read-only; not loaded by the handshake (sent as `EVAL`).
 pub const SCAN_KEYS: &str = "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3]) \
 local out = {r[1]} \
 for _, k in ipairs(r[2]) do \
+local t = redis.call('TYPE', k)['ok'] \
 local v = false \
-if redis.call('TYPE', k)['ok'] == 'string' then v = redis.call('GET', k) end \
+local n = false \
+if t == 'string' then v = redis.call('GET', k) \
+elseif t == 'hash' and ARGV[4] == 'slots' then \
+n = 0 \
+for _, f in ipairs(redis.call('HKEYS', k)) do \
+if string.sub(f, 1, 5) == 'slot:' then n = n + 1 end \
+end \
+elseif t == 'hash' then n = redis.call('HLEN', k) \
+elseif t == 'zset' then n = redis.call('ZCARD', k) \
+elseif t == 'list' then n = redis.call('LLEN', k) \
+elseif t == 'set' then n = redis.call('SCARD', k) end \
 out[#out + 1] = k \
 out[#out + 1] = redis.call('PTTL', k) \
 out[#out + 1] = v \
+out[#out + 1] = t \
+out[#out + 1] = n \
 end \
 return out";
 
@@ -40,6 +55,14 @@ pub enum KeyKind {
     Lock,
     /// Fencing counters: `redlock-fence:<resource>` (they never expire, by design).
     FencingCounter,
+    /// Semaphores: `redlock-sem:` followed by the lock key of the semaphore's name (see
+    /// [`Redlock::semaphore`](crate::Redlock::semaphore)); [`KeyInfo::members`] is the number of
+    /// permits held on that node.
+    Semaphore,
+    /// Fair locks' queues: `redlock-fair:` followed by the lock key (see
+    /// [`LockOptions::fair`](crate::LockOptions::fair)); [`KeyInfo::members`] is the number of
+    /// waiters queued on that node.
+    FairQueue,
 }
 
 /// One key found on one node.
@@ -57,6 +80,13 @@ pub struct KeyInfo {
     pub ttl: Option<Duration>,
     /// The value, when the key is a string: a lock's holder token, a counter's value.
     pub value: Option<Vec<u8>>,
+    /// The key's Redis type (`string`, `hash`, `zset`, …): a plain lock is a string, a
+    /// reentrant or shared lock a hash.
+    pub key_type: String,
+    /// How many members the key has, when it is a hash, sorted set, list or set (a reentrant
+    /// or shared lock's entries; for [`KeyKind::Semaphore`] the permits held, for
+    /// [`KeyKind::FairQueue`] the waiters); `None` for a string.
+    pub members: Option<u64>,
 }
 
 /// What [`Redlock::scan`](crate::Redlock::scan) found.
@@ -98,11 +128,24 @@ fn glob_escape(s: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The prefix of every key of `kind` under the lock key prefix `lock_prefix`.
+fn kind_prefix(kind: KeyKind, lock_prefix: &[u8]) -> Vec<u8> {
+    match kind {
+        KeyKind::Lock => lock_prefix.to_vec(),
+        KeyKind::FencingCounter => FENCE_PREFIX.to_vec(),
+        KeyKind::Semaphore => [SEMAPHORE_PREFIX, lock_prefix].concat(),
+        KeyKind::FairQueue => [FAIR_PREFIX, lock_prefix].concat(),
+    }
+}
+
 /// Scans every node for keys of `kind` whose resource starts with `prefix`.
 pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Error> {
-    let key_prefix = match kind {
-        KeyKind::Lock => sh.cfg.key_prefix.as_slice(),
-        KeyKind::FencingCounter => FENCE_PREFIX,
+    let key_prefix = kind_prefix(kind, &sh.cfg.key_prefix);
+    let key_prefix = key_prefix.as_slice();
+    let count_slots: &[u8] = if kind == KeyKind::Semaphore {
+        b"slots"
+    } else {
+        b""
     };
     // Under a prefix other than the default, the pattern may also match the library's own
     // keys; those are never lock keys (see `Config::lock_key`).
@@ -117,7 +160,7 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
     let mut failures: Vec<Option<NodeOutcome>> = vec![None; n];
     let mut keys = Vec::new();
     for _ in 0..MAX_STEPS {
-        let (at, cmds, slots) = next_step(&units, &cursors, n, &pattern);
+        let (at, cmds, slots) = next_step(&units, &cursors, n, &pattern, count_slots);
         if cmds.iter().all(Option::is_none) {
             break;
         }
@@ -177,7 +220,14 @@ pub(crate) fn scan(sh: &Shared, kind: KeyKind, prefix: &[u8]) -> Result<Scan, Er
     Ok(Scan { keys, failed })
 }
 
-type Found = (Vec<u8>, Option<Duration>, Option<Vec<u8>>);
+/// A key found: name, TTL, value (a string's), type, members (a collection's).
+type Found = (
+    Vec<u8>,
+    Option<Duration>,
+    Option<Vec<u8>>,
+    String,
+    Option<u64>,
+);
 
 /// What one scan walks with one cursor: a node, or one shard of a cluster node.
 struct Unit {
@@ -231,14 +281,20 @@ type Step = (Vec<Option<usize>>, Vec<Option<Vec<u8>>>, Vec<Option<u16>>);
 
 /// The next step of a scan: per node, the unit it is at (its first unit still scanning), the
 /// command that continues that unit's cursor, and the slot that routes it there.
-fn next_step(units: &[Unit], cursors: &[Option<Vec<u8>>], n: usize, pattern: &[u8]) -> Step {
+fn next_step(
+    units: &[Unit],
+    cursors: &[Option<Vec<u8>>],
+    n: usize,
+    pattern: &[u8],
+    count_slots: &[u8],
+) -> Step {
     let at: Vec<Option<usize>> = (0..n)
         .map(|i| (0..units.len()).find(|&u| units[u].node == i && cursors[u].is_some()))
         .collect();
     let cmds = (at.iter())
         .map(|u| {
             u.and_then(|u| cursors[u].as_ref())
-                .map(|c| SCAN_SCRIPT.calls(&[], &[c, pattern, COUNT]).1)
+                .map(|c| SCAN_SCRIPT.calls(&[], &[c, pattern, COUNT, count_slots]).1)
         })
         .collect();
     let slots = at.iter().map(|u| u.and_then(|u| units[u].slot)).collect();
@@ -256,7 +312,7 @@ fn shard_failed(shard: &str, o: NodeOutcome) -> NodeOutcome {
 fn key_info(
     (node, shard): (usize, &Option<String>),
     prefix_len: usize,
-    (key, ttl, value): Found,
+    (key, ttl, value, key_type, members): Found,
 ) -> KeyInfo {
     KeyInfo {
         node,
@@ -265,22 +321,25 @@ fn key_info(
         key,
         ttl,
         value,
+        key_type,
+        members,
     }
 }
 
-/// A reply of the scan script: the next cursor, and (key, TTL, value) per key found.
+/// A reply of the scan script: the next cursor, and (key, TTL, value, type, members) per key
+/// found.
 fn parse(r: &Reply) -> Result<(Vec<u8>, Vec<Found>), NodeOutcome> {
     let bad = || NodeOutcome::Protocol(format!("unexpected scan reply: {}", r.describe()));
     let items = match r {
-        Reply::Array(items) if items.len() % 3 == 1 => items,
+        Reply::Array(items) if items.len() % 5 == 1 => items,
         Reply::Error { text, .. } => return Err(NodeOutcome::ServerError(text.clone())),
         _ => return Err(bad()),
     };
     let Reply::Bulk(next) = &items[0] else {
         return Err(bad());
     };
-    let mut found = Vec::with_capacity(items.len() / 3);
-    for t in items[1..].chunks(3) {
+    let mut found = Vec::with_capacity(items.len() / 5);
+    for t in items[1..].chunks(5) {
         let (Reply::Bulk(k), Reply::Int(pttl)) = (&t[0], &t[1]) else {
             return Err(bad());
         };
@@ -292,7 +351,15 @@ fn parse(r: &Reply) -> Result<(Vec<u8>, Vec<Found>), NodeOutcome> {
             Reply::Bulk(v) => Some(v.clone()),
             _ => None,
         };
-        found.push((k.clone(), ttl, value));
+        let key_type = match &t[3] {
+            Reply::Bulk(v) => String::from_utf8_lossy(v).into_owned(),
+            _ => return Err(bad()),
+        };
+        let members = match &t[4] {
+            Reply::Int(n) => Some((*n).max(0) as u64),
+            _ => None,
+        };
+        found.push((k.clone(), ttl, value, key_type, members));
     }
     Ok((next.clone(), found))
 }
@@ -313,19 +380,27 @@ mod tests {
             Reply::Bulk(b"redlock:a".to_vec()),
             Reply::Int(900),
             Reply::Bulk(b"tok".to_vec()),
+            Reply::Bulk(b"string".to_vec()),
+            Reply::Nil,
             Reply::Bulk(b"redlock:b".to_vec()),
             Reply::Int(-1),
             Reply::Nil,
+            Reply::Bulk(b"hash".to_vec()),
+            Reply::Int(3),
             Reply::Bulk(b"redlock:gone".to_vec()),
             Reply::Int(-2),
+            Reply::Nil,
+            Reply::Bulk(b"none".to_vec()),
             Reply::Nil,
         ]);
         let (next, found) = parse(&r).unwrap();
         assert_eq!(next, b"17");
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].1, Some(Duration::from_millis(900)));
+        assert_eq!((found[0].3.as_str(), found[0].4), ("string", None));
         assert_eq!(found[1].1, None);
         assert_eq!(found[1].2, None);
+        assert_eq!((found[1].3.as_str(), found[1].4), ("hash", Some(3)));
         assert!(parse(&Reply::Array(vec![])).is_err());
         assert!(parse(&Reply::Int(1)).is_err());
     }

@@ -872,6 +872,82 @@ fn inspect_shows_held_locks_and_finds_leaked_keys() {
     );
 }
 
+/// `inspect` shows each kind of lock as what it is: a reentrant lock's hash, a key of another
+/// type under the prefix, a semaphore's permits held and a fair lock's queued waiters.
+#[test]
+fn inspect_shows_each_kind_of_lock_as_what_it_is() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let mgr = std::sync::Arc::new(redlock::Redlock::new(support::config(cluster.urls())).unwrap());
+    let ttl = Duration::from_secs(30);
+    let owned = redlock::LockOptions::new()
+        .owner("me")
+        .wait(redlock::Wait::No);
+    let reentrant = mgr.acquire("rent", ttl, &owned).unwrap();
+    let pool = mgr.semaphore("pool", 3).unwrap();
+    let permits = [
+        pool.try_acquire(ttl).unwrap(),
+        pool.try_acquire(ttl).unwrap(),
+    ];
+    let fair = redlock::LockOptions::new().fair(true);
+    let holder = mgr
+        .acquire("fq", ttl, &fair.clone().wait(redlock::Wait::No))
+        .unwrap();
+    // A waiter queued behind the holder, until it is released (or 30 s).
+    let waiter = {
+        let mgr = std::sync::Arc::clone(&mgr);
+        let wait = redlock::Wait::Until(std::time::Instant::now() + ttl);
+        std::thread::spawn(move || mgr.acquire("fq", ttl, &fair.wait(wait)).map(|l| l.unlock()))
+    };
+    let queued = |s: &RedisServer| {
+        redis::cmd("HLEN")
+            .arg("redlock-fair:redlock:fq")
+            .query::<i64>(&mut s.client())
+            .unwrap_or(0)
+            > 0
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .servers
+            .iter()
+            .all(queued)),
+        "the waiter never queued"
+    );
+    redis::cmd("RPUSH")
+        .arg("redlock:alist")
+        .arg("x")
+        .exec(&mut cluster.servers[0].client())
+        .unwrap();
+    let out = redlock().args(["inspect", "-n", &nodes]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        row("rent ").contains("(a reentrant or shared lock's hash; -r rent shows its holders)"),
+        "{stdout}"
+    );
+    assert!(
+        row("alist ").contains("(a list, not a lock key)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 semaphore(s)"), "{stdout}");
+    assert!(row("pool ").trim_end().ends_with(" 2"), "{stdout}");
+    assert!(stdout.contains("1 fair queue(s)"), "{stdout}");
+    assert!(row("fq ").contains(" 1"), "{stdout}");
+    holder.unlock().unwrap();
+    waiter.join().unwrap().unwrap().unwrap();
+    for p in permits {
+        p.unlock().unwrap();
+    }
+    reentrant.unlock().unwrap();
+}
+
 /// The command lines `redlock demo` printed (`$ …`), checked to be complete.
 fn printed_commands(stdout: &str, nodes: &str) -> Vec<String> {
     let lines: Vec<String> = stdout

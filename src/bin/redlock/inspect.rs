@@ -22,9 +22,11 @@ usage: redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-
 
 Scans every node with SCAN (never KEYS) for lock keys (redlock:<resource>) whose resource
 starts with PREFIX, and prints, per resource and node, whether the key is there, its
-remaining TTL and a short form of the holder's token. Keys with no TTL, or a TTL beyond the
-maximum TTL, are listed as leaked: they would block their resource for good (or far too
-long).
+remaining TTL and a short form of the holder's token (a reentrant or shared lock's hash is
+named as such; -r shows its holders). Keys with no TTL, or a TTL beyond the maximum TTL, are listed as
+leaked: they would block their resource for good (or far too long). Then the semaphores
+whose name starts with PREFIX, with the permits held on each node, and the fair locks'
+queues, with the waiters queued on each node.
 
 With -r NAME: who holds NAME. One read of its key on every node, showing per node whether it
 is free, held or could not be asked, the holder's label (`redlock run --label`, HOST:PID by
@@ -114,10 +116,16 @@ pub fn main(args: Vec<OsString>) -> u8 {
 /// Scans every node for lock keys and fencing counters under `prefix` and prints them, and
 /// the keys that outlive the maximum TTL (leaks); the exit status.
 fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak: bool) -> u8 {
-    let scanned = mgr
-        .scan(KeyKind::Lock, prefix.as_bytes())
-        .and_then(|locks| Ok((locks, mgr.scan(KeyKind::FencingCounter, prefix.as_bytes())?)));
-    let (locks, counters) = match scanned {
+    let p = prefix.as_bytes();
+    let scanned = (|| -> Result<_, redlock::Error> {
+        Ok((
+            mgr.scan(KeyKind::Lock, p)?,
+            mgr.scan(KeyKind::FencingCounter, p)?,
+            mgr.scan(KeyKind::Semaphore, p)?,
+            mgr.scan(KeyKind::FairQueue, p)?,
+        ))
+    })();
+    let (locks, counters, sems, queues) = match scanned {
         Ok(s) => s,
         Err(e) => {
             eprintln!("redlock inspect: {e}");
@@ -130,6 +138,8 @@ fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak:
     let addrs = node_names(mgr);
     print_locks(&locks.keys, &addrs, prefix);
     let leaked = print_leaks(&locks.keys, &addrs, max_ttl);
+    print_counted(&sems.keys, &addrs, "semaphore(s)", "PERMITS HELD");
+    print_counted(&queues.keys, &addrs, "fair queue(s)", "WAITERS");
     println!(
         "{} fencing counter(s) (redlock-fence:*; they never expire, by design)",
         counters.keys.len()
@@ -179,9 +189,7 @@ fn print_locks(keys: &[KeyInfo], addrs: &[String], prefix: &str) {
                             }
                             None => format!("{}…", show(&v[..v.len().min(8)])),
                         },
-                        None => "(not a string: a reentrant or shared lock's hash, or a key \
-                                 of another type)"
-                            .into(),
+                        None => not_a_string(k),
                     };
                     match &k.shard {
                         Some(shard) => format!("{ttl:>10}  {token} (shard {shard})"),
@@ -196,6 +204,46 @@ fn print_locks(keys: &[KeyInfo], addrs: &[String], prefix: &str) {
                 String::new()
             };
             println!("{res:<32} {name:<24} {line}");
+        }
+    }
+}
+
+/// What a lock key that is not a string holds: a reentrant or shared lock's hash, or a key of
+/// another type under the prefix (not a lock).
+fn not_a_string(k: &KeyInfo) -> String {
+    match k.key_type.as_str() {
+        "hash" => format!(
+            "(a reentrant or shared lock's hash; -r {} shows its holders)",
+            show(&k.resource)
+        ),
+        t => format!("(a {t}, not a lock key)"),
+    }
+}
+
+/// One line per name and node of a semaphore or fair queue: its TTL and how many permits are
+/// held, or waiters queued, there (`what`).
+fn print_counted(keys: &[KeyInfo], addrs: &[String], title: &str, what: &str) {
+    let mut by_name: BTreeMap<&[u8], Vec<&KeyInfo>> = BTreeMap::new();
+    for k in keys {
+        by_name.entry(&k.resource).or_default().push(k);
+    }
+    println!("{} {title}", by_name.len());
+    if by_name.is_empty() {
+        return;
+    }
+    println!("{:<32} {:<24} {:>10}  {what}", "NAME", "NODE", "TTL ms");
+    for (name, on) in &by_name {
+        for (i, addr) in addrs.iter().enumerate() {
+            let node = format!("{i} {addr}");
+            let line = match on.iter().find(|k| k.node == i) {
+                Some(k) => {
+                    let ttl = k.ttl.map_or("no TTL".into(), |t| t.as_millis().to_string());
+                    format!("{ttl:>10}  {}", k.members.unwrap_or(0))
+                }
+                None => format!("{:>10}", "-"),
+            };
+            let shown = if i == 0 { show(name) } else { String::new() };
+            println!("{shown:<32} {node:<24} {line}");
         }
     }
 }
