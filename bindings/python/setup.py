@@ -1,13 +1,19 @@
-"""Build hooks: copy the shared library into the package, and tag the wheel for this platform.
+"""Build hooks: build the Rust library and bundle it into the package, and tag the wheel for
+this platform.
 
-Everything else is in pyproject.toml. The library copied into the package is, in order:
+Everything else is in pyproject.toml. The library inside the package is, in order:
 
-1. ``$REDLOCK_LIB`` when set;
-2. the repository's ``target/release``, then ``target/debug`` (``cargo build --release`` first).
+1. ``$REDLOCK_LIB`` when set (copied);
+2. built by cargo from the repository's ``Cargo.toml`` through setuptools-rust (a build
+   requirement in pyproject.toml, so ``pip install ./bindings/python`` on a machine with Rust
+   builds it): the library alone, without the command-line tool's dependencies, as
+   ``redlock/_libredlock*.so``;
+3. where setuptools-rust is not importable (``python setup.py …`` by hand), the repository's
+   ``target/release``, then ``target/debug`` (``cargo build --release`` first; copied).
 
 ``REDLOCK_NO_BUNDLE=1`` builds a package without a copy (it then finds the library at run time
-through ``REDLOCK_LIB`` or the system's library search). Without either, the build fails with
-a message saying where it looked, rather than producing a package that cannot work.
+through ``REDLOCK_LIB`` or the system's library search). Without any of these, the build fails
+with a message saying where it looked, rather than producing a package that cannot work.
 """
 
 from __future__ import annotations
@@ -32,7 +38,33 @@ else:
     LIB_FILENAME = "libredlock.so"
 
 
+def rust_extensions() -> list:
+    """The library built by cargo (case 2 above), or none."""
+    if os.environ.get("REDLOCK_LIB") or os.environ.get("REDLOCK_NO_BUNDLE") == "1":
+        return []
+    try:
+        from setuptools_rust import Binding, RustExtension
+    except ImportError:
+        return []
+    return [
+        RustExtension(
+            "redlock._libredlock",
+            path=os.path.relpath(REPO / "Cargo.toml", HERE),
+            binding=Binding.NoBinding,
+            # The library only: not the CLI's argument parser, channels and HTTP server.
+            features=["tls"],
+            cargo_manifest_args=["--no-default-features"],
+            py_limited_api=False,
+        )
+    ]
+
+
+RUST_EXTENSIONS = rust_extensions()
+
+
 def find_library() -> "Path | None":
+    if RUST_EXTENSIONS:
+        return None  # built by setuptools-rust
     env = os.environ.get("REDLOCK_LIB")
     if env:
         path = Path(env)
@@ -105,4 +137,10 @@ def _license() -> dict:
     return {"license_expression": "MIT"} if major >= 77 else {"license": "MIT"}
 
 
-setup(cmdclass=cmdclass, distclass=BinaryDistribution, **_license())
+setup(
+    cmdclass=cmdclass,
+    distclass=BinaryDistribution,
+    zip_safe=False,
+    **({"rust_extensions": RUST_EXTENSIONS} if RUST_EXTENSIONS else {}),
+    **_license(),
+)

@@ -7,7 +7,8 @@ name, an arity or a type drifts. Nothing else in the package declares a C signat
 The shared library is loaded lazily, on first use, from the first of these that exists:
 
 1. the ``REDLOCK_LIB`` environment variable (a path; if set, nothing else is tried),
-2. a copy inside this package (placed there by ``pip install``),
+2. the library inside this package: built there by ``pip install`` (``_libredlock*.so``, by
+   setuptools-rust), or a copy (``libredlock.so``),
 3. the repository's ``target/release``, then ``target/debug`` (when the package is used from
    a checkout, e.g. with ``PYTHONPATH=bindings/python``),
 4. the system's library search (``dlopen("libredlock.so")``, then
@@ -401,7 +402,9 @@ _REPO_ROOT = _PACKAGE_DIR.parent.parent.parent
 def library_candidates() -> List[Tuple[str, Optional[Path]]]:
     """The places searched, in order, as ``(description, path)``; ``path`` is ``None`` for the
     system's library search. ``REDLOCK_LIB`` is not included (it overrides the list)."""
+    built = sorted(_PACKAGE_DIR.glob("_libredlock*"))
     return [
+        ("library built into the package", built[0] if built else _PACKAGE_DIR / "_libredlock.so"),
         ("copy inside the package", _PACKAGE_DIR / LIB_FILENAME),
         ("repository target/release", _REPO_ROOT / "target" / "release" / LIB_FILENAME),
         ("repository target/debug", _REPO_ROOT / "target" / "debug" / LIB_FILENAME),
