@@ -711,6 +711,8 @@ fn the_scan_reads_every_shard_and_names_it() {
 
 #[test]
 fn redlock_inspect_lists_a_clusters_keys_by_shard() {
+    // Built (if need be) before the lease is taken, not while it runs out.
+    let cli = support::redlock_cli();
     let cs = clusters(3, 2);
     let mgr = manager(&cs);
     let lease = mgr
@@ -732,7 +734,7 @@ fn redlock_inspect_lists_a_clusters_keys_by_shard() {
         })
         .collect::<Vec<_>>()
         .join(",");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+    let out = std::process::Command::new(cli)
         .args(["inspect", "--no-quarantine", "--nodes", &nodes])
         .env_remove("REDLOCK_NODES")
         .output()
@@ -746,7 +748,11 @@ fn redlock_inspect_lists_a_clusters_keys_by_shard() {
     assert!(stdout.contains("on 3 node(s)"), "{stdout}");
     for c in &cs {
         let shard = format!("(shard 127.0.0.1:{})", owner(c, &key).port);
-        assert!(stdout.contains(&shard), "{shard} in {stdout}");
+        assert!(
+            stdout.contains(&shard),
+            "{shard} in {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     lease.unlock().unwrap();
 }

@@ -135,6 +135,8 @@ fn a_promoted_replica_found_by_the_sentinels_grants_nothing_while_the_lock_is_he
 /// quarantine is over, the group counts again.
 #[test]
 fn a_sentinel_failover_while_holding_keeps_the_lock_and_the_group_counts_again() {
+    // Built (if need be) before anything below starts its clock.
+    let cli = support::redlock_cli();
     let max_ttl = Duration::from_secs(3);
     let (mut g, mut others, urls, x) = setup("holding", max_ttl);
     let ttl = Duration::from_secs(1);
@@ -170,7 +172,7 @@ fn a_sentinel_failover_while_holding_keeps_the_lock_and_the_group_counts_again()
             .any(|l| l.starts_with("redlock_node_master{node=\"0\"") && l.ends_with(&line)),
         "{text}"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+    let out = std::process::Command::new(cli)
         .args(["inspect", "--nodes", &y.config().node_urls().join(",")])
         .args(["--resource", "after"])
         .output()

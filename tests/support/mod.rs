@@ -43,6 +43,30 @@ pub fn redis_server_binary() -> String {
     }
 }
 
+/// The `redlock` command-line tool (the `redlock-cli` package's binary, beside this test's
+/// in the same target directory and profile), built first if needed: the library's own tests
+/// that run it cannot name it with `CARGO_BIN_EXE_redlock`, which only that package's tests
+/// have.
+pub fn redlock_cli() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable");
+            // target/<profile>/deps/<test> -> target/<profile>
+            let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+            let release = dir.file_name().is_some_and(|n| n == "release");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "--quiet", "-p", "redlock-cli", "--bin", "redlock"])
+                .args(release.then_some("--release"))
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("run cargo");
+            assert!(status.success(), "cargo build -p redlock-cli failed");
+            dir.join("redlock")
+        })
+        .clone()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

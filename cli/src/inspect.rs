@@ -23,10 +23,10 @@ usage: redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-
 Scans every node with SCAN (never KEYS) for lock keys (redlock:<resource>) whose resource
 starts with PREFIX, and prints, per resource and node, whether the key is there, its
 remaining TTL and a short form of the holder's token (a reentrant or shared lock's hash is
-named as such; -r shows its holders). Keys with no TTL, or a TTL beyond the maximum TTL, are listed as
-leaked: they would block their resource for good (or far too long). Then the semaphores
-whose name starts with PREFIX, with the permits held on each node, and the fair locks'
-queues, with the waiters queued on each node.
+named as such; -r shows its holders). Keys with no TTL, or a TTL beyond the maximum TTL,
+are listed as leaked: they would block their resource for good (or far too long). Then the
+semaphores whose name starts with PREFIX, with the permits held on each node, and the fair
+locks' queues, with the waiters queued on each node.
 
 With -r NAME: who holds NAME. One read of its key on every node, showing per node whether it
 is free, held or could not be asked, the holder's label (`redlock run --label`, HOST:PID by

@@ -1,5 +1,6 @@
 //! The `redlock` command-line tool against real redis-server processes.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::process::{Command, Output, Stdio};
