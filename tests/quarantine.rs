@@ -758,9 +758,10 @@ fn only_nodes_that_may_be_new_are_admitted() {
 
 #[test]
 fn a_rolling_restart_of_every_node_is_not_mistaken_for_a_brand_new_cluster() {
-    // Long enough that no step below can outlast a lease on a loaded machine.
-    let max_ttl = Duration::from_secs(30);
-    let ttl = Duration::from_secs(20);
+    // Long enough that the steps below (each bounded at 10 s) cannot outlast the lease on a
+    // loaded machine: they take well under a second here.
+    let max_ttl = Duration::from_secs(60);
+    let ttl = Duration::from_secs(50);
     let mut cluster = Cluster::start(3);
     let holder = manager(cluster.urls(), max_ttl);
     let lease = holder.try_lock("rolling", ttl).unwrap();
