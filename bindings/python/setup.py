@@ -6,7 +6,7 @@ Everything else is in pyproject.toml. The library inside the package is, in orde
 1. ``$REDLOCK_LIB`` when set (copied);
 2. built by cargo from the repository's ``Cargo.toml`` through setuptools-rust (a build
    requirement in pyproject.toml, so ``pip install ./bindings/python`` on a machine with Rust
-   builds it): the library alone, without the command-line tool's dependencies, as
+   builds it): the library package alone (the command-line tool is a package of its own), as
    ``redlock/_libredlock*.so``;
 3. where setuptools-rust is not importable (``python setup.py …`` by hand), the repository's
    ``target/release``, then ``target/debug`` (``cargo build --release`` first; copied).
@@ -51,9 +51,6 @@ def rust_extensions() -> list:
             "redlock._libredlock",
             path=os.path.relpath(REPO / "Cargo.toml", HERE),
             binding=Binding.NoBinding,
-            # The library only: not the CLI's argument parser, channels and HTTP server.
-            features=["tls"],
-            cargo_manifest_args=["--no-default-features"],
             py_limited_api=False,
         )
     ]
