@@ -1,0 +1,20 @@
+// The ES module entry: the same objects as the CommonJS one (index.js), exported by name.
+import cjs from './index.js';
+
+export const {
+  Redlock,
+  Semaphore,
+  Lease,
+  RedlockError,
+  NotAcquiredError,
+  NotHeldError,
+  UnavailableError,
+  AuthFailedError,
+  CancelledError,
+  InternalError,
+  LeaseLostError,
+  InvalidArgumentError,
+  threadsStarted,
+  version,
+} = cjs;
+export default cjs;
