@@ -93,6 +93,8 @@ export class Lease {
   private constructor();
   /** What was locked, as given (an array for acquireMany). */
   readonly resource: Resource | Resource[];
+  /** Every resource the lease holds: [resource], or those given to acquireMany. */
+  readonly resources: Resource[];
   /** Remaining validity in ms; 0 once expired, released or lost. */
   readonly validityMs: number;
   readonly ttlMs: number;

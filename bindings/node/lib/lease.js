@@ -20,6 +20,10 @@ class Lease {
   get resource() {
     return this.#resource;
   }
+  /** Every resource the lease holds, an array: [resource], or those given to acquireMany. */
+  get resources() {
+    return Array.isArray(this.#resource) ? this.#resource.slice() : [this.#resource];
+  }
   /** Remaining validity in ms (0 once expired, released or lost). */
   get validityMs() {
     return this.#n.validityMs;
