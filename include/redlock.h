@@ -33,6 +33,10 @@
 // The most permits a semaphore may have (`redlock_semaphore_acquire`).
 #define REDLOCK_MAX_PERMITS 1000
 
+// The longest value a candidate may campaign or proclaim with (`redlock_campaign`,
+// `redlock_lease_proclaim`), in bytes.
+#define REDLOCK_MAX_LEADER_VALUE 65536
+
 // A fair waiter's default drop-out time in milliseconds, when the lock's TTL is not shorter
 // (`redlock_acquire_opts_set_drop_out_ms`).
 #define REDLOCK_DEFAULT_DROP_OUT_MS 5000
@@ -238,6 +242,12 @@ typedef struct redlock_config redlock_config;
 // A snapshot for people and monitoring, never a reason to act: the holder can change as soon
 // as it is read (take the lock to act safely).
 typedef struct redlock_holders redlock_holders;
+
+// An election's leader as a quorum held it when it was read, from `redlock_leader_get` or
+// `redlock_leader_wait_change`. Read with `redlock_leader_term`, `redlock_leader_value` and
+// `redlock_leader_validity_ms`; free with `redlock_leader_free`. Immutable: any number of
+// threads may read one at once.
+typedef struct redlock_leader redlock_leader;
 
 // A held lock (named lease because the function `redlock_lock` takes the name).
 //
@@ -935,6 +945,121 @@ enum redlock_status redlock_config_set_tls_insecure_skip_verify(struct redlock_c
                                                                 bool skip,
                                                                 char *err,
                                                                 size_t err_len);
+
+// Campaigns in the election `election` with `value` (at most `REDLOCK_MAX_LEADER_VALUE`
+// bytes; an address, say) until this caller leads, and hands out the leadership as a lease of
+// `ttl_ms`, renewed automatically (options set with `redlock_acquire_opts_set_auto_renew`
+// replace the default renewal, which lasts as long as the lease). The lease's fencing token
+// is the term, greater than every earlier leader's; `redlock_unlock` resigns (waiting
+// candidates are woken by it); `redlock_lease_is_lost`, `redlock_lease_wait_lost` and the
+// lost callback tell of a lost leadership a margin before its validity ends (TTL/20, at
+// least 2 ms, at most 250 ms).
+//
+// Waiting: as `redlock_acquire`, except that options with no wait set (NULL options, or
+// `redlock_acquire_opts_set_retries` never called) wait until this caller leads; a wait of 0
+// ms tries once; the options' cancel handle ends the wait.
+//
+// Statuses: OK (`*out` receives a lease to free with `redlock_lease_free`), NOT_ACQUIRED
+// (another leads and the wait is over), UNAVAILABLE, AUTH, CANCELLED, INVALID_ARGUMENT
+// (name, TTL, value, or options with an owner, shared or fair set; nothing sent),
+// NULL_ARGUMENT, INVALID_HANDLE, INTERNAL.
+//
+// # Safety
+// `mgr` must be a live manager; `election` `election_len` readable bytes and `value`
+// `value_len` (each NULL when its length is 0); `opts` NULL or live options; `out` writable;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_campaign(struct redlock_manager *mgr,
+                                     const uint8_t *election,
+                                     size_t election_len,
+                                     const uint8_t *value,
+                                     size_t value_len,
+                                     uint32_t ttl_ms,
+                                     const struct redlock_acquire_opts *opts,
+                                     struct redlock_lease **out,
+                                     char *err,
+                                     size_t err_len);
+
+// Changes the value of the leadership `lease` (from `redlock_campaign`), keeping its term:
+// done when a quorum confirmed it while the leadership was valid; observers are woken.
+//
+// Statuses: OK, NOT_HELD (lost, resigned, or not confirmed in time), UNAVAILABLE, AUTH,
+// INVALID_ARGUMENT (a lease that is not a leadership, or a value over
+// `REDLOCK_MAX_LEADER_VALUE` bytes), NULL_ARGUMENT, INVALID_HANDLE, INTERNAL.
+//
+// # Safety
+// `lease` must be a live lease; `value` `value_len` readable bytes (NULL when 0); `err` NULL
+// or `err_len` writable bytes.
+enum redlock_status redlock_lease_proclaim(struct redlock_lease *lease,
+                                           const uint8_t *value,
+                                           size_t value_len,
+                                           char *err,
+                                           size_t err_len);
+
+// Reads the current leader of `election` from every node.
+//
+// Statuses: OK (`*out` receives a snapshot to free with `redlock_leader_free`), NOT_HELD (no
+// leader is held by a quorum: nobody elected, the last leadership over, or a campaign under
+// way; `*out` is set to NULL), UNAVAILABLE (fewer than a quorum answered), INVALID_ARGUMENT,
+// NULL_ARGUMENT, INVALID_HANDLE, INTERNAL.
+//
+// # Safety
+// `mgr` must be a live manager; `election` `election_len` readable bytes; `out` writable;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_leader_get(struct redlock_manager *mgr,
+                                       const uint8_t *election,
+                                       size_t election_len,
+                                       struct redlock_leader **out,
+                                       char *err,
+                                       size_t err_len);
+
+// Waits up to `timeout_ms` for a leader of `election` whose term is above `after_term` (0:
+// any leader), woken by the nodes' announcement of each new term, not by polling. A leader
+// elected meanwhile is returned as the latest, whatever terms were missed: pass the term
+// returned to the next call to see every change in order.
+//
+// Statuses: OK (`*out` receives a snapshot to free with `redlock_leader_free`), NOT_ACQUIRED
+// (the timeout came first; `*out` is set to NULL), UNAVAILABLE (the nodes could not be read
+// when the timeout came), INVALID_ARGUMENT, NULL_ARGUMENT, INVALID_HANDLE, INTERNAL.
+//
+// # Safety
+// `mgr` must be a live manager; `election` `election_len` readable bytes; `out` writable;
+// `err` NULL or `err_len` writable bytes.
+enum redlock_status redlock_leader_wait_change(struct redlock_manager *mgr,
+                                               const uint8_t *election,
+                                               size_t election_len,
+                                               uint64_t after_term,
+                                               uint32_t timeout_ms,
+                                               struct redlock_leader **out,
+                                               char *err,
+                                               size_t err_len);
+
+// The leader's term; 0 for NULL or an invalid handle.
+//
+// # Safety
+// `leader` must be NULL or a live snapshot.
+uint64_t redlock_leader_term(const struct redlock_leader *leader);
+
+// The leader's value: a pointer to its bytes (valid until `redlock_leader_free`; not
+// NUL-terminated) with its length in `*len` (when `len` is not NULL); NULL (and 0) for NULL
+// or an invalid handle.
+//
+// # Safety
+// `leader` must be NULL or a live snapshot; `len` NULL or writable.
+const uint8_t *redlock_leader_value(const struct redlock_leader *leader, size_t *len);
+
+// How long the leadership stayed valid at least, in milliseconds, as the nodes' TTLs said
+// when it was read (saturating); 0 for NULL or an invalid handle.
+//
+// # Safety
+// `leader` must be NULL or a live snapshot.
+uint32_t redlock_leader_validity_ms(const struct redlock_leader *leader);
+
+// Frees a leader snapshot. NULL is a no-op, and so is a handle found freed already (best
+// effort).
+//
+// # Safety
+// `leader` must be NULL or a snapshot not yet freed, with no other call on it in progress.
+void redlock_leader_free(struct redlock_leader *leader);
 
 // Asks every node who holds `resource` (`resource_len` bytes) and stores the answers in a new
 // snapshot at `*out`, to be freed with `redlock_holders_free`. Waits for every node, each for

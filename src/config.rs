@@ -59,6 +59,17 @@ pub const INTENT_PREFIX: &[u8] = b"redlock-intent:";
 /// so a semaphore and a lock of the same name never share a key.
 pub const SEMAPHORE_PREFIX: &[u8] = b"redlock-sem:";
 
+/// The prefix of an election's key: `redlock-elect:` followed by the lock key its name would
+/// have (see [`Redlock::election`](crate::Redlock::election)). No lock key can start with it,
+/// so an election and a lock of the same name never share a key.
+pub const ELECTION_PREFIX: &[u8] = b"redlock-elect:";
+
+/// The prefix of an election's leader record: `redlock-leader:` followed by the election's
+/// key (on a manager with a cluster node, its companion name in the key's slot). A hash of the
+/// current leader's token, term, proclamation number and value; its name is also the channel
+/// where each new term and value is announced.
+pub const LEADER_PREFIX: &[u8] = b"redlock-leader:";
+
 /// The prefix of a fair lock's queue: `redlock-fair:` followed by the lock key. Each node keeps
 /// one hash there per fair-locked resource, one entry per waiter (see
 /// [`LockOptions::fair`](crate::LockOptions::fair)); a waiter's wake-up channel is the queue's
@@ -460,8 +471,8 @@ impl Config {
         if own_key(&key) {
             return Err(Error::invalid(format!(
                 "the lock key of this resource would be {:?}, in the library's own namespace \
-                 (`redlock-fence:` counters, `redlock-intent:`, `redlock-sem:` and `redlock-fair` keys, \
-                 `redlock-marker`); choose another resource name or key prefix",
+                 (`redlock-fence:` counters, `redlock-intent:`, `redlock-sem:`, `redlock-fair`, \
+                 `redlock-elect:` and `redlock-leader:` keys, `redlock-marker`); choose another resource name or key prefix",
                 String::from_utf8_lossy(&key)
             )));
         }
@@ -472,6 +483,12 @@ impl Config {
     /// would have; invalid input as [`lock_key`](Self::lock_key).
     pub fn semaphore_key(&self, name: &[u8]) -> Result<Vec<u8>, Error> {
         Ok([SEMAPHORE_PREFIX, &self.lock_key(name)?].concat())
+    }
+
+    /// The key of the election `name`: [`ELECTION_PREFIX`] followed by the lock key `name`
+    /// would have; invalid input as [`lock_key`](Self::lock_key).
+    pub fn election_key(&self, name: &[u8]) -> Result<Vec<u8>, Error> {
+        Ok([ELECTION_PREFIX, &self.lock_key(name)?].concat())
     }
 
     /// The acquire bound of a lock with this TTL: how long an acquisition of one key waits
@@ -650,6 +667,8 @@ pub(crate) fn own_key(key: &[u8]) -> bool {
         || key.starts_with(SEMAPHORE_PREFIX)
         || key.starts_with(FAIR_PREFIX)
         || key.starts_with(FAIR_TICKETS_PREFIX)
+        || key.starts_with(ELECTION_PREFIX)
+        || key.starts_with(LEADER_PREFIX)
         || key == MARKER_KEY
         || key.starts_with(SLOT_MARKER_PREFIX)
         || key.starts_with(LOSS_NOTE_KEY)

@@ -15,6 +15,12 @@ pub enum Op {
     /// The second step of a fenced acquisition: writing the fencing token back to the
     /// per-resource counters where the key still holds our token.
     Fence,
+    /// A leader's new value ([`Leadership::proclaim`](crate::Leadership::proclaim)), written
+    /// where the election key still holds its token.
+    Proclaim,
+    /// A read of an election's leader on every node
+    /// ([`Election::leader`](crate::Election::leader)).
+    Leader,
 }
 
 impl Op {
@@ -24,6 +30,8 @@ impl Op {
             Op::Release => "confirmed the release",
             Op::Extend => "extended",
             Op::Fence => "confirmed the fencing token",
+            Op::Proclaim => "confirmed the new value",
+            Op::Leader => "answered",
         }
     }
 }
@@ -197,7 +205,8 @@ impl NodeOutcome {
             NodeOutcome::Success => f.write_str(op.verb()),
             NodeOutcome::Rejected => f.write_str(match op {
                 Op::Acquire => "held by another owner",
-                Op::Release | Op::Extend | Op::Fence => "not held by this token",
+                Op::Release | Op::Extend | Op::Fence | Op::Proclaim => "not held by this token",
+                Op::Leader => "refused the read",
             }),
             // A release that was written has been sent: a node that did not answer in time
             // runs it when it reads it, so it is not confirmed, but not refused either.

@@ -86,15 +86,16 @@ mod ttl;
 
 pub use acquire::{LockOptions, Wait};
 pub use config::{
-    Config, DEFAULT_DROP_OUT, DEFAULT_MAX_TTL, FAIR_PREFIX, FAIR_TICKETS_PREFIX, FENCE_PREFIX,
-    INTENT_PREFIX, KEY_PREFIX, LOSS_NOTE_KEY, MARKER_KEY, MAX_DROP_OUT, MAX_KEY_PREFIX_LEN,
-    MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_PERMITS, MAX_RESOURCE_LEN, MAX_RESOURCES, MAX_TTL,
-    MIN_DROP_OUT, NodeAddr, SEMAPHORE_PREFIX, SENTINEL_PORT,
+    Config, DEFAULT_DROP_OUT, DEFAULT_MAX_TTL, ELECTION_PREFIX, FAIR_PREFIX, FAIR_TICKETS_PREFIX,
+    FENCE_PREFIX, INTENT_PREFIX, KEY_PREFIX, LEADER_PREFIX, LOSS_NOTE_KEY, MARKER_KEY,
+    MAX_DROP_OUT, MAX_KEY_PREFIX_LEN, MAX_LABEL_LEN, MAX_OWNER_LEN, MAX_PERMITS, MAX_RESOURCE_LEN,
+    MAX_RESOURCES, MAX_TTL, MIN_DROP_OUT, NodeAddr, SEMAPHORE_PREFIX, SENTINEL_PORT,
 };
 pub use error::{Error, NodeOutcome, NodeReport, Op, QuarantineReason, Report};
 pub use holders::{Holder, HolderKind, Holders, NodeHold};
 pub use lease::{Lease, LeaseGuard, LostCallback, LostReason, RenewOptions};
-pub use manager::{NodeState, Redlock, Semaphore};
+pub use lock::{Leader, MAX_LEADER_VALUE};
+pub use manager::{Election, Leadership, NodeState, Observer, Redlock, Semaphore};
 pub use metrics::{
     BUCKETS, HistogramSnapshot, Metrics, NODE_ERROR_KINDS, NodeMetrics, OutcomeCounts, RenewalStats,
 };

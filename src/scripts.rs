@@ -15,6 +15,7 @@
 //! `holders.rs`), with its safety argument; this module is their public catalogue.
 
 pub use crate::holders::HOLDER;
+pub use crate::lock::election::{ELECT_WRITE, LEADER_READ, PROCLAIM};
 pub use crate::lock::fair::{FAIR_ACQUIRE, FAIR_RELEASE};
 pub use crate::lock::multi::{MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE};
 pub use crate::lock::plain::{
@@ -29,7 +30,7 @@ pub use crate::lock::shared::{INTENT_DROP, INTENT_QUEUE, SHARED_ACQUIRE};
 pub use crate::scan::SCAN_KEYS;
 
 /// All scripts, in the order the handshake loads them.
-pub(crate) const ALL: [&str; 20] = [
+pub(crate) const ALL: [&str; 23] = [
     RELEASE,
     DISCARD,
     EXTEND,
@@ -50,4 +51,7 @@ pub(crate) const ALL: [&str; 20] = [
     SEMAPHORE_ACQUIRE,
     FAIR_ACQUIRE,
     FAIR_RELEASE,
+    ELECT_WRITE,
+    PROCLAIM,
+    LEADER_READ,
 ];

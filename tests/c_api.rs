@@ -146,6 +146,7 @@ c_test_program!(
     test_shared_many,
     test_semaphore,
     test_fair,
+    test_election,
 );
 
 /// Runs `test_tls` (bindings/c/test_tls.c) against three nodes that serve TLS only and

@@ -562,7 +562,10 @@ pub(super) unsafe fn names_of<'a>(
 ///
 /// # Safety
 /// `out` must be non-NULL and writable.
-unsafe fn hand_out(lease: crate::Lease, out: *mut *mut redlock_lease) -> Result<(), FfiError> {
+pub(super) unsafe fn hand_out(
+    lease: crate::Lease,
+    out: *mut *mut redlock_lease,
+) -> Result<(), FfiError> {
     let raw = Box::into_raw(Box::new(redlock_lease::new(lease)?));
     // SAFETY: non-NULL and writable per this function's contract.
     unsafe { *out = raw };

@@ -29,7 +29,7 @@ use crate::{Lease, NodeOutcome};
 pub struct redlock_lease {
     /// `Handle::MAGIC` while live (see `super::Handle`).
     magic: u64,
-    inner: Lease,
+    pub(super) inner: Lease,
     token: CString,
     value: CString,
     /// Keeps an `on_lost` callback from running with this handle once it is freed.
@@ -73,7 +73,7 @@ unsafe fn read<T: Copy>(
 ///
 /// # Safety
 /// `lease` must be NULL or a live lease; `err` NULL or `err_len` writable bytes.
-unsafe fn with_lease(
+pub(super) unsafe fn with_lease(
     lease: *const redlock_lease,
     err: *mut c_char,
     err_len: usize,

@@ -21,6 +21,7 @@ mod acquire;
 mod cancel;
 mod check;
 mod config;
+mod election;
 mod holders;
 mod lease;
 mod manager;
@@ -29,6 +30,7 @@ pub use acquire::*;
 pub use cancel::*;
 pub use check::*;
 pub use config::*;
+pub use election::*;
 pub use holders::*;
 pub use lease::*;
 pub use manager::*;
@@ -95,6 +97,15 @@ impl FfiError {
     pub(crate) fn invalid(msg: impl Into<String>) -> FfiError {
         FfiError {
             status: REDLOCK_STATUS_INVALID_ARGUMENT,
+            msg: msg.into(),
+        }
+    }
+
+    /// An outcome that is not an error of the call but has its own status (no leader:
+    /// NOT_HELD), with a message.
+    pub(crate) fn with_status(status: redlock_status, msg: impl Into<String>) -> FfiError {
+        FfiError {
+            status,
             msg: msg.into(),
         }
     }
@@ -400,6 +411,11 @@ const _: () = assert!(REDLOCK_MAX_RESOURCES == crate::MAX_RESOURCES);
 /// The most permits a semaphore may have (`redlock_semaphore_acquire`).
 pub const REDLOCK_MAX_PERMITS: u32 = 1000;
 const _: () = assert!(REDLOCK_MAX_PERMITS == crate::MAX_PERMITS);
+
+/// The longest value a candidate may campaign or proclaim with (`redlock_campaign`,
+/// `redlock_lease_proclaim`), in bytes.
+pub const REDLOCK_MAX_LEADER_VALUE: usize = 65536;
+const _: () = assert!(REDLOCK_MAX_LEADER_VALUE == crate::MAX_LEADER_VALUE);
 
 /// A fair waiter's default drop-out time in milliseconds, when the lock's TTL is not shorter
 /// (`redlock_acquire_opts_set_drop_out_ms`).

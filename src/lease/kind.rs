@@ -99,6 +99,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn fair_ticket(&self) -> Option<Option<u64>> {
         None
     }
+
+    /// State of the primitive's own that its leases carry, for the primitive to read back
+    /// (a leadership's record and value, `lock::election`); `None` for most kinds.
+    fn state(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        None
+    }
 }
 
 /// The calls of script `s` on lease `l`'s keys, with the token, then `extra`, as arguments.

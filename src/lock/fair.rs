@@ -343,6 +343,7 @@ impl Fair {
             token: self.value.clone(),
             owner: None,
             shared: false,
+            elect: None,
         };
         let (round, expires) = decide(sh, as_plain(round), ttl, &|to| a.release_on(to))?;
         let fair = FairHold {

@@ -12,6 +12,7 @@
 //! Waiting, retries and auto-renewal are the acquisition driver's (acquire.rs); release and
 //! extension are the lease's.
 
+pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod multi;
 pub(crate) mod plain;
@@ -19,6 +20,7 @@ pub(crate) mod reentrant;
 pub(crate) mod semaphore;
 pub(crate) mod shared;
 
+pub use election::{Leader, MAX_LEADER_VALUE};
 pub(crate) use fair::Fair;
 pub(crate) use multi::attempt as attempt_many;
 pub(crate) use semaphore::attempt as attempt_permit;
@@ -203,6 +205,9 @@ struct Attempt<'a> {
     owner: Option<&'a [u8]>,
     /// A shared acquisition (whose owner is [`SHARED_OWNER`]).
     shared: bool,
+    /// A campaign (election.rs): the leader record's key and the candidate's value, which the
+    /// fencing round writes with the term.
+    elect: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// One attempt to acquire `resource` (whose lock key is `key`) for `ttl`, reentrant for
@@ -237,6 +242,7 @@ pub(crate) fn attempt(
         token,
         owner,
         shared,
+        elect: None,
     };
     let round = a.first_round(fenced)?;
     let (round, expires) = decide(sh, round, ttl, &|to| a.release_on(to))?;
@@ -383,9 +389,10 @@ impl Attempt<'_> {
         }
         let t = t.max(1);
         let t_str = t.to_string();
-        let (sha, eval) = match self.owner {
-            Some(owner) => reentrant::fence_write(self, owner, &t_str),
-            None => FENCE_WRITE_SCRIPT.calls(
+        let (sha, eval) = match (self.owner, &self.elect) {
+            (_, Some(e)) => election::fence_write(self, e, &t_str),
+            (Some(owner), None) => reentrant::fence_write(self, owner, &t_str),
+            (None, None) => FENCE_WRITE_SCRIPT.calls(
                 &[&self.key, &self.fence_key],
                 &[self.token.as_bytes(), t_str.as_bytes()],
             ),

@@ -429,6 +429,7 @@ fn fence(s: &Sem<'_>, round: &Round, expires: std::time::Instant) -> Result<u64,
         token: s.token.clone(),
         owner: Some(SEMAPHORE_OWNER),
         shared: false,
+        elect: None,
     };
     a.fence(&offers, expires)
 }

@@ -23,9 +23,11 @@ use crate::tls;
 
 mod admit;
 mod cluster;
+mod election;
 mod semaphore;
 
 use crate::ttl::Ttl;
+pub use election::{Election, Leadership, Observer};
 pub use semaphore::Semaphore;
 
 /// What a manager knows of one node (see [`Redlock::node_states`]).

@@ -78,6 +78,9 @@ struct Channel {
     /// When the holder's TTL runs out at the latest, as the waiters last learned it: what a
     /// waiter that becomes the first sleeps until, if no release comes.
     hint: Option<Instant>,
+    /// Every message wakes every waiter, not the first only: the channel of observers
+    /// ([`Listener::register_observer`]), who each want to see every change.
+    broadcast: bool,
 }
 
 struct Waiter {
@@ -120,6 +123,7 @@ impl Channel {
             last_message: vec![None; nodes],
             last_release: Vec::new(),
             hint: None,
+            broadcast: false,
         }
     }
 
@@ -145,6 +149,9 @@ impl Channel {
         if !token.is_empty() && self.last_release == token {
             return;
         }
+        if self.broadcast {
+            return self.notify_first();
+        }
         let Some(w) = self.waiters.front_mut() else {
             return;
         };
@@ -159,9 +166,14 @@ impl Channel {
         self.confirmed.iter().filter(|c| **c).count()
     }
 
-    /// Marks the first waiter notified and wakes it.
+    /// Marks the first waiter notified and wakes it (every waiter, on a broadcast channel).
     fn notify_first(&mut self) {
-        if let Some(w) = self.waiters.front_mut() {
+        let n = if self.broadcast {
+            self.waiters.len()
+        } else {
+            1
+        };
+        for w in self.waiters.iter_mut().take(n) {
             w.notified = true;
             w.blocked = None;
             w.waker.wake();
@@ -215,6 +227,27 @@ impl Listener {
     /// its queue, and has the listener subscribe to it. Fails only if the listener thread
     /// cannot be started (the caller then waits without notifications).
     pub(crate) fn register(&self, channel: &[u8], waker: Arc<Waker>) -> io::Result<Registration> {
+        self.register_as(channel, waker, false)
+    }
+
+    /// Registers the calling thread as an observer of `channel`: as
+    /// [`register`](Self::register), but every message on the channel wakes every observer
+    /// (an election's leader record, whose messages announce a new term or value). A channel
+    /// is either a lock's, with one waiter woken per message, or observers', never both.
+    pub(crate) fn register_observer(
+        &self,
+        channel: &[u8],
+        waker: Arc<Waker>,
+    ) -> io::Result<Registration> {
+        self.register_as(channel, waker, true)
+    }
+
+    fn register_as(
+        &self,
+        channel: &[u8],
+        waker: Arc<Waker>,
+        broadcast: bool,
+    ) -> io::Result<Registration> {
         let mut st = self.inner.lock();
         if !st.started {
             let inner = Arc::clone(&self.inner);
@@ -231,6 +264,7 @@ impl Listener {
             .entry(channel.to_vec())
             .or_insert_with(|| Channel::new(nodes));
         ch.idle_since = None;
+        ch.broadcast |= broadcast;
         ch.waiters.push_back(Waiter {
             id,
             waker: Arc::clone(&waker),
@@ -290,6 +324,15 @@ impl Registration {
         st.channels
             .get(&self.channel)
             .is_some_and(|c| c.confirmations() >= self.inner.quorum)
+    }
+
+    /// Per node: it has confirmed the subscription on its current connection (a message it
+    /// publishes from now on reaches this waiter, unless the connection drops, which wakes it).
+    pub(crate) fn confirmed(&self) -> Vec<bool> {
+        let st = self.inner.lock();
+        st.channels
+            .get(&self.channel)
+            .map_or_else(Vec::new, |c| c.confirmed.clone())
     }
 
     /// True when this waiter is the first of its queue.
