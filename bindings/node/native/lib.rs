@@ -53,6 +53,31 @@ where
     Ok(promise)
 }
 
+/// [`spawn`] for an acquisition: a lease granted after its JavaScript environment was torn
+/// down (a worker thread terminated during the wait) can reach no one, so it is released at
+/// once rather than left to expire.
+pub(crate) fn spawn_lease<F>(env: &Env, work: F) -> Result<JsObject>
+where
+    F: FnOnce() -> std::result::Result<Lease, Error> + Send + 'static,
+{
+    let (pending, promise) = settle::promise(env)?;
+    pool::submit(Box::new(move || {
+        let out = catch_unwind(AssertUnwindSafe(work));
+        if let Ok(Ok(lease)) = &out {
+            if pending.is_closed() {
+                let _ = lease.unlock();
+            }
+        }
+        Box::new(move || {
+            pending.settle(Box::new(move |env| match out {
+                Ok(r) => js(env, acquired(r)),
+                Err(_) => js(env, convert::internal("a panic in the Node binding's call")),
+            }))
+        })
+    }));
+    Ok(promise)
+}
+
 /// The outcome of a call that returns nothing: `null`, or the error.
 pub(crate) fn done(r: std::result::Result<(), Error>) -> Option<ErrorInfo> {
     r.err().as_ref().map(convert::error)
@@ -261,9 +286,7 @@ impl NativeManager {
         let opts = lock_options(&env, &options, cancel, lost)?;
         let mgr = self.mgr.clone();
         let resource = resource.to_vec();
-        spawn(&env, move || {
-            acquired(mgr.acquire(&resource, millis(ttl_ms), &opts))
-        })
+        spawn_lease(&env, move || mgr.acquire(&resource, millis(ttl_ms), &opts))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -293,8 +316,8 @@ impl NativeManager {
         let opts = lock_options(&env, &options, cancel, lost)?;
         let mgr = self.mgr.clone();
         let resources: Vec<Vec<u8>> = resources.iter().map(|r| r.to_vec()).collect();
-        spawn(&env, move || {
-            acquired(mgr.acquire_many(&resources, millis(ttl_ms), &opts))
+        spawn_lease(&env, move || {
+            mgr.acquire_many(&resources, millis(ttl_ms), &opts)
         })
     }
 
@@ -332,8 +355,8 @@ impl NativeManager {
         let opts = lock_options(&env, &options, cancel, lost)?;
         let mgr = self.mgr.clone();
         let name = name.to_vec();
-        spawn(&env, move || {
-            acquired(mgr.semaphore_acquire(&name, permits, millis(ttl_ms), &opts))
+        spawn_lease(&env, move || {
+            mgr.semaphore_acquire(&name, permits, millis(ttl_ms), &opts)
         })
     }
 

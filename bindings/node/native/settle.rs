@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::{Arc, RwLock};
 
 use napi::{sys, Env, JsObject, NapiRaw, NapiValue, Result};
 
@@ -17,12 +18,27 @@ struct Done {
     resolve: Resolver,
 }
 
-/// The thread-safe function's handle, handed to the binding's threads.
-#[derive(Clone, Copy)]
-pub struct Tsfn(sys::napi_threadsafe_function);
+/// The thread-safe function's handle, handed to the binding's threads, with whether it was
+/// finalized (its environment torn down: a worker thread terminated, the process exiting).
+/// N-API frees a finalized thread-safe function, so no call may reach it after that: a call
+/// holds the read lock while it calls, and the finalizer takes the write lock to mark it.
+#[derive(Clone)]
+pub struct Tsfn {
+    raw: sys::napi_threadsafe_function,
+    closed: Arc<RwLock<bool>>,
+}
 
-// SAFETY: N-API allows napi_call_threadsafe_function from any thread.
+// SAFETY: N-API allows napi_call_threadsafe_function from any thread; `closed` keeps calls
+// away from a finalized one.
 unsafe impl Send for Tsfn {}
+
+unsafe extern "C" fn finalized(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the Arc leaked in `tsfn`, given back once, here.
+    let closed = unsafe { Arc::from_raw(data as *const RwLock<bool>) };
+    *closed.write().unwrap_or_else(|e| e.into_inner()) = true;
+    // A later environment on this thread makes a new one.
+    let _ = LOCAL.try_with(|l| l.borrow_mut().take());
+}
 
 struct Local {
     tsfn: Tsfn,
@@ -76,7 +92,7 @@ unsafe extern "C" fn call_js(
         if let Some(l) = l.borrow_mut().as_mut() {
             l.pending -= 1;
             if l.pending == 0 {
-                unsafe { sys::napi_unref_threadsafe_function(env, l.tsfn.0) };
+                unsafe { sys::napi_unref_threadsafe_function(env, l.tsfn.raw) };
             }
         }
     });
@@ -86,9 +102,10 @@ fn tsfn(env: &Env) -> Result<Tsfn> {
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if let Some(x) = l.as_ref() {
-            return Ok(x.tsfn);
+            return Ok(x.tsfn.clone());
         }
         let name = env.create_string("redlock-quorum")?;
+        let closed = Arc::new(RwLock::new(false));
         let mut t = ptr::null_mut();
         check(
             unsafe {
@@ -99,8 +116,8 @@ fn tsfn(env: &Env) -> Result<Tsfn> {
                     name.raw(),
                     0,
                     1,
-                    ptr::null_mut(),
-                    None,
+                    Arc::into_raw(closed.clone()) as *mut c_void,
+                    Some(finalized),
                     ptr::null_mut(),
                     Some(call_js),
                     &mut t,
@@ -112,11 +129,12 @@ fn tsfn(env: &Env) -> Result<Tsfn> {
             unsafe { sys::napi_unref_threadsafe_function(env.raw(), t) },
             "unref",
         )?;
+        let tsfn = Tsfn { raw: t, closed };
         *l = Some(Local {
-            tsfn: Tsfn(t),
+            tsfn: tsfn.clone(),
             pending: 0,
         });
-        Ok(Tsfn(t))
+        Ok(tsfn)
     })
 }
 
@@ -130,19 +148,30 @@ pub struct Pending {
 unsafe impl Send for Pending {}
 
 impl Pending {
+    /// Whether the Promise can no longer be settled: its environment was torn down.
+    pub fn is_closed(&self) -> bool {
+        *self.tsfn.closed.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Settles the Promise on its JavaScript thread with what `resolve` makes there.
     pub fn settle(self, resolve: Resolver) {
         let done = Box::into_raw(Box::new(Done {
             deferred: self.deferred,
             resolve,
         }));
-        let status = unsafe {
-            sys::napi_call_threadsafe_function(
-                self.tsfn.0,
-                done as *mut c_void,
-                sys::ThreadsafeFunctionCallMode::nonblocking,
-            )
+        let closed = self.tsfn.closed.read().unwrap_or_else(|e| e.into_inner());
+        let status = if *closed {
+            sys::Status::napi_closing
+        } else {
+            unsafe {
+                sys::napi_call_threadsafe_function(
+                    self.tsfn.raw,
+                    done as *mut c_void,
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                )
+            }
         };
+        drop(closed);
         if status != sys::Status::napi_ok {
             // The environment is closing: the Promise is never settled.
             drop(unsafe { Box::from_raw(done) });
@@ -162,7 +191,7 @@ pub fn promise(env: &Env) -> Result<(Pending, JsObject)> {
     LOCAL.with(|l| {
         if let Some(l) = l.borrow_mut().as_mut() {
             if l.pending == 0 {
-                unsafe { sys::napi_ref_threadsafe_function(env.raw(), l.tsfn.0) };
+                unsafe { sys::napi_ref_threadsafe_function(env.raw(), l.tsfn.raw) };
             }
             l.pending += 1;
         }

@@ -47,3 +47,31 @@ for (const mode of ['exit', 'drain']) {
     assert.fail('the keys outlived their TTL by 5 s');
   });
 }
+
+test('a worker thread terminated during a wait: no crash, and the wait leaves nothing', async () => {
+  const { Worker } = await import('node:worker_threads');
+  const { Redlock } = await import('../index.mjs');
+  const waiter = fileURLToPath(new URL('./support/waiter.mjs', import.meta.url));
+  const mgr = new Redlock(nodes.urls);
+  const holder = await mgr.acquire('exit:worker', 10000);
+  for (let i = 0; i < 4; i++) {
+    const w = new Worker(waiter, { workerData: { urls: nodes.urls, resource: 'exit:worker' } });
+    await new Promise((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    await w.terminate();
+  }
+  // The waits go on, on the binding's threads, and are granted one after another once the
+  // holder releases; each grant reaches no one (its worker is gone) and is released at once,
+  // not left to its 5 s TTL. This process goes on.
+  await holder.release();
+  let free = false;
+  for (let i = 0; i < 60 && !free; i++) {
+    await sleep(50);
+    free = (await nodes.existsOn('redlock:exit:worker')) === 0;
+  }
+  assert.ok(free, 'a grant to a terminated worker was left held');
+  const again = await mgr.acquire('exit:worker', 1000, { waitMs: 3000 });
+  await again.release();
+});
