@@ -2,15 +2,16 @@
 // redis-server nodes (started here), no delay and 1 ms one-way delay (proxies in a process
 // of their own), one client uncontended and 8 clients on distinct resources. Drivers, in
 // interleaved rounds on the same nodes and proxies:
-//   engine        the Rust engine's own loop (what a C program over the C ABI runs), on
-//                 threads: the native figure the binding is measured against;
+//   C             the library's C ABI in a loop on threads (redlock_try_lock, redlock_unlock,
+//                 redlock_lease_free: what a C program runs): the figure the binding is
+//                 measured against;
 //   redlock-quorum this binding: `await mgr.acquire(r, ttl, {waitMs: 0})`, `await lease.release()`,
 //                 8 clients as 8 concurrent async loops in one process;
 //   node-redlock  redlock 5.0.0-beta.2 over ioredis, the same loops (bench/package.json;
 //                 installed on first use; skipped if npm cannot install it).
 //
 //   node bench/run.mjs [--secs 2] [--rounds 3] [--delays 0,1] [--clients 1,8]
-// Prints a Markdown table: p50, p99, cycles/s, and the ratios to the engine's figure (p50 for
+// Prints a Markdown table: p50, p99, cycles/s, and the ratios to the C figure (p50 for
 // one client, throughput for 8) from the same run.
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -75,7 +76,7 @@ async function loops(clients, tag, cycle) {
 }
 
 const drivers = {
-  async engine(urls, clients, tag) {
+  async C(urls, clients, tag) {
     const r = await native.benchEngine(urls, SECS, clients, tag);
     return { summary: r };
   },
@@ -151,10 +152,10 @@ try {
 
 console.log(`\nNode binding benchmark: N = 5, ${SECS} s × ${ROUNDS} interleaved rounds per driver (medians), ` +
   `node ${process.version}, ${(await import('node:os')).cpus().length} CPUs`);
-console.log('| delay | clients | driver | cycles | failures | p50 µs | p99 µs | cycles/s | vs engine |');
+console.log('| delay | clients | driver | cycles | failures | p50 µs | p99 µs | cycles/s | vs C |');
 console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|');
 for (const r of rows) {
-  const base = rows.find((x) => x.delay === r.delay && x.clients === r.clients && x.name === 'engine');
+  const base = rows.find((x) => x.delay === r.delay && x.clients === r.clients && x.name === 'C');
   const ratio = r.clients === 1 ? `${(r.p50 / base.p50).toFixed(2)}× p50` : `${(base.perSec / r.perSec).toFixed(2)}× thr`;
   console.log(`| ${r.delay ? `${r.delay} ms` : 'none'} | ${r.clients} | ${r.name} | ${r.cycles} | ${r.failures} | ` +
     `${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | ${r.perSec.toFixed(0)} | ${ratio} |`);

@@ -8,6 +8,7 @@ mod bench;
 mod convert;
 mod lease;
 mod pool;
+mod proxy;
 mod settle;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
