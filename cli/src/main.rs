@@ -2,6 +2,7 @@
 //!
 //!     redlock run -n URL[,URL…] -r NAME -t TTL [-w WAIT] [-f] [-E N] [options] -- CMD [ARGS…]
 //!     redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION] [--fail-on-leak]
+//!     redlock elect -n URL[,URL…] -r NAME [-v VALUE] [-t TTL] -- CMD [ARGS…] | --observe
 //!     redlock demo
 //!
 //! Durations take units (`500ms`, `10s`, `1.5s`, `2m`, `1h`, `1m30s`); a bare number other
@@ -27,6 +28,7 @@
 mod admit;
 mod args;
 mod demo;
+mod elect;
 mod group;
 mod inspect;
 mod local;
@@ -52,6 +54,8 @@ usage:
       run CMD while holding the lock (auto-renewed); see `redlock run --help`
   redlock inspect -n URL[,URL…] [-p PREFIX] [--max-ttl DURATION]
       show lock keys per node and find leaked ones; see `redlock inspect --help`
+  redlock elect -n URL[,URL…] -r NAME [-v VALUE] -- CMD [ARGS…]
+      run CMD while this process leads the election; --observe prints each leader
   redlock admit -n URL[,URL…] NODE [NODE…]
       trust nodes you know are new, without waiting out restart quarantine
   redlock demo
@@ -275,6 +279,7 @@ fn main() -> ExitCode {
     let code = match cmd.to_str() {
         Some("run") => run::main(rest),
         Some("inspect") => inspect::main(rest),
+        Some("elect") => elect::main(rest),
         Some("demo") => demo::main(rest),
         Some("admit") => admit::main(rest),
         Some("help" | "--help" | "-h") => {
@@ -345,7 +350,15 @@ mod tests {
         let run = crate::run::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
         let inspect = crate::inspect::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
         let admit = crate::admit::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
-        for help in [crate::HELP, &run, &inspect, &admit, crate::demo::HELP] {
+        let elect = crate::elect::HELP.replace("NODE_OPTS", crate::NODE_OPTS_HELP);
+        for help in [
+            crate::HELP,
+            &run,
+            &inspect,
+            &admit,
+            &elect,
+            crate::demo::HELP,
+        ] {
             for line in help.lines() {
                 let width = line.chars().count();
                 assert!(width <= 93, "wider than 93 columns: {line:?}");

@@ -261,7 +261,7 @@ fn resolve(mut f: Flags) -> Result<Opts, String> {
 
 /// The holder label: `--label`, else `REDLOCK_LABEL`, else `HOST:PID` of this process; the
 /// empty string for none. Checked here so that the error names the flag.
-fn label(flag: Option<String>) -> Result<String, String> {
+pub(crate) fn label(flag: Option<String>) -> Result<String, String> {
     let (l, name) = match flag {
         Some(l) => (l, "--label"),
         None => match env("REDLOCK_LABEL")? {
@@ -290,7 +290,7 @@ fn hostname() -> String {
 
 /// The signal to forward to the command, and the command's PID once it runs.
 static CHILD: AtomicI32 = AtomicI32::new(0);
-static PENDING: AtomicI32 = AtomicI32::new(0);
+pub(crate) static PENDING: AtomicI32 = AtomicI32::new(0);
 /// The write end of the pipe that wakes [`cancel_on_signal`]'s thread (-1: none yet).
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 
@@ -316,7 +316,7 @@ extern "C" fn forward(sig: libc::c_int) {
 /// nothing held). The handler may only write(2), so it writes a byte to a pipe, and a thread
 /// that reads the pipe fires the handle. `None` if the pipe cannot be made (then a signal
 /// still ends the run, once the acquisition returns).
-fn cancel_on_signal() -> Option<Cancel> {
+pub(crate) fn cancel_on_signal() -> Option<Cancel> {
     use std::io::Read;
     use std::os::fd::{IntoRawFd, OwnedFd};
     let (mut read, write) = std::io::pipe().ok()?;
@@ -333,7 +333,7 @@ fn cancel_on_signal() -> Option<Cancel> {
     Some(cancel)
 }
 
-fn install_forwarding() {
+pub(crate) fn install_forwarding() {
     for sig in FORWARDED {
         // SAFETY: a zeroed sigaction is valid; the handler only touches atomics and calls
         // kill(2); sigaction(2) is given valid pointers.
@@ -475,22 +475,36 @@ fn spawn(
     ttl: Duration,
     metrics: Option<std::net::SocketAddr>,
 ) -> Result<std::process::Child, (u8, String)> {
-    let mut cmd = Command::new(&o.cmd[0]);
-    // Its own process group, so that a lost lease stops everything the command started, and
-    // a Ctrl-C at a terminal reaches it once (forwarded by us), not twice.
-    cmd.process_group(0)
-        .args(&o.cmd[1..])
-        .env("REDLOCK_RESOURCE", resource)
-        .env("REDLOCK_TTL_MS", ttl.as_millis().to_string())
-        .env(
+    let mut env = vec![
+        ("REDLOCK_RESOURCE", resource.to_string()),
+        ("REDLOCK_TTL_MS", ttl.as_millis().to_string()),
+        (
             "REDLOCK_VALIDITY_MS",
             lease.validity().as_millis().to_string(),
-        );
+        ),
+    ];
     if let Some(t) = lease.fencing_token() {
-        cmd.env("REDLOCK_FENCING_TOKEN", t.to_string());
+        env.push(("REDLOCK_FENCING_TOKEN", t.to_string()));
     }
     if let Some(addr) = metrics {
-        cmd.env("REDLOCK_METRICS_ADDR", addr.to_string());
+        env.push(("REDLOCK_METRICS_ADDR", addr.to_string()));
+    }
+    spawn_held(&o.cmd, &env, lease)
+}
+
+/// Starts `cmd` in a process group of its own with `env` added, dying with this process, while
+/// `lease` is held (it is released if the command cannot start). Shared with `redlock elect`.
+pub(crate) fn spawn_held(
+    cmd_line: &[OsString],
+    env: &[(&str, String)],
+    lease: &Lease,
+) -> Result<std::process::Child, (u8, String)> {
+    let mut cmd = Command::new(&cmd_line[0]);
+    // Its own process group, so that a lost lease stops everything the command started, and
+    // a Ctrl-C at a terminal reaches it once (forwarded by us), not twice.
+    cmd.process_group(0).args(&cmd_line[1..]);
+    for (k, v) in env {
+        cmd.env(k, v);
     }
     die_with_supervisor(&mut cmd);
     // `spawn` forks on this thread, the main thread, which lives until the process exits:
@@ -505,7 +519,7 @@ fn spawn(
         };
         (
             code,
-            format!("cannot run {:?}: {e}", o.cmd[0].to_string_lossy()),
+            format!("cannot run {:?}: {e}", cmd_line[0].to_string_lossy()),
         )
     })?;
     let pid = child.id() as i32;
@@ -553,7 +567,7 @@ fn die_with_supervisor(_cmd: &mut Command) {}
 
 /// Waits for the command to exit, or for the lease to be lost (then terminates the command);
 /// releases the lock either way. Returns the exit status of `run`.
-fn supervise(
+pub(crate) fn supervise(
     mut child: std::process::Child,
     lease: &Lease,
     resource: &str,

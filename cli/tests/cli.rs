@@ -367,6 +367,7 @@ fn every_command_has_help() {
         &["help"],
         &["run", "--help"],
         &["inspect", "--help"],
+        &["elect", "--help"],
         &["demo", "--help"],
     ] {
         let out = redlock().args(args).output().unwrap();
