@@ -36,6 +36,8 @@ Example::
             lk.permit                                           # release: (slot, 4)
         with mgr.lock("printer", 5_000, wait_ms=30_000, fair=True) as lk:  # first come,
             lk.ticket                   # first served: its place in the queue (None: no wait)
+        with mgr.election("scheduler").campaign(b"10.0.0.7:80", 10_000) as leadership:
+            leadership.term             # leading (renewed) until the block ends: resigns
 
     # A label names this process in every lock it takes (``holders`` shows it); the empty key
     # prefix shares redsync's and node-redlock's keys (the resource name itself) in a migration.
@@ -73,6 +75,7 @@ from ._inspect import NodeState
 from ._lease import Lease
 from ._manager import Redlock
 from ._semaphore import Semaphore
+from ._election import AsyncCampaign, Campaign, Election, Leader, Leadership
 from ._errors import (
     STATUS_EXCEPTIONS,
     AuthFailed,
@@ -96,6 +99,7 @@ from ._ffi import (
     MAX_DROP_OUT_MS,
     MAX_KEY_PREFIX_LEN,
     MAX_LABEL_LEN,
+    MAX_LEADER_VALUE,
     MAX_PERMITS,
     MAX_RESOURCE_LEN,
     MAX_RESOURCES,
@@ -110,6 +114,11 @@ for _cls in (
     Redlock,
     Lease,
     Semaphore,
+    Election,
+    Leadership,
+    Leader,
+    Campaign,
+    AsyncCampaign,
     Cancel,
     NodeState,
     Holders,
@@ -144,6 +153,11 @@ __all__ = [
     "Redlock",
     "Lease",
     "Semaphore",
+    "Election",
+    "Leadership",
+    "Leader",
+    "Campaign",
+    "AsyncCampaign",
     "Cancel",
     "NodeState",
     "Holders",
@@ -173,6 +187,7 @@ __all__ = [
     "MAX_RESOURCE_LEN",
     "MAX_RESOURCES",
     "MAX_PERMITS",
+    "MAX_LEADER_VALUE",
     "MAX_TTL_MS",
     "MAX_LABEL_LEN",
     "MAX_KEY_PREFIX_LEN",

@@ -74,6 +74,10 @@ MAX_RESOURCES = 1000
 #: have.
 MAX_PERMITS = 1000
 
+#: ``REDLOCK_MAX_LEADER_VALUE``: the longest value a candidate may campaign or proclaim with
+#: (``redlock_campaign``, ``redlock_lease_proclaim``), in bytes.
+MAX_LEADER_VALUE = 65536
+
 #: ``REDLOCK_DEFAULT_DROP_OUT_MS``: a fair waiter's drop-out time in milliseconds when none is
 #: given and the lock's TTL is not shorter.
 DEFAULT_DROP_OUT_MS = 5000
@@ -121,6 +125,10 @@ class Holders(Structure):
     """``struct redlock_holders`` (opaque): a snapshot of who holds one resource."""
 
 
+class Leader(Structure):
+    """``struct redlock_leader`` (opaque): an election's leader as a quorum held it."""
+
+
 class HolderInfo(Structure):
     """``struct redlock_holder_info``: one node's answer, or the quorum's holder (a plain
     struct, filled by ``redlock_holders_info``; ``tests/test_ffi.py`` checks its fields
@@ -140,6 +148,7 @@ LeasePtr = POINTER(Lease)
 AcquireOptsPtr = POINTER(AcquireOpts)
 CancelPtr = POINTER(Cancel)
 HoldersPtr = POINTER(Holders)
+LeaderPtr = POINTER(Leader)
 
 #: ``enum redlock_status`` (returned by every fallible function).
 status_t = c_int
@@ -318,6 +327,43 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         status_t,
         (ConfigPtr, c_bool, err_buf_t, c_size_t),
     ),
+    "redlock_campaign": (
+        status_t,
+        (
+            ManagerPtr,
+            resource_t,
+            c_size_t,
+            resource_t,
+            c_size_t,
+            c_uint32,
+            AcquireOptsPtr,
+            POINTER(LeasePtr),
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
+    "redlock_lease_proclaim": (status_t, (LeasePtr, resource_t, c_size_t, err_buf_t, c_size_t)),
+    "redlock_leader_get": (
+        status_t,
+        (ManagerPtr, resource_t, c_size_t, POINTER(LeaderPtr), err_buf_t, c_size_t),
+    ),
+    "redlock_leader_wait_change": (
+        status_t,
+        (
+            ManagerPtr,
+            resource_t,
+            c_size_t,
+            c_uint64,
+            c_uint32,
+            POINTER(LeaderPtr),
+            err_buf_t,
+            c_size_t,
+        ),
+    ),
+    "redlock_leader_term": (c_uint64, (LeaderPtr,)),
+    "redlock_leader_value": (POINTER(c_uint8), (LeaderPtr, POINTER(c_size_t))),
+    "redlock_leader_validity_ms": (c_uint32, (LeaderPtr,)),
+    "redlock_leader_free": (None, (LeaderPtr,)),
     "redlock_holders_get": (
         status_t,
         (ManagerPtr, resource_t, c_size_t, POINTER(HoldersPtr), err_buf_t, c_size_t),

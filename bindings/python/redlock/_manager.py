@@ -30,6 +30,7 @@ from ._handle import _Handle
 from ._holders import Holders
 from ._inspect import _METRICS_FIRST_LEN, NodeState
 from ._lease import Lease
+from ._election import Election, _election_name
 from ._semaphore import Semaphore
 
 if TYPE_CHECKING:  # redlock._aio imports asyncio, on first use only
@@ -638,6 +639,24 @@ class Redlock:
         if self._handle.closed:
             raise HandleClosed("the manager is closed")
         return Semaphore(self, sem)
+
+    def election(self, name: Resource) -> "Election":
+        """The leader election ``name``: an :class:`Election` handle, whose
+        :meth:`~Election.campaign` (a context manager; :meth:`~Election.lead`, and
+        :meth:`~Election.acampaign`, :meth:`~Election.alead` for asyncio) makes this process
+        the leader, and whose :meth:`~Election.leader` and :meth:`~Election.observe` read the
+        leader. Nothing is sent here. ``name`` is as a resource of :meth:`acquire` (1 to 1024
+        bytes; a ``str`` is UTF-8 encoded).
+
+        Raises:
+            InvalidArgument: an empty or oversized name.
+            TypeError: ``name`` is not ``str`` or ``bytes``.
+            HandleClosed: the manager was closed.
+        """
+        res = _election_name(name)
+        if self._handle.closed:
+            raise HandleClosed("the manager is closed")
+        return Election(self, res)
 
     def node_states(self) -> List[NodeState]:
         """What the manager knows of each node now, in configuration order: one

@@ -98,6 +98,9 @@ ACCEPTED = {
     "struct redlock_holders *": (_ffi.HoldersPtr,),
     "struct redlock_holders **": (POINTER(_ffi.HoldersPtr),),
     "struct redlock_holder_info *": (POINTER(_ffi.HolderInfo),),
+    "const struct redlock_leader *": (_ffi.LeaderPtr,),
+    "struct redlock_leader *": (_ffi.LeaderPtr,),
+    "struct redlock_leader **": (POINTER(_ffi.LeaderPtr),),
 }
 
 
@@ -265,6 +268,8 @@ def test_constants_match_header():
     assert m and int(m.group(1)) == redlock.MAX_RESOURCES == _ffi.MAX_RESOURCES == 1000
     m = re.search(r"#define REDLOCK_MAX_PERMITS (\d+)", text)
     assert m and int(m.group(1)) == redlock.MAX_PERMITS == _ffi.MAX_PERMITS == 1000
+    m = re.search(r"#define REDLOCK_MAX_LEADER_VALUE (\d+)", text)
+    assert m and int(m.group(1)) == redlock.MAX_LEADER_VALUE == _ffi.MAX_LEADER_VALUE == 65536
     for name, value in (
         ("DEFAULT_DROP_OUT_MS", redlock.DEFAULT_DROP_OUT_MS),
         ("MIN_DROP_OUT_MS", redlock.MIN_DROP_OUT_MS),

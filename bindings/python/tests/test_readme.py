@@ -102,11 +102,11 @@ def run_block(
 
 def lock_keys(c: Cluster) -> List[bytes]:
     """Every key on every node but the library's own bookkeeping (the restart-quarantine
-    marker, the fencing counters, which never expire)."""
+    marker, the fencing counters and the leader records, which never expire)."""
     keys: List[bytes] = []
     for s in c.servers:
         for k in s.command("KEYS", "*"):
-            if k != b"redlock-marker" and not k.startswith(b"redlock-fence:"):
+            if k != b"redlock-marker" and not k.startswith((b"redlock-fence:", b"redlock-leader:")):
                 keys.append(k)
     return keys
 
@@ -217,6 +217,15 @@ def check_semaphores(out: str, env: Dict[str, Any], c: Cluster) -> None:
     assert all(lk.closed for lk in (env["a"], env["b"], env["c"])) and env["mgr"].closed
 
 
+def check_election(out: str, env: Dict[str, Any], c: Cluster) -> None:
+    assert out.splitlines() == [
+        "b'10.0.0.7:80'", "someone else leads", "b'10.0.0.7:81'", "higher term: True",
+        "b'10.0.0.8:80'", "True",
+    ], out  # fmt: skip
+    assert not env["observer"].is_alive() and env["leadership"].lease.closed
+    assert env["mgr"].closed
+
+
 CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Quickstart": check_quickstart,
     "Waiting, cancelling and Ctrl-C": check_waiting,
@@ -225,6 +234,7 @@ CHECKS: Dict[str, Callable[[str, Dict[str, Any], Cluster], None]] = {
     "Fair lock": check_fair,
     "Several resources at once": check_many,
     "Semaphores": check_semaphores,
+    "Leader election": check_election,
     "Restart quarantine": check_quarantine,
     "TLS": check_tls,
     "Metrics": check_metrics,
