@@ -2,9 +2,9 @@
 //! `include/redlock.h`, and runs them against real redis-server nodes: each test program both
 //! plain and under `valgrind --leak-check=full --error-exitcode=1`. The test programs that share
 //! `bindings/c/harness.h`, one per concern, each get their own tests (`test_lock::…`), so a
-//! failure names the concern. Runs the README's "Build and link" lines as written (read from
-//! README.md): an install into a temporary prefix, then a static and a dynamic program through
-//! pkg-config, checked with `ldd` and run.
+//! failure names the concern. Runs the "Build and link" lines of docs/c-api.md as written (read
+//! from that file): an install into a temporary prefix, then a static and a dynamic program
+//! through pkg-config, checked with `ldd` and run.
 
 mod support;
 
@@ -308,14 +308,18 @@ impl Drop for TempDir {
     }
 }
 
-/// The lines of the README's shell block that follows the line `<!-- {marker} -->`: the
-/// commands this file runs are read from the README, so the documented lines cannot drift
-/// from what is tested.
-fn readme_block(marker: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+/// The file whose "Build and link" blocks this file runs.
+const BUILD_AND_LINK: &str = "docs/c-api.md";
+
+/// The lines of the shell block of [`BUILD_AND_LINK`] that follows the line
+/// `<!-- {marker} -->`: the commands this file runs are read from the docs, so the documented
+/// lines cannot drift from what is tested.
+fn docs_block(marker: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join(BUILD_AND_LINK))
+        .unwrap_or_else(|e| panic!("read {BUILD_AND_LINK}: {e}"));
     let tag = format!("<!-- {marker} -->");
     let mut lines = readme.lines().skip_while(|l| l.trim() != tag);
-    assert!(lines.next().is_some(), "README.md has no line {tag}");
+    assert!(lines.next().is_some(), "{BUILD_AND_LINK} has no line {tag}");
     assert_eq!(
         lines.next(),
         Some("```sh"),
@@ -330,21 +334,22 @@ fn readme_block(marker: &str) -> Vec<String> {
     block
 }
 
-/// The link mode a README `cc` line is for, from its trailing comment (`# static`, `# dynamic`).
+/// The link mode a documented `cc` line is for, from its trailing comment (`# static`,
+/// `# dynamic`).
 fn link_mode(line: &str) -> &'static str {
     let comment = line.rsplit_once('#').map_or("", |(_, c)| c.trim());
     match comment {
         "static" => "static",
         "dynamic" => "dynamic",
-        _ => panic!("a README cc line must end with `# static` or `# dynamic`: {line}"),
+        _ => panic!("a documented cc line must end with `# static` or `# dynamic`: {line}"),
     }
 }
 
-/// Runs README lines with bash (`set -euo pipefail`), `make` lines from the repository root
+/// Runs documented lines with bash (`set -euo pipefail`), `make` lines from the repository root
 /// and `cc` lines from `work`, which holds `app.c` (a copy of bindings/c/example.c); each
 /// program a `cc` line writes (`-o app`) is renamed `app-static` or `app-dynamic` after its
 /// line. Lines for which `run_line` is false are left out. Returns the programs built.
-fn run_readme_lines(
+fn run_doc_lines(
     lines: &[String],
     run_line: impl Fn(&str) -> bool,
     work: &Path,
@@ -368,7 +373,7 @@ fn run_readme_lines(
     }
     let mut cmd = Command::new("bash");
     cmd.arg("-c").arg(&script);
-    // What the README's lines set up must be enough: nothing inherited finds the library.
+    // What the documented lines set up must be enough: nothing inherited finds the library.
     cmd.env_remove("LD_LIBRARY_PATH")
         .env_remove("PKG_CONFIG_PATH");
     for (k, v) in env {
@@ -377,7 +382,7 @@ fn run_readme_lines(
     let out = run(&mut cmd);
     assert!(
         out.status.success(),
-        "the README's lines failed ({:?}):\n{script}",
+        "the documented lines failed ({:?}):\n{script}",
         out.status
     );
     programs
@@ -437,21 +442,21 @@ fn check_programs(programs: &[(&'static str, PathBuf)], libdir: &Path) {
     }
 }
 
-/// The README's install block, verbatim: `make install` into a temporary prefix, then the
+/// The install block of docs/c-api.md, verbatim: `make install` into a temporary prefix, then the
 /// dynamic and the static `pkg-config` lines; the dynamic program finds libredlock.so in the
 /// prefix through the rpath, the static one does not need it.
 #[test]
-fn readme_install_and_pkg_config_lines_work() {
+fn the_documented_install_and_pkg_config_lines_work() {
     build("static"); // the release library, once per test binary
     let tmp = TempDir::new("install");
     let (prefix, work) = (tmp.0.join("prefix"), tmp.0.join("work"));
     std::fs::create_dir_all(&work).unwrap();
-    let lines = readme_block("tests/c_api.rs runs this block: install and link");
+    let lines = docs_block("tests/c_api.rs runs this block: install and link");
     assert!(
         lines[0].starts_with("make -C bindings/c install "),
         "{lines:?}"
     );
-    let programs = run_readme_lines(&lines, |_| true, &work, &[("PREFIX", &prefix)]);
+    let programs = run_doc_lines(&lines, |_| true, &work, &[("PREFIX", &prefix)]);
     check_programs(&programs, &prefix.join("lib"));
 
     let pc = |args: &[&str]| {
@@ -473,18 +478,18 @@ fn readme_install_and_pkg_config_lines_work() {
     assert!(pc(&["--static", "--libs"]).ends_with("-lpthread -lm -ldl -lc"));
 }
 
-/// The README's lines for linking against the source tree (its `cc` lines; the `cargo build`
-/// and `make` lines are what `build` runs), from a directory where `include` and `target` are
-/// the repository's.
+/// The lines of docs/c-api.md for linking against the source tree (its `cc` lines; the `cargo
+/// build` and `make` lines are what `build` runs), from a directory where `include` and
+/// `target` are the repository's.
 #[test]
-fn readme_source_tree_link_lines_work() {
+fn the_documented_source_tree_link_lines_work() {
     build("static");
     let tmp = TempDir::new("tree-link");
     for dir in ["include", "target"] {
         std::os::unix::fs::symlink(root().join(dir), tmp.0.join(dir)).expect("symlink");
     }
-    let lines = readme_block("tests/c_api.rs runs the cc lines of this block: link in the tree");
-    let programs = run_readme_lines(&lines, |l| l.starts_with("cc "), &tmp.0, &[]);
+    let lines = docs_block("tests/c_api.rs runs the cc lines of this block: link in the tree");
+    let programs = run_doc_lines(&lines, |l| l.starts_with("cc "), &tmp.0, &[]);
     check_programs(&programs, &tmp.0.join("target/release"));
 }
 

@@ -3,7 +3,7 @@
 //! worker believed and counts mutual-exclusion violations.
 //!
 //! `cargo test` runs every schedule for a few seconds and fails on a violation in any schedule
-//! where the algorithm promises safety. The long run, whose table is in the README:
+//! where the algorithm promises safety. The long run, whose table is in docs/faults.md:
 //!
 //!     cargo test --release --test faults -- --secs 60
 //!
@@ -122,7 +122,7 @@ impl Schedule {
         }
     }
 
-    /// What is expected, as the README states it.
+    /// What is expected, as docs/faults.md states it.
     fn expected(self) -> &'static str {
         match self {
             None => "no violations",

@@ -3,7 +3,7 @@
 //! handling (`redlock::ffi`, no server needed).
 //!
 //! Every property runs `REDLOCK_FUZZ_CASES` cases (default 2,000: a few seconds in a release
-//! build). The long run of the README:
+//! build). The long run of docs/testing.md:
 //! `REDLOCK_FUZZ_CASES=2000000 cargo test --release --test fuzz -- --nocapture`
 //! prints each property's count and time. A failure is shrunk and its seed recorded in
 //! `proptest-regressions/fuzz.txt`, replayed first by every later run; byte streams worth

@@ -3,7 +3,7 @@
 //! Every test here runs beside busy loops (two per core, bounded in time), one test at a
 //! time, against real `redis-server` processes. The counts are short by default, so that
 //! `cargo test` (and `.ci/run`) runs them on every change; `REDLOCK_LOAD=long` runs the long
-//! form the README quotes (20,000 cycles, 20 rounds of 1,000 resources, …):
+//! form docs/operations.md quotes (20,000 cycles, 20 rounds of 1,000 resources, …):
 //!
 //!     REDLOCK_LOAD=long cargo test --release --test load -- --nocapture
 //!

@@ -419,7 +419,8 @@ fn a_waiting_owner_is_woken_when_the_last_hold_is_released() {
     });
 }
 
-/// The README's example, verbatim between the markers (checked below), run against real nodes.
+/// The example of docs/primitives.md, verbatim between the markers (checked below), run against
+/// real nodes.
 fn readme_example(mgr: &Redlock) -> Result<(), redlock::Error> {
     // README:begin
     use redlock::LockOptions;
@@ -451,12 +452,12 @@ fn the_readme_example_runs_and_is_the_readmes() {
             .collect()
     };
     let ours = between(this, "// README:begin\n", "    // README:end");
-    let readme = include_str!("../README.md");
-    let section = &readme[readme.find("## Reentrant locks").expect("README section")..];
+    let readme = include_str!("../docs/primitives.md");
+    let section = &readme[readme.find("## Reentrant locks").expect("docs section")..];
     let block = between(section, "```rust\n", "```");
     assert_eq!(
         ours, block,
-        "README's reentrant example differs from the one this test runs"
+        "docs/primitives.md's reentrant example differs from the one this test runs"
     );
 }
 

@@ -265,9 +265,9 @@ fn the_hold_bound_stops_renewal_and_tells_the_holder() {
         .unwrap();
 }
 
-/// The README's decision: reaching the lease's own bound loses it like a failure, so unlock
-/// says `NotHeld` (naming the bound), and still frees the keys at once rather than leaving
-/// them to expire.
+/// The decision of docs/primitives.md ("Auto-renewal"): reaching the lease's own bound loses
+/// it like a failure, so unlock says `NotHeld` (naming the bound), and still frees the keys at
+/// once rather than leaving them to expire.
 #[test]
 fn unlock_after_the_hold_bound_is_not_held_names_the_bound_and_frees_the_keys() {
     let cluster = Cluster::start(3);

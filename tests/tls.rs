@@ -716,7 +716,7 @@ fn a_client_chain_with_a_certificate_that_does_not_parse_is_invalid_input() {
     }
 }
 
-/// The README's TLS section, run against TLS nodes with mutual TLS.
+/// The TLS section of docs/operations.md, run against TLS nodes with mutual TLS.
 #[test]
 fn the_readme_tls_fragment_runs() {
     let pki = Pki::new();
