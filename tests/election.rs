@@ -303,3 +303,297 @@ fn a_deposed_leaders_writes_are_refused_by_a_fenced_store() {
     }
     new.resign().unwrap();
 }
+
+/// Milliseconds of the wall clock, which the processes of one machine share.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The leadership TTL of the candidate processes.
+const PROC_TTL: Duration = Duration::from_secs(2);
+
+/// A fenced write of `term` by `pid` to the store's `data` (`FENCED_STORE_WRITE`): 1 when
+/// accepted, 0 when refused (a term as high was written already).
+fn fenced_write(store: &mut redis::Connection, term: u64, pid: u32) -> i64 {
+    redis::cmd("EVAL")
+        .arg(redlock::scripts::FENCED_STORE_WRITE)
+        .arg(1)
+        .arg("data")
+        .arg(term.to_string())
+        .arg(pid.to_string())
+        .query(store)
+        .unwrap()
+}
+
+/// A candidate process of `five_candidates_in_five_processes_lead_one_at_a_time` (run by that
+/// test with its environment; on its own it does nothing). It campaigns for ever. Taking
+/// office, it writes its term to a fenced store (`first`: accepted or not); while it leads it
+/// records, every 25 ms, how long it is valid at least (`claims`, wall-clock ms per term),
+/// checking that it still leads before each record. Told it lost, it tries one more write,
+/// as a deposed leader that carried on would (`late`: accepted or not).
+#[test]
+#[ignore = "a worker process of another test"]
+fn candidate_process() {
+    let Ok(urls) = std::env::var("ELECT_WORKER_NODES") else {
+        return;
+    };
+    let mgr = manager(urls.split(',').map(String::from).collect());
+    let store = redis::Client::open(std::env::var("ELECT_WORKER_STORE").unwrap()).unwrap();
+    let mut store = store.get_connection().unwrap();
+    let pid = std::process::id();
+    let e = mgr.election("procs");
+    loop {
+        let l = e
+            .campaign(pid.to_string(), PROC_TTL, &LockOptions::new())
+            .unwrap();
+        let term = l.term();
+        let first = fenced_write(&mut store, term, pid);
+        let _: () = redis::pipe()
+            .cmd("HSET")
+            .arg("start")
+            .arg(term)
+            .arg(wall_ms())
+            .cmd("HSET")
+            .arg("pid")
+            .arg(term)
+            .arg(pid)
+            .cmd("HSET")
+            .arg("first")
+            .arg(term)
+            .arg(first)
+            .query(&mut store)
+            .unwrap();
+        loop {
+            let until = wall_ms() + l.validity().as_millis() as u64;
+            if l.lost() {
+                break;
+            }
+            let _: () = redis::cmd("HSET")
+                .arg("claims")
+                .arg(term)
+                .arg(until)
+                .query(&mut store)
+                .unwrap();
+            thread::sleep(Duration::from_millis(25));
+        }
+        let late = fenced_write(&mut store, term, pid);
+        let _: () = redis::cmd("HSET")
+            .arg("late")
+            .arg(term)
+            .arg(late)
+            .query(&mut store)
+            .unwrap();
+    }
+}
+
+/// Kills (SIGKILL) and reaps a process this test started.
+struct Worker(std::process::Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        // SAFETY: kill(2) on a child of this test; a stopped one must run to die.
+        unsafe {
+            libc::kill(pid, libc::SIGCONT);
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
+}
+
+/// The store's hash `name` as term -> number.
+fn terms(store: &mut redis::Connection, name: &str) -> std::collections::BTreeMap<u64, u64> {
+    redis::cmd("HGETALL").arg(name).query(store).unwrap()
+}
+
+/// Waits (bounded) until a leader with a term above `after` has started: its term and pid.
+fn next_leader(store: &mut redis::Connection, after: u64) -> (u64, u32) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < give_up {
+        let pids = terms(store, "pid");
+        if let Some((t, p)) = pids.range(after + 1..).next_back() {
+            return (*t, *p as u32);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no leader above term {after} within 60 s");
+}
+
+#[test]
+fn five_candidates_in_five_processes_lead_one_at_a_time() {
+    let nodes = Cluster::start(3);
+    let store_server = support::RedisServer::start();
+    let mut store = store_server.client();
+    let workers: Vec<Worker> = (0..5)
+        .map(|_| {
+            let c = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "candidate_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("ELECT_WORKER_NODES", nodes.urls().join(","))
+                .env("ELECT_WORKER_STORE", store_server.url())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            Worker(c)
+        })
+        .collect();
+    // SIGKILL the first leader: another leads, with a higher term.
+    let (t1, p1) = next_leader(&mut store, 0);
+    thread::sleep(Duration::from_millis(300));
+    signal(p1, libc::SIGKILL);
+    let killed = wall_ms();
+    let (t2, p2) = next_leader(&mut store, t1);
+    let took_over = terms(&mut store, "start")[&t2].saturating_sub(killed);
+    // SIGSTOP the second: a third leads; resumed, the second must not act as leader.
+    thread::sleep(Duration::from_millis(300));
+    signal(p2, libc::SIGSTOP);
+    let (t3, _) = next_leader(&mut store, t2);
+    thread::sleep(Duration::from_millis(300));
+    signal(p2, libc::SIGCONT);
+    let resumed = support::eventually(Duration::from_secs(30), || {
+        terms(&mut store, "late").contains_key(&t2)
+    });
+    drop(workers);
+    assert!(resumed, "the resumed leader never noticed it had lost");
+    println!(
+        "a new leader {took_over} ms after the leader was killed (TTL {} ms)",
+        PROC_TTL.as_millis()
+    );
+    assert!(t1 < t2 && t2 < t3, "terms {t1}, {t2}, {t3}");
+    // Each leadership from its start to the end of the last validity it claimed: no two
+    // overlap, and their terms rise in the order they started.
+    let (starts, claims) = (terms(&mut store, "start"), terms(&mut store, "claims"));
+    let mut tenures: Vec<(u64, u64, u64)> = starts
+        .iter()
+        .map(|(t, s)| (*s, claims.get(t).copied().unwrap_or(*s), *t))
+        .collect();
+    tenures.sort();
+    for w in tenures.windows(2) {
+        let ((s0, e0, t0), (s1, _, t1)) = (w[0], w[1]);
+        assert!(
+            e0 <= s1,
+            "term {t0} valid until {e0} but term {t1} started at {s1}"
+        );
+        assert!(t0 < t1, "term {t1} started after term {t0}");
+    }
+    // Every leader's first write was accepted; the deposed leader's write after it resumed
+    // was refused.
+    let (first, late) = (terms(&mut store, "first"), terms(&mut store, "late"));
+    assert!(first.values().all(|a| *a == 1), "first writes: {first:?}");
+    assert_eq!(
+        late.get(&t2),
+        Some(&0),
+        "the resumed leader's late write: {late:?}"
+    );
+    println!("first writes accepted: {first:?}; late writes: {late:?}");
+}
+
+/// The `p`-th percentile of `v` (sorted here), in ms.
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Measures, over 30 handovers between two candidates in two managers, the gap from one
+/// leader's resignation to the next leader taking office, and from that to an observer (a
+/// third manager) waking with the new term; prints p50 and p99. Asserts only that the
+/// observer saw every term in order.
+#[test]
+fn handover_and_observer_gaps_are_measured() {
+    const HANDOVERS: usize = 30;
+    let nodes = Cluster::start(3);
+    let urls = nodes.urls();
+    // (term, took office, resigned), from both candidates.
+    let log: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
+    let turn = Arc::new(std::sync::Barrier::new(2));
+    let observer = {
+        let mgr = manager(urls.clone());
+        thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut obs = mgr.election("gaps").observe();
+            let give_up = Instant::now() + Duration::from_secs(120);
+            while seen.len() < HANDOVERS + 1 && Instant::now() < give_up {
+                if let Some(l) = obs.next_within(Duration::from_secs(5)).unwrap() {
+                    seen.push((l.term, Instant::now()));
+                }
+            }
+            seen
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let candidates: Vec<_> = (0..2)
+        .map(|c| {
+            let (mgr, log, turn) = (manager(urls.clone()), Arc::clone(&log), Arc::clone(&turn));
+            thread::spawn(move || {
+                let e = mgr.election("gaps");
+                // Candidate 0 leads first; then each resignation hands over to the other,
+                // which is already waiting.
+                for i in 0..=HANDOVERS / 2 {
+                    if c == 1 && i == 0 {
+                        turn.wait();
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    let l = e
+                        .campaign("c", Duration::from_secs(20), &within(60))
+                        .unwrap();
+                    let office = Instant::now();
+                    if c == 0 && i == 0 {
+                        turn.wait();
+                    }
+                    thread::sleep(Duration::from_millis(150));
+                    let term = l.term();
+                    let resigned = Instant::now();
+                    l.resign().unwrap();
+                    log.lock().unwrap().push((term, office, resigned));
+                    thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    for c in candidates {
+        c.join().unwrap();
+    }
+    let seen = observer.join().unwrap();
+    let mut log = log.lock().unwrap().clone();
+    log.sort_by_key(|l| l.0);
+    let ms = |a: Instant, b: Instant| {
+        if b >= a {
+            (b - a).as_secs_f64() * 1e3
+        } else {
+            -((a - b).as_secs_f64() * 1e3)
+        }
+    };
+    let mut handover: Vec<f64> = log.windows(2).map(|w| ms(w[0].2, w[1].1)).collect();
+    let mut wake: Vec<f64> = seen
+        .iter()
+        .filter_map(|(t, at)| log.iter().find(|l| l.0 == *t).map(|l| ms(l.1, *at)))
+        .collect();
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+    assert!(!handover.is_empty() && !wake.is_empty());
+    println!(
+        "resignation -> next leader in office: p50 {:.2} ms, p99 {:.2} ms ({} handovers)",
+        percentile(&mut handover, 0.5),
+        percentile(&mut handover, 0.99),
+        handover.len()
+    );
+    println!(
+        "leader in office -> observer awake: p50 {:.2} ms, p99 {:.2} ms ({} terms; negative: \
+         the observer woke before the candidate's campaign call returned)",
+        percentile(&mut wake, 0.5),
+        percentile(&mut wake, 0.99),
+        wake.len()
+    );
+}
