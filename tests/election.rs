@@ -482,7 +482,7 @@ fn five_candidates_in_five_processes_lead_one_at_a_time() {
         .collect();
     tenures.sort();
     for w in tenures.windows(2) {
-        let ((s0, e0, t0), (s1, _, t1)) = (w[0], w[1]);
+        let ((_, e0, t0), (s1, _, t1)) = (w[0], w[1]);
         assert!(
             e0 <= s1,
             "term {t0} valid until {e0} but term {t1} started at {s1}"
