@@ -116,6 +116,26 @@
 //	defer p.Free()
 //	defer p.Unlock()
 //
+// # Leader election
+//
+// Manager.Election makes a leader election over the quorum: Election.Campaign waits until
+// this candidate leads (or its context ends) and returns a Leadership, a fenced Lock renewed
+// automatically whose fencing token is the term, greater than every earlier leader's;
+// Election.Leader reads the leader, and Election.Observe sends each new one in increasing
+// term order:
+//
+//	election, err := m.Election("scheduler", 10*time.Second)
+//	if err != nil {
+//		return err
+//	}
+//	leadership, err := election.Campaign(ctx, "10.0.0.7:8080")
+//	if err != nil {
+//		return err // ErrCancelled when ctx is cancelled
+//	}
+//	defer leadership.Free()
+//	defer leadership.Resign()
+//	<-leadership.Lost() // lead until told it is lost (or resign)
+//
 // # Restart quarantine
 //
 // A Redis node that does not persist every write comes back empty after a crash (and a

@@ -9,6 +9,7 @@ package redlock_test
 // mux); TestReadmeSnippets passes each by its type (see readmeArgs).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ var readmeSnippets = []any{
 	readmeFair,
 	readmeMany,
 	readmeSemaphore,
+	readmeElection,
 	readmeNodeStates,
 	readmeMetrics,
 	readmeErrors,
@@ -145,6 +147,39 @@ func readmeSemaphore(m *redlock.Manager) error {
 	log.Printf("export in slot %d of %d", slot, permits)
 	// ... export; a holder that dies gives its permit back when its TTL runs out
 	return p.Unlock()
+}
+
+func readmeElection(m *redlock.Manager) error {
+	election, err := m.Election("scheduler", 10*time.Second) // leaderships of 10 s, renewed; sends nothing
+	if err != nil {
+		return err // ErrInvalidArgument: an empty or too long name, a bad TTL
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaders := election.Observe(ctx) // every new leader, in increasing term order
+
+	leadership, err := election.Campaign(ctx, "10.0.0.7:8080") // waits until it leads, or ctx ends
+	if err != nil {
+		return err // ErrCancelled, ErrNotAcquired (a deadline, or Wait/NoWait over), ErrInvalidArgument
+	}
+	defer leadership.Free()
+	log.Printf("leading in term %d", leadership.Term()) // pass the term to every store written
+	if l := <-leaders; l.Term != leadership.Term() || l.Value != "10.0.0.7:8080" {
+		return fmt.Errorf("observed %+v", l)
+	}
+	if err := leadership.Proclaim("10.0.0.7:8081"); err != nil { // a new value, the same term
+		return err
+	}
+	select {
+	case <-leadership.Lost(): // renewal could not confirm it: stop acting as the leader
+		return errors.New("leadership lost")
+	default:
+	}
+	l, err := election.Leader(ctx) // nil when no leader is held by a quorum
+	if err != nil || l == nil || l.Value != "10.0.0.7:8081" {
+		return fmt.Errorf("leader: %+v, %v", l, err)
+	}
+	return leadership.Resign() // wakes the waiting candidates
 }
 
 func readmeNodeStates(m *redlock.Manager) error {
