@@ -4,6 +4,8 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
+import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -82,16 +84,22 @@ function parse(buf, at) {
   throw new Error(`unexpected RESP type ${type}`);
 }
 
-/** Sends one command to 127.0.0.1:port and returns its reply (an error reply throws). */
+/**
+ * Sends one command to 127.0.0.1:port and returns its reply (an error reply throws). A port
+ * given as { port, tls } connects over TLS with those options (ca, cert, key).
+ */
 export function command(port, ...args) {
   return new Promise((resolve, reject) => {
-    const sock = net.connect(port, HOST);
+    const sock = typeof port === 'object'
+      ? tls.connect({ host: HOST, port: port.port, ...port.tls })
+      : net.connect(port, HOST);
+    const ready = typeof port === 'object' ? 'secureConnect' : 'connect';
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => {
       sock.destroy();
-      reject(new Error(`no reply from port ${port} within 5 s`));
+      reject(new Error(`no reply from port ${JSON.stringify(port.port ?? port)} within 5 s`));
     }, 5000);
-    sock.on('connect', () => sock.write(encode(args)));
+    sock.on(ready, () => sock.write(encode(args)));
     sock.on('data', (d) => {
       buf = Buffer.concat([buf, d]);
       const r = parse(buf, 0);
@@ -108,14 +116,20 @@ export function command(port, ...args) {
   });
 }
 
-async function startOne(bin) {
+async function startOne(bin, certs) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redlock-node-test-'));
+    const listen = certs
+      ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', certs.serverCert,
+          '--tls-key-file', certs.serverKey, '--tls-ca-cert-file', certs.ca,
+          '--tls-auth-clients', 'yes']
+      : ['--port', String(port)];
     const child = spawn(bin, [
-      '--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no',
+      ...listen, '--bind', HOST, '--save', '', '--appendonly', 'no',
       '--dir', dir, '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning',
     ], { stdio: 'ignore' });
+    const target = certs ? { port, tls: certs.client } : port;
     let exited = false;
     child.on('exit', () => {
       exited = true;
@@ -124,8 +138,8 @@ async function startOne(bin) {
     live.set(child.pid, child);
     for (let i = 0; i < 200 && !exited; i++) {
       try {
-        const info = (await command(port, 'INFO', 'server')).toString();
-        if (info.includes(`process_id:${child.pid}\r\n`)) return { port, pid: child.pid, child, dir };
+        const info = (await command(target, 'INFO', 'server')).toString();
+        if (info.includes(`process_id:${child.pid}\r\n`)) return { port, target, pid: child.pid, child, dir };
         break; // another server answers on the port: try another one
       } catch {
         await sleep(25);
@@ -140,11 +154,12 @@ async function startOne(bin) {
 }
 
 /**
- * Starts n redis-server nodes: { ports, urls, kill(i), stop(), cmd(i, ...args), exists(key) }.
+ * Starts n redis-server nodes: { ports, urls, kill(i), stop(), cmd(i, ...args), existsOn(key) }.
+ * With `certs` (from makeCerts), they serve TLS only, with client certificates required.
  */
-export async function startNodes(n = 3) {
+export async function startNodes(n = 3, certs = null) {
   const bin = redisServerBinary();
-  const servers = await Promise.all(Array.from({ length: n }, () => startOne(bin)));
+  const servers = await Promise.all(Array.from({ length: n }, () => startOne(bin, certs)));
   const kill = async (i) => {
     const s = servers[i];
     if (!live.has(s.pid)) return;
@@ -157,15 +172,15 @@ export async function startNodes(n = 3) {
   return {
     servers,
     ports: servers.map((s) => s.port),
-    urls: servers.map((s) => `redis://${HOST}:${s.port}`),
+    urls: servers.map((s) => `${certs ? 'rediss' : 'redis'}://${HOST}:${s.port}`),
     kill,
-    cmd: (i, ...args) => command(servers[i].port, ...args),
+    cmd: (i, ...args) => command(servers[i].target, ...args),
     /** On how many nodes `key` exists. */
     async existsOn(key) {
       let n = 0;
       for (let i = 0; i < servers.length; i++) {
         if (!live.has(servers[i].pid)) continue;
-        n += await command(servers[i].port, 'EXISTS', key);
+        n += await command(servers[i].target, 'EXISTS', key);
       }
       return n;
     },
@@ -173,6 +188,40 @@ export async function startNodes(n = 3) {
       await Promise.all(servers.map((_, i) => kill(i)));
       for (const s of servers) fs.rmSync(s.dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * Test certificates made for this run with the openssl command, in a temporary directory: a
+ * CA, a node certificate for 127.0.0.1 and localhost, a client certificate, and another CA
+ * that signed nothing. Returns their paths and the tests' own client options.
+ */
+export function makeCerts() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redlock-node-tls-'));
+  const f = (name) => path.join(dir, name);
+  const ssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  const ca = (name) => ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`,
+    '-out', `${name}.pem`, '-days', '2', '-subj', `/CN=${name}`);
+  ca('ca');
+  ca('other-ca');
+  const signed = (name, cn, ext) => {
+    fs.writeFileSync(f(`${name}.ext`), ext);
+    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`);
+    ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`);
+  };
+  signed('server', '127.0.0.1', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  signed('client', 'redlock-node-test', 'extendedKeyUsage=clientAuth\n');
+  return {
+    dir,
+    ca: f('ca.pem'),
+    otherCa: f('other-ca.pem'),
+    serverCert: f('server.pem'),
+    serverKey: f('server.key'),
+    clientCert: f('client.pem'),
+    clientKey: f('client.key'),
+    client: { ca: fs.readFileSync(f('ca.pem')), cert: fs.readFileSync(f('client.pem')), key: fs.readFileSync(f('client.key')) },
+    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }
 
