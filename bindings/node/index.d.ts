@@ -162,6 +162,8 @@ export class Redlock {
   readonly nodeCount: number;
   readonly quorum: number;
   acquire(resource: Resource, ttlMs: number, options?: AcquireOptions): Promise<Lease>;
+  /** An array: acquireMany (node-redlock's form). */
+  acquire(resources: Resource[], ttlMs: number, options?: ManyOptions): Promise<Lease>;
   acquireMany(resources: Resource[], ttlMs: number, options?: ManyOptions): Promise<Lease>;
   semaphore(name: Resource, permits: number): Semaphore;
   using<T>(resource: Resource | Resource[], ttlMs: number,

@@ -75,8 +75,12 @@ class Redlock {
     return this.#n.quorum;
   }
 
-  /** Acquires `resource` for ttlMs: a Lease, or a RedlockError. */
+  /**
+   * Acquires `resource` for ttlMs: a Lease, or a RedlockError. An array of resources is
+   * acquireMany (node-redlock's `acquire` takes an array).
+   */
   async acquire(resource, ttlMs, options) {
+    if (Array.isArray(resource)) return this.acquireMany(resource, ttlMs, options);
     const res = opts.bytes('resource', resource);
     opts.uint32('ttlMs', ttlMs);
     const o = opts.acquireOptions(options);

@@ -81,6 +81,9 @@ test('acquireMany: all of the set or none', async () => {
   await set.extend(20000);
   await set.release();
   for (const r of ['a', 'b', 'c']) assert.equal(await nodes.existsOn(`redlock:m:${r}`), 0);
+  const viaAcquire = await mgr.acquire(['m:e', 'm:f'], 10000); // node-redlock's form
+  assert.deepEqual(viaAcquire.resources, ['m:e', 'm:f']);
+  await viaAcquire.release();
   await assert.rejects(mgr.acquireMany(['x', 'x'], 1000), InvalidArgumentError);
   await assert.rejects(mgr.acquireMany('x', 1000), TypeError);
   await assert.rejects(mgr.acquireMany(['x'], 1000, { fenced: true }), TypeError);
