@@ -8,7 +8,7 @@
 //!     cargo test --release --test faults -- --secs 60
 //!
 //! Other options: `--schedule NAME` (repeatable), `--workers N` (lock workers),
-//! `--permit-workers N` (semaphore workers). This file is its own test harness
+//! `--permit-workers N` (semaphore workers), `--leader-workers N` (election workers). This file is its own test harness
 //! (`harness = false`); `faults worker …` is the worker process (the same binary).
 //!
 //! Workers take the lock in five ways (by id, see [`Role`]), which all have to exclude each
@@ -33,6 +33,12 @@
 //! [`PERMITS`] permits, a name of its own. The checker counts how many permits were valid at one
 //! instant: more than [`PERMITS`] is a violation, and so are two valid permits on one slot. A
 //! permit's fencing token only rises per slot, so permits never meet the fenced store's checks.
+//!
+//! Leader workers (`--leader-workers`, 2 by default) campaign in one election, [`ELECTION`],
+//! and lead for a while, checking before each step that they still lead. The checker counts
+//! two leaderships that overlap while both are valid (a violation) and a leader whose term is
+//! not above the one before it (a term regression; allowed only where a majority loses its
+//! data, as for fencing tokens).
 
 mod support;
 
@@ -58,6 +64,8 @@ const MAX_TTL: Duration = Duration::from_millis(1000);
 const PERMITS: u32 = 2;
 /// That semaphore's name (independent of the lock's resource, whatever its name).
 const SEMAPHORE: &str = "faults-sem";
+/// The election the leader workers campaign in.
+const ELECTION: &str = "faults-elect";
 
 /// A schedule: its faults, and what the algorithm promises under them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -336,6 +344,17 @@ enum Record {
     Permit(Permit),
     /// A permit attempt that failed, and how.
     PermitError(String),
+    /// A leadership: from its start to its end (resigned, or told it was lost), valid until
+    /// `valid_until` at the latest, with its term.
+    Leader {
+        start: u128,
+        end: u128,
+        valid_until: u128,
+        term: u64,
+        worker: usize,
+    },
+    /// A campaign that failed, and how.
+    LeaderError(String),
     /// A re-entry inside a reentrant worker's section: granted, and with the outer lease's
     /// fencing token.
     Reentry {
@@ -376,6 +395,14 @@ fn parse_record(worker: usize, line: &str) -> Option<Record> {
             token: f.get(5)?.parse().ok()?,
         })),
         "PE" => Some(Record::PermitError(f.get(1)?.to_string())),
+        "L" => Some(Record::Leader {
+            start: f.get(1)?.parse().ok()?,
+            end: f.get(2)?.parse().ok()?,
+            valid_until: f.get(3)?.parse().ok()?,
+            term: f.get(4)?.parse().ok()?,
+            worker,
+        }),
+        "LE" => Some(Record::LeaderError(f.get(1)?.to_string())),
         "R" => Some(Record::Reentry {
             granted: *f.get(1)? == "1",
             same_token: *f.get(2)? == "1",
@@ -441,6 +468,15 @@ struct Verdict {
     /// Permits whose fencing token was not above that of the slot's previous holder (should be
     /// 0 while a majority keeps its counters).
     slot_tokens_not_rising: usize,
+    /// Campaigns, leaderships won, and how the failed campaigns failed.
+    campaigns: usize,
+    leaderships: usize,
+    leader_errors: BTreeMap<String, usize>,
+    /// Two leaderships overlapping while both valid (should be 0).
+    leader_overlaps: usize,
+    /// Leaderships whose term was not above the one before (should be 0 while a majority
+    /// keeps its counters).
+    term_regressions: usize,
 }
 
 fn check(records: &[Record], secs: f64) -> Verdict {
@@ -470,11 +506,15 @@ fn check(records: &[Record], secs: f64) -> Verdict {
                 v.reentries_new_token += usize::from(*granted && !*same_token);
                 continue;
             }
-            Record::Permit(_) | Record::PermitError(_) => continue,
+            Record::Permit(_)
+            | Record::PermitError(_)
+            | Record::Leader { .. }
+            | Record::LeaderError(_) => continue,
         }
         v.attempts += 1;
     }
     check_permits(records, PERMITS as usize, &mut v);
+    check_leaders(records, &mut v);
     v.grants = grants.len();
     grants.sort();
     for (i, a) in grants.iter().enumerate() {
@@ -575,6 +615,55 @@ fn check_permits(records: &[Record], permits: usize, v: &mut Verdict) {
         }
         if let Some(b) = same_slot.clone().next() {
             v.slot_tokens_not_rising += usize::from(b.token <= a.token);
+        }
+    }
+}
+
+/// The election's part of [`check`]: a leadership counts from its start to the earlier of its
+/// end and its validity's; two that overlap there are a violation (reported as sections), and
+/// a leadership whose term is not above the one that started before it is a term regression.
+fn check_leaders(records: &[Record], v: &mut Verdict) {
+    let mut held: Vec<(u128, u128, u64, usize)> = Vec::new();
+    for r in records {
+        match r {
+            Record::Leader {
+                start,
+                end,
+                valid_until,
+                term,
+                worker,
+            } => held.push((*start, (*end).min(*valid_until), *term, *worker)),
+            Record::LeaderError(k) => *v.leader_errors.entry(k.clone()).or_default() += 1,
+            _ => continue,
+        }
+        v.campaigns += 1;
+    }
+    v.leaderships = held.len();
+    held.sort();
+    let section = |(start, end, term, worker): (u128, u128, u64, usize)| Grant {
+        start,
+        end,
+        valid_until: end,
+        worker,
+        token: term,
+        write: Option::None,
+        write_start: end,
+        shared: false,
+        role: "leader".into(),
+        pid: 0,
+    };
+    for (i, a) in held.iter().enumerate() {
+        for b in &held[i + 1..] {
+            if b.0 >= a.1 {
+                break; // sorted by start
+            }
+            if b.0 < b.1 {
+                v.leader_overlaps += 1;
+                v.violating.push((section(*a), section(*b)));
+            }
+        }
+        if let Some(b) = held.get(i + 1) {
+            v.term_regressions += usize::from(b.2 <= a.2);
         }
     }
 }
@@ -754,6 +843,34 @@ fn checker_self_check() {
         1.0,
     );
     assert_eq!((v.violations, v.grants, v.permits_at_once), (0, 1, 2));
+    // Leaderships: one after another in rising terms is clean; a start inside another's valid
+    // time is an overlap; one past the other's validity is not; a term not above the previous
+    // one is a regression.
+    let ld = |worker, start, end, valid_until, term| Record::Leader {
+        start,
+        end,
+        valid_until,
+        term,
+        worker,
+    };
+    let leaders = |v: &Verdict| (v.leaderships, v.leader_overlaps, v.term_regressions);
+    let v = check(&[ld(0, 0, 10, 20, 1), ld(1, 10, 30, 40, 2)], 1.0);
+    assert_eq!(leaders(&v), (2, 0, 0));
+    let v = check(&[ld(0, 0, 30, 40, 1), ld(1, 20, 50, 60, 2)], 1.0);
+    assert_eq!(leaders(&v), (2, 1, 0));
+    let v = check(&[ld(0, 0, 30, 15, 1), ld(1, 20, 50, 60, 2)], 1.0);
+    assert_eq!(leaders(&v), (2, 0, 0));
+    let v = check(
+        &[
+            ld(0, 0, 10, 20, 2),
+            ld(1, 10, 30, 40, 2),
+            ld(0, 30, 40, 50, 1),
+        ],
+        1.0,
+    );
+    assert_eq!(leaders(&v), (3, 0, 2));
+    let v = check(&[Record::LeaderError("not_acquired".into())], 1.0);
+    assert_eq!((v.campaigns, v.leaderships, v.attempts), (1, 0, 0));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -797,6 +914,7 @@ fn worker(args: &[String]) -> ExitCode {
     let hold_max: u64 = get("--hold-max").parse().unwrap();
     let lifetime: u64 = get("--lifetime-ms").parse().unwrap();
     let permit = get("--permit") == "1";
+    let leader = get("--leader") == "1";
     if let Ok(f) = OpenOptions::new()
         .create(true)
         .append(true)
@@ -843,6 +961,10 @@ fn worker(args: &[String]) -> ExitCode {
     }
     if role == Role::Permit {
         permit_worker(&mgr, &mut file, rng, end, (hold_min, hold_max));
+        return ExitCode::SUCCESS;
+    }
+    if leader {
+        leader_worker(&mgr, &mut file, rng, end, (hold_min, hold_max));
         return ExitCode::SUCCESS;
     }
     let mut sections = 0u64;
@@ -1005,6 +1127,50 @@ fn permit_worker(mgr: &Redlock, file: &mut File, mut rng: u64, end: Instant, hol
     }
 }
 
+/// A leader worker's loop: campaigns in [`ELECTION`] (waiting as the lock workers do), then
+/// leads for `hold` ms, three times over (the leadership renews itself meanwhile), checking
+/// every 10 ms that it still leads and noting until when it is valid at least; resigns, or
+/// stops when told it lost. Logged as `L start end valid_until term` (or `LE kind`).
+fn leader_worker(mgr: &Redlock, file: &mut File, mut rng: u64, end: Instant, hold: (u64, u64)) {
+    let election = mgr.election(ELECTION);
+    while Instant::now() < end {
+        let opts = LockOptions::new()
+            .wait(Wait::Until(Instant::now() + Duration::from_millis(300)))
+            .notify(true);
+        match election.campaign("leader", TTL, &opts) {
+            Ok(l) => {
+                let start = mono_ns();
+                let mut valid_until = start + l.validity().as_nanos();
+                let term = l.term();
+                let _ = writeln!(file, "H leader");
+                let _ = file.flush();
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let lead = 3 * (hold.0 + rng % (hold.1 - hold.0 + 1));
+                let until = Instant::now() + Duration::from_millis(lead);
+                while Instant::now() < until {
+                    let now = mono_ns();
+                    let left = l.validity();
+                    if l.lost() || left.is_zero() {
+                        break;
+                    }
+                    valid_until = now + left.as_nanos();
+                    thread::sleep(Duration::from_millis(10));
+                }
+                let end_ns = mono_ns();
+                let _ = writeln!(file, "L {start} {end_ns} {valid_until} {term}");
+                let _ = l.resign();
+            }
+            Err(e) => {
+                let _ = writeln!(file, "LE {}", error_kind(&e));
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = file.flush();
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The harness.
 
@@ -1096,13 +1262,13 @@ fn signal(pid: Option<i32>, sig: i32) {
     }
 }
 
-/// Runs schedule `s` for `secs` with `workers` lock workers (ids from 0) and `permit_workers`
-/// permit workers (the ids after them).
+/// Runs schedule `s` for `secs` with `workers` lock workers (ids from 0), `permit_workers`
+/// permit workers (the ids after them) and `leader_workers` leader workers (the ids after
+/// those).
 fn run_schedule(
     s: Schedule,
     secs: f64,
-    workers: usize,
-    permit_workers: usize,
+    (workers, permit_workers, leader_workers): (usize, usize, usize),
     roles: &str,
 ) -> Verdict {
     // A worker pause needs a holder to find and time after it for newer holders to write: at
@@ -1201,7 +1367,22 @@ fn run_schedule(
             .args(["--hold-min", &s.hold_ms().0.to_string()])
             .args(["--hold-max", &s.hold_ms().1.to_string()])
             .args(["--lifetime-ms", &lifetime.to_string()])
-            .args(["--permit", if id >= workers { "1" } else { "0" }])
+            .args([
+                "--permit",
+                if (workers..workers + permit_workers).contains(&id) {
+                    "1"
+                } else {
+                    "0"
+                },
+            ])
+            .args([
+                "--leader",
+                if id >= workers + permit_workers {
+                    "1"
+                } else {
+                    "0"
+                },
+            ])
             .args(["--roles", roles])
             .arg("--out")
             .arg(run.dir.join(format!("worker{id}.log")))
@@ -1216,7 +1397,7 @@ fn run_schedule(
             0
         }
     };
-    let all = workers + permit_workers;
+    let all = workers + permit_workers + leader_workers;
     let mut children: Vec<Child> = (0..all)
         .map(|id| {
             let r = if id < workers { next() } else { next_permit() };
@@ -1528,6 +1709,7 @@ fn main() -> ExitCode {
     let mut secs = 4.0;
     let mut workers = 7;
     let mut permit_workers = 3;
+    let mut leader_workers = 2;
     let mut roles = "mixed".to_string();
     let mut only: Vec<String> = Vec::new();
     let mut it = args.iter();
@@ -1540,6 +1722,12 @@ fn main() -> ExitCode {
                     .next()
                     .and_then(|v| v.parse().ok())
                     .expect("--permit-workers N")
+            }
+            "--leader-workers" => {
+                leader_workers = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--leader-workers N")
             }
             "--schedule" => only.push(it.next().expect("--schedule NAME").clone()),
             "--roles" => {
@@ -1604,7 +1792,7 @@ fn main() -> ExitCode {
     );
     let mut failed = Vec::new();
     for s in schedules {
-        let v = run_schedule(s, secs, workers, permit_workers, &roles);
+        let v = run_schedule(s, secs, (workers, permit_workers, leader_workers), &roles);
         let row = table_row(s, &v);
         println!("{row}");
         let _ = writeln!(out, "{row}");
@@ -1666,7 +1854,35 @@ fn main() -> ExitCode {
                 s.name()
             ));
         }
-        if s.recreate_workers() && v.processes <= workers + permit_workers {
+        if s.safe() && v.leader_overlaps > 0 {
+            println!("{}: leader violations:\n{}", s.name(), v.story);
+            failed.push(format!(
+                "{}: two leaders valid at once {} times",
+                s.name(),
+                v.leader_overlaps
+            ));
+        }
+        if v.term_regressions > 0 && s.keeps_data() {
+            failed.push(format!(
+                "{}: {} leaders' terms not above the previous leader's",
+                s.name(),
+                v.term_regressions
+            ));
+        }
+        if v.leaderships == 0 && leader_workers > 0 && s != PauseMajority {
+            failed.push(format!("{}: no leader elected", s.name()));
+        }
+        println!(
+            "{}: leaders: {} campaigns ({:?} failed), {} leaderships, {} overlapping, {} term \
+             regressions",
+            s.name(),
+            v.campaigns,
+            v.leader_errors,
+            v.leaderships,
+            v.leader_overlaps,
+            v.term_regressions
+        );
+        if s.recreate_workers() && v.processes <= workers + permit_workers + leader_workers {
             failed.push(format!("{}: no worker process was replaced", s.name()));
         }
         // Mixed with barging plain workers, the one fair worker may be granted nothing in a
