@@ -68,6 +68,51 @@ fn a_leader_is_read_from_a_quorum_proclaims_and_resigns() {
     second.resign().unwrap();
 }
 
+/// docs/election.md's example, verbatim between the markers (tests/readme.rs checks it).
+#[test]
+fn the_documented_example_runs() {
+    let nodes = Cluster::start(3);
+    let mgr = manager(nodes.urls());
+    let run = || -> Result<(), Error> {
+        // README:begin
+        use redlock::LockOptions;
+        use std::time::Duration;
+
+        let election = mgr.election("scheduler");
+        // Waits until this process leads; renewed until it resigns or is told it lost.
+        let leadership = election.campaign(
+            "10.0.0.7:8080",
+            Duration::from_secs(10),
+            &LockOptions::new(),
+        )?;
+        println!("leading in term {}", leadership.term());
+        // ... lead: give leadership.term() to every store written, and stop when told:
+        assert!(!leadership.lost());
+        leadership.proclaim("10.0.0.7:8081")?; // a new value, the same term
+        if let Some(l) = election.leader()? {
+            println!(
+                "{} leads in term {}",
+                String::from_utf8_lossy(&l.value),
+                l.term
+            );
+        }
+        leadership.resign()?; // at once: the next candidate is woken
+        // README:end
+        Ok(())
+    };
+    run().unwrap();
+    let observe = || -> Result<(), Error> {
+        // README:begin
+        let mut observer = mgr.election("scheduler").observe();
+        if let Some(l) = observer.next_within(std::time::Duration::from_millis(200))? {
+            println!("term {}: {}", l.term, String::from_utf8_lossy(&l.value));
+        }
+        // README:end
+        Ok(())
+    };
+    observe().unwrap();
+}
+
 #[test]
 fn bad_input_is_refused_before_anything_is_sent() {
     let nodes = Cluster::start(3);
