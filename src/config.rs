@@ -336,8 +336,8 @@ impl Config {
     /// [`MARKER_KEY`](crate::MARKER_KEY), which holds the node's `run_id` as of the time it was
     /// last trusted: a stale or missing marker means a restart or a flushed keyspace. A
     /// brand-new cluster (no node has a marker, every node younger than the maximum TTL) is
-    /// trusted at once. See the README's "Restart quarantine" for the whole rule and why it is
-    /// safe.
+    /// trusted at once. See docs/operations.md, "Restart quarantine", for the whole rule and
+    /// why it is safe.
     ///
     /// Turn it off only for nodes that persist every write (`appendonly yes`,
     /// `appendfsync always`); with it off, no marker is read or written, and a warning is

@@ -112,8 +112,8 @@ pub enum NodeOutcome {
 }
 
 /// Why a node is in restart quarantine: it may have lost keys it held, so its grants do not
-/// count until the maximum TTL has passed since the loss (see the README's "Restart
-/// quarantine").
+/// count until the maximum TTL has passed since the loss (see docs/operations.md,
+/// "Restart quarantine").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum QuarantineReason {

@@ -21,7 +21,7 @@ import (
 // whose sentinels fail is reported as NodeSentinel, the error's message naming each sentinel
 // and what it said. Any node URL may end in ?durable=true: restart quarantine is then off for
 // that node alone (a service whose failovers and restarts keep every write). See the
-// repository README's "Failover groups".
+// repository's docs/operations.md, "Failover groups".
 
 // WithSentinelAuth sets the credentials every failover group's sentinels are asked with (AUTH
 // on each connection to a sentinel), for sentinels with requirepass: username "" is the

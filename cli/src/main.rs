@@ -14,7 +14,7 @@
 //! and `REDLOCK_FENCING_TOKEN`), so a nested `redlock run` cannot take the outer lock's name
 //! by accident.
 //!
-//! Exit statuses of `run` (documented in `redlock run --help` and the README): the command's
+//! Exit statuses of `run` (documented in `redlock run --help` and docs/cli.md): the command's
 //! own status when it ran; 122 unavailable; 123 not acquired in time (or `--conflict-exit-code`);
 //! 124 lease lost while the command ran (it was terminated); 125 usage or other error; 126
 //! command not executable; 127 command not found.

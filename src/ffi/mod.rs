@@ -1,7 +1,7 @@
 //! The C ABI. Every `extern "C"` function lives under this module; `build.rs` turns their doc
 //! comments into `include/redlock.h`.
 //!
-//! Conventions (also in the README, "C API conventions"):
+//! Conventions (also in docs/c-api.md, "C API conventions"):
 //!
 //! * Every fallible function returns a [`redlock_status`] and takes a caller-owned
 //!   `char *err, size_t err_len`; on failure the buffer receives a NUL-terminated message,

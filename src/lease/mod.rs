@@ -271,9 +271,9 @@ impl Lease {
         self.inner.kind.is_shared()
     }
 
-    /// For a permit of a semaphore ([`Redlock::semaphore`](crate::Redlock::semaphore)): the
-    /// semaphore's permit count P, and which of its P slots (0 to P − 1) this permit holds. No
-    /// two valid permits hold the same slot. `None` for a lock.
+    /// For a permit of a semaphore ([`Redlock::semaphore`](crate::Redlock::semaphore)): which
+    /// of its P slots (0 to P − 1) this permit holds, and the semaphore's permit count P, in
+    /// that order. No two valid permits hold the same slot. `None` for a lock.
     pub fn permit(&self) -> Option<(u32, u32)> {
         self.inner.kind.permit()
     }

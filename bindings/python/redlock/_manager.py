@@ -109,7 +109,7 @@ class Redlock:
 
     Failover groups: a node may be a Sentinel-managed group,
     ``redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/SERVICE[/db]`` (its
-    credentials and database are its master's; see the README's "Failover groups"), and any
+    credentials and database are its master's; see docs/operations.md, "Failover groups"), and any
     node URL may end ``?durable=true`` (no restart quarantine for that node).
 
         sentinel_username, sentinel_password: the credentials every group's sentinels are

@@ -1,7 +1,7 @@
 //! Restart quarantine of one node: its standing (unknown, trusted, undecided, quarantined),
 //! what its marker held when last read, when it is read again, and the rules that decide from
-//! them whether the node's grants count (the argument is in the README's "Restart
-//! quarantine").
+//! them whether the node's grants count (the argument is in docs/operations.md,
+//! "Restart quarantine").
 
 use std::time::{Duration, Instant};
 
