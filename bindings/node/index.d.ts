@@ -127,6 +127,84 @@ export class Semaphore {
   acquire(ttlMs: number, options?: PermitOptions): Promise<Lease>;
 }
 
+/** A campaign's options. A leadership is always fenced (the term is its fencing token) and
+ * renewed automatically; `autoRenew: true` bounds the renewal with `maxHoldMs` and
+ * `maxExtensions`. */
+export interface CampaignOptions {
+  /** absent: wait until this candidate leads; 0: one attempt; > 0: NotAcquiredError after that long. */
+  waitMs?: number;
+  /** With a wait: sleep until a resignation is announced (default) or poll (false). */
+  notify?: boolean;
+  /** Aborting it ends the wait (CancelledError); nothing is left held. */
+  signal?: AbortSignal;
+  /** Bound the renewal by maxHoldMs and maxExtensions (default: renewed while the process lives). */
+  autoRenew?: boolean;
+  maxHoldMs?: number;
+  maxExtensions?: number;
+  /** Called once, with the leadership, if it is lost (on the event loop). */
+  onLost?: (leadership: Leadership) => void;
+}
+
+/** An election's leader as a quorum of nodes held it when read: a snapshot. */
+export interface Leader {
+  /** The leader's term: its leadership's fencing token, above every earlier leader's. */
+  term: bigint;
+  /** The value it campaigned with, or the latest it proclaimed. */
+  value: Buffer;
+  /** How long its leadership stayed valid at least when read, in ms (unless renewed). */
+  validityMs: number;
+}
+
+/** This process's leadership of an election ({@link Election.campaign}). */
+export class Leadership {
+  private constructor();
+  /** The term (the fencing token of the leadership's lease), above every earlier leader's. */
+  readonly term: bigint;
+  /** The value it campaigned with, or the latest it proclaimed. */
+  readonly value: Buffer;
+  /** The election's name, as given. */
+  readonly election: Resource;
+  /** The underlying lease (releasing it resigns). */
+  readonly lease: Lease;
+  /** Remaining validity in ms; 0 once lost or resigned. */
+  readonly validityMs: number;
+  /** True once it no longer leads: lost by renewal, a renewal bound reached, expired, or resigned. */
+  readonly lost: boolean;
+  readonly lostReason: string | null;
+  readonly resigned: boolean;
+  /** Aborted once the leadership is lost or resigned; its reason is a LeaseLostError
+   * (`kind`: `'lost'` or `'resigned'`). */
+  readonly lostSignal: AbortSignal;
+  /** A new value for observers; the term stays. */
+  proclaim(value: string | Uint8Array): Promise<void>;
+  /** Releases the leadership at once, waking the waiting candidates. */
+  resign(): Promise<void>;
+  /** true once lost (at once if already lost), false when timeoutMs passes first. */
+  waitLost(timeoutMs: number): Promise<boolean>;
+  /** `await using`: resigns at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A leader election ({@link Redlock.election}); the handle sends nothing itself. */
+export class Election {
+  private constructor();
+  readonly name: Resource;
+  /** Campaigns with `value` (at most MAX_LEADER_VALUE bytes) until this candidate leads. */
+  campaign(value: string | Uint8Array, ttlMs: number, options?: CampaignOptions): Promise<Leadership>;
+  /** Campaigns, runs the routine while leading (`signal`: the leadership's lostSignal), always resigns. */
+  lead<T>(value: string | Uint8Array, ttlMs: number,
+    routine: (signal: AbortSignal, leadership: Leadership) => Promise<T> | T): Promise<T>;
+  lead<T>(value: string | Uint8Array, ttlMs: number, options: CampaignOptions | undefined,
+    routine: (signal: AbortSignal, leadership: Leadership) => Promise<T> | T): Promise<T>;
+  /** The current leader, read from every node, or null when none is held by a quorum. */
+  leader(): Promise<Leader | null>;
+  /** One wait (default 1000 ms) for a leader whose term is above afterTerm (default 0). */
+  waitChange(afterTerm?: bigint | number, timeoutMs?: number,
+    options?: { signal?: AbortSignal }): Promise<Leader | null>;
+  /** Every leader from now on, in increasing term order, never twice; ends when `signal` aborts. */
+  observe(options?: { signal?: AbortSignal }): AsyncIterableIterator<Leader>;
+}
+
 export interface Holder {
   kind: 'lock' | 'reentrant' | 'shared' | 'other';
   id: Buffer;
@@ -166,6 +244,8 @@ export class Redlock {
   acquire(resources: Resource[], ttlMs: number, options?: ManyOptions): Promise<Lease>;
   acquireMany(resources: Resource[], ttlMs: number, options?: ManyOptions): Promise<Lease>;
   semaphore(name: Resource, permits: number): Semaphore;
+  /** The leader election `name` (checked as a resource name); sends nothing. */
+  election(name: Resource): Election;
   using<T>(resource: Resource | Resource[], ttlMs: number,
     routine: (signal: AbortSignal, lease: Lease) => Promise<T> | T): Promise<T>;
   using<T>(resource: Resource | Resource[], ttlMs: number, options: AcquireOptions | undefined,
@@ -197,6 +277,9 @@ export class InvalidArgumentError extends RangeError {
   readonly kind: 'invalidArgument';
   readonly nodes: NodeResult[];
 }
+
+/** The most bytes a leader's value may have (65536). */
+export const MAX_LEADER_VALUE: number;
 
 /** Threads the binding has started so far (its own, never libuv's). */
 export function threadsStarted(): number;

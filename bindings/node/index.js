@@ -3,7 +3,8 @@
 // The engine is the Rust library (an N-API addon); this package maps options, leases and
 // errors, and never blocks the event loop: every blocking call runs on the binding's own
 // threads.
-const { Redlock, Semaphore, Lease } = require('./lib/redlock');
+const { Redlock, Semaphore, Lease, Election, Leadership } = require('./lib/redlock');
+const { MAX_LEADER_VALUE } = require('./lib/election');
 const errors = require('./lib/errors');
 const native = require('./lib/native');
 
@@ -11,6 +12,8 @@ module.exports = {
   Redlock,
   Semaphore,
   Lease,
+  Election,
+  Leadership,
   RedlockError: errors.RedlockError,
   NotAcquiredError: errors.NotAcquiredError,
   NotHeldError: errors.NotHeldError,
@@ -20,6 +23,8 @@ module.exports = {
   InternalError: errors.InternalError,
   LeaseLostError: errors.LeaseLostError,
   InvalidArgumentError: errors.InvalidArgumentError,
+  /** The most bytes a leader's value may have. */
+  MAX_LEADER_VALUE,
   /** Threads the binding has started so far (its own, never libuv's). */
   threadsStarted: () => native.threadsStarted(),
   version: require('./package.json').version,

@@ -5,6 +5,8 @@ export const {
   Redlock,
   Semaphore,
   Lease,
+  Election,
+  Leadership,
   RedlockError,
   NotAcquiredError,
   NotHeldError,
@@ -14,6 +16,7 @@ export const {
   InternalError,
   LeaseLostError,
   InvalidArgumentError,
+  MAX_LEADER_VALUE,
   threadsStarted,
   version,
 } = cjs;

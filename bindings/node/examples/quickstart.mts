@@ -1,7 +1,8 @@
 // The README's quickstart, type-checked by `tsc --noEmit` in CI and run by the tests
 // (REDLOCK_NODES: comma-separated node URLs).
 import {
-  Redlock, Lease, NotAcquiredError, CancelledError, RedlockError,
+  Redlock, Lease, NotAcquiredError, CancelledError, RedlockError, Leadership, Leader,
+  MAX_LEADER_VALUE,
 } from 'redlock-quorum';
 
 const nodes = (process.env.REDLOCK_NODES ?? 'redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003')
@@ -78,3 +79,34 @@ const text: string = mgr.metrics();
 console.log('metrics', text.startsWith('# HELP'));
 const errs: Array<typeof RedlockError> = [NotAcquiredError, CancelledError];
 console.log(errs.length, mgr.nodeStates().length);
+
+// Leader election: campaign, read, observe, proclaim, resign.
+const election = mgr.election('scheduler');
+const observing = new AbortController();
+const observer = (async () => {
+  for await (const l of election.observe({ signal: observing.signal })) {
+    const seen: Leader = l;
+    console.log('leader', seen.term, seen.value.toString(), seen.validityMs);
+  }
+})();
+const leadership: Leadership = await election.campaign('10.0.0.7:80', 10_000, { waitMs: 5_000 });
+store.write('leader', 1, leadership.term);
+await leadership.proclaim(Buffer.from('10.0.0.7:81'));
+const now: Leader | null = await election.leader();
+console.log('leads', now?.term === leadership.term, leadership.lostSignal.aborted, MAX_LEADER_VALUE);
+console.log('lost', await leadership.waitLost(10), leadership.validityMs, leadership.lostReason);
+await leadership.resign();
+const term = await election.lead('10.0.0.8:80', 10_000, async (signal, ld) => {
+  if (signal.aborted) throw signal.reason;
+  return ld.term;
+});
+{
+  await using scopedLeader = await election.campaign('10.0.0.9:80', 10_000, {
+    onLost: (ld) => console.log('lost', ld.lostReason),
+  });
+  console.log('term', scopedLeader.term > term);
+}
+const change: Leader | null = await election.waitChange(term, 100);
+console.log('change', change?.term);
+observing.abort();
+await observer;

@@ -129,6 +129,27 @@ function acquireOptions(o, keys = ACQUIRE_KEYS, what = 'options') {
   return packed;
 }
 
+// A campaign takes these (a leadership is always fenced, and neither reentrant, shared nor
+// fair). Its renewal is always on: `autoRenew: true` bounds it (maxHoldMs, maxExtensions),
+// and onLost works either way.
+const CAMPAIGN_KEYS = ['waitMs', 'notify', 'autoRenew', 'maxHoldMs', 'maxExtensions', 'onLost', 'signal'];
+
+/** A campaign's options, checked and packed as acquireOptions packs an acquisition's. */
+function campaignOptions(o) {
+  if (o === undefined || o === null) return NONE;
+  o = plainObject('options', o);
+  known('options', o, CAMPAIGN_KEYS);
+  const onLost = fn('onLost', o.onLost);
+  return { ...acquireOptions({ ...o, onLost: undefined }, CAMPAIGN_KEYS), onLost };
+}
+
+/** Options that are only `{ signal }`. */
+function signalOptions(o) {
+  o = plainObject('options', o);
+  known('options', o, ['signal']);
+  return { signal: signal(o.signal) };
+}
+
 const MANAGER_KEYS = [
   'retryCount', 'retryDelayMs', 'driftFactor', 'connectTimeoutMs', 'nodeTimeoutMs', 'maxTtlMs',
   'restartQuarantine', 'label', 'keyPrefix', 'tlsCaFile', 'tlsClientCert', 'tlsClientKey',
@@ -185,8 +206,11 @@ module.exports = {
   bytes,
   fn,
   acquireOptions,
+  campaignOptions,
+  signalOptions,
   managerOptions,
   ACQUIRE_KEYS,
   MANY_KEYS,
   PERMIT_KEYS,
+  CAMPAIGN_KEYS,
 };

@@ -3,6 +3,7 @@
 const native = require('./native');
 const errors = require('./errors');
 const { Lease, acquired } = require('./lease');
+const { Election, Leadership } = require('./election');
 const opts = require('./options');
 
 const { fromInfo, LeaseLostError, InvalidArgumentError } = errors;
@@ -112,6 +113,17 @@ class Redlock {
   }
 
   /**
+   * The leader election `name` (a string or bytes, checked as a resource); sends nothing.
+   * An election and a lock of the same name are independent.
+   */
+  election(name) {
+    const nameBytes = opts.bytes('name', name);
+    const r = this.#n.election(nameBytes);
+    if (!(r instanceof native.NativeElection)) throw fromInfo(r);
+    return new Election(r, name);
+  }
+
+  /**
    * Acquires, runs `routine(signal)` while the lease is renewed, and always releases.
    * `signal` is aborted (its reason a LeaseLostError) if the lease is lost meanwhile.
    * `resource` may be an array (acquireMany). `options` may be left out.
@@ -172,4 +184,4 @@ class Redlock {
   }
 }
 
-module.exports = { Redlock, Semaphore, Lease };
+module.exports = { Redlock, Semaphore, Lease, Election, Leadership };

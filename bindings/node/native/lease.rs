@@ -6,7 +6,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{BigInt, Buffer};
 use napi::{Env, JsFunction, JsObject, Result};
 use napi_derive::napi;
-use redlock::Lease;
+use redlock::{Leadership, Lease};
 
 use crate::convert::{self, ErrorInfo};
 use crate::{done, spawn};
@@ -48,6 +48,27 @@ impl NativeLease {
         spawn(&env, move || {
             done(l.extend(std::time::Duration::from_millis(ttl_ms.into())))
         })
+    }
+
+    /// A leadership's new value (the term stays): `null` once a quorum confirmed it, or the
+    /// error (invalid input for a lease that is not a leadership).
+    #[napi(ts_return_type = "Promise<ErrorInfo | null>")]
+    pub fn proclaim(&self, env: Env, value: Buffer) -> Result<JsObject> {
+        let l = self.lease.clone();
+        let value = value.to_vec();
+        spawn(&env, move || done(Leadership::proclaim_on(&l, &value)))
+    }
+
+    /// A leadership's value (the latest proclaimed); `null` for a lease that is not one.
+    #[napi(getter)]
+    pub fn leader_value(&self) -> Option<Buffer> {
+        Leadership::value_of(&self.lease).map(Buffer::from)
+    }
+
+    /// True while the remaining validity is positive.
+    #[napi(getter)]
+    pub fn valid(&self) -> bool {
+        self.lease.is_valid()
     }
 
     /// Starts (or restarts) renewal; no I/O. `null` or the error.

@@ -6,6 +6,7 @@
 
 mod bench;
 mod convert;
+mod election;
 mod lease;
 mod pool;
 mod proxy;
@@ -22,6 +23,7 @@ use napi_derive::napi;
 use redlock::{Cancel, Config, Error, Lease, Redlock, RenewOptions, TlsOptions};
 
 use convert::{AcquireOptions, ErrorInfo};
+pub use election::NativeElection;
 pub use lease::NativeLease;
 
 pub(crate) type Resolver = Box<dyn FnOnce(Env) -> Result<JsUnknown> + Send>;
@@ -359,6 +361,12 @@ impl NativeManager {
         spawn_lease(&env, move || {
             mgr.semaphore_acquire(&name, permits, millis(ttl_ms), &opts)
         })
+    }
+
+    /// The election `name` (sends nothing), or the error that refuses its name.
+    #[napi]
+    pub fn election(&self, name: Buffer) -> Either<NativeElection, ErrorInfo> {
+        NativeElection::new(self.mgr.election(&name[..]))
     }
 
     #[napi(ts_return_type = "Promise<HoldersInfo | ErrorInfo>")]

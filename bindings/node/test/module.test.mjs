@@ -9,9 +9,10 @@ const require = createRequire(import.meta.url);
 
 test('ES module and CommonJS export the same names and objects', () => {
   const cjs = require('redlock-quorum');
-  const names = ['Redlock', 'Semaphore', 'Lease', 'RedlockError', 'NotAcquiredError', 'NotHeldError',
-    'UnavailableError', 'AuthFailedError', 'CancelledError', 'InternalError', 'LeaseLostError',
-    'InvalidArgumentError', 'threadsStarted', 'version'];
+  const names = ['Redlock', 'Semaphore', 'Lease', 'Election', 'Leadership', 'RedlockError',
+    'NotAcquiredError', 'NotHeldError', 'UnavailableError', 'AuthFailedError', 'CancelledError',
+    'InternalError', 'LeaseLostError', 'InvalidArgumentError', 'MAX_LEADER_VALUE',
+    'threadsStarted', 'version'];
   for (const n of names) {
     assert.ok(n in esm, `ESM lacks ${n}`);
     assert.equal(esm[n], cjs[n], n);
