@@ -561,7 +561,28 @@ fn long_run(servers: &[u16], cycles: u64) {
     );
 }
 
-/// Runs an external binding benchmark (Python or Go) that prints one JSON line with
+/// The Node binding's addon for its cycle program (`bindings/node/bench/cycle.mjs`), or why
+/// the Node row is skipped: `node` must run, and the addon must be built (`npm install` in
+/// `bindings/node`, or `cargo build --release` there; `$REDLOCK_NODE_ADDON` names another).
+fn node_addon(root: &str) -> Result<String, String> {
+    match Command::new("node").arg("--version").output() {
+        Ok(o) if o.status.success() => {}
+        _ => return Err("`node` is not on PATH".into()),
+    }
+    let built = [
+        format!("{root}/bindings/node/redlock.node"),
+        format!("{root}/bindings/node/target/release/libredlock_node.so"),
+        format!("{root}/target/release/libredlock_node.so"),
+    ];
+    std::env::var("REDLOCK_NODE_ADDON")
+        .ok()
+        .into_iter()
+        .chain(built)
+        .find(|p| std::path::Path::new(p).is_file())
+        .ok_or_else(|| "its addon is not built (`npm install` in bindings/node builds it)".into())
+}
+
+/// Runs an external binding benchmark (Python, Go or Node) that prints one JSON line with
 /// `cycles`, `p50_us` and `p99_us`.
 fn binding_row(cmd: &mut Command) -> Option<(usize, f64, f64)> {
     let out = cmd.output().ok()?;
@@ -631,7 +652,21 @@ fn bindings(servers: &[u16], secs: f64) {
             .args(["run", "./cmd/bench-cycle", "--secs", &secs.to_string()])
             .args(["--nodes", &urls.join(",")]),
     );
-    for (name, r) in [("Python", py), ("Go", go)] {
+    let mut rows = vec![("Python", py), ("Go", go)];
+    let mut notes = Vec::new();
+    match node_addon(root) {
+        Ok(addon) => rows.push((
+            "Node",
+            binding_row(
+                Command::new("node")
+                    .arg(format!("{root}/bindings/node/bench/cycle.mjs"))
+                    .args(["--secs", &secs.to_string(), "--nodes", &urls.join(",")])
+                    .env("REDLOCK_NODE_ADDON", addon),
+            ),
+        )),
+        Err(why) => notes.push(format!("Node: skipped, {why}.")),
+    }
+    for (name, r) in rows {
         match r {
             Some((cycles, p50, p99)) => println!(
                 "| {name} | {cycles} | {p50:.0} | {p99:.0} | {:.2} |",
@@ -639,6 +674,9 @@ fn bindings(servers: &[u16], secs: f64) {
             ),
             None => println!("| {name} | — | — | — | (benchmark program missing or failed) |"),
         }
+    }
+    for n in notes {
+        println!("{n}");
     }
 }
 
