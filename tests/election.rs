@@ -642,3 +642,36 @@ fn handover_and_observer_gaps_are_measured() {
         wake.len()
     );
 }
+
+/// Observers that share one manager (one listener, one subscription) are each woken by the
+/// announcement of a new term, not by their waits running out (without the announcement this
+/// fails: they would sleep their 30 s).
+#[test]
+fn observers_sharing_a_manager_each_see_the_new_term() {
+    let nodes = Cluster::start(3);
+    let shared = manager(nodes.urls());
+    let observers: Vec<_> = (0..3)
+        .map(|_| {
+            let e = shared.election("shared-observers");
+            thread::spawn(move || e.wait_change(0, Duration::from_secs(30), None))
+        })
+        .collect();
+    // Let them subscribe and read "no leader" first (if they are slow, they read the leader
+    // instead: either way each must return it).
+    thread::sleep(Duration::from_millis(300));
+    let other = manager(nodes.urls());
+    let l = other
+        .election("shared-observers")
+        .campaign("x", Duration::from_secs(20), &within(10))
+        .unwrap();
+    // Woken by the announcement: long before their 30 s wait would end and read again.
+    let woken = support::eventually(Duration::from_secs(15), || {
+        observers.iter().all(|o| o.is_finished())
+    });
+    assert!(woken, "an observer was not woken by the new term");
+    for o in observers {
+        let seen = o.join().unwrap().unwrap().expect("a leader");
+        assert_eq!(seen.term, l.term());
+    }
+    l.resign().unwrap();
+}
