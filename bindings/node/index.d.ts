@@ -253,6 +253,14 @@ export class Redlock {
   holders(resource: Resource): Promise<Holders>;
   metrics(): string;
   nodeStates(): NodeState[];
+  /** True once close() was called. */
+  readonly closed: boolean;
+  /**
+   * Closes the manager: later calls throw a ClosedError, waits in progress end with one;
+   * resolves once every call in progress has settled. Leases stay usable. Idempotent.
+   */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export class RedlockError extends Error {
@@ -273,6 +281,8 @@ export class CancelledError extends RedlockError {
 }
 export class InternalError extends RedlockError {}
 export class LeaseLostError extends RedlockError {}
+/** The manager was closed: a call made after close(), or a wait that close() ended. */
+export class ClosedError extends RedlockError {}
 export class InvalidArgumentError extends RangeError {
   readonly kind: 'invalidArgument';
   readonly nodes: NodeResult[];

@@ -22,6 +22,7 @@ module.exports = {
   CancelledError: errors.CancelledError,
   InternalError: errors.InternalError,
   LeaseLostError: errors.LeaseLostError,
+  ClosedError: errors.ClosedError,
   InvalidArgumentError: errors.InvalidArgumentError,
   /** The most bytes a leader's value may have. */
   MAX_LEADER_VALUE,

@@ -15,6 +15,7 @@ export const {
   CancelledError,
   InternalError,
   LeaseLostError,
+  ClosedError,
   InvalidArgumentError,
   MAX_LEADER_VALUE,
   threadsStarted,

@@ -61,25 +61,6 @@ function pause(ms, signal) {
   });
 }
 
-/**
- * Calls `start(cancel)` (the addon's call) with a cancel handle fired by `signal`; an already
- * aborted signal sends nothing.
- */
-async function cancellable(signal, start) {
-  if (signal && signal.aborted) {
-    throw fromInfo({ kind: 'cancelled', message: 'cancelled: the signal was already aborted' }, signal.reason);
-  }
-  if (!signal) return start(undefined);
-  const cancel = new native.NativeCancel();
-  const onAbort = () => cancel.fire();
-  signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await start(cancel);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}
-
 class Leadership {
   #n;
   #lease;
@@ -197,11 +178,13 @@ if (Symbol.asyncDispose) {
 class Election {
   #n;
   #name;
+  #calls;
 
   /** @internal */
-  constructor(n, name) {
+  constructor(n, name, calls) {
     this.#n = n;
     this.#name = name;
+    this.#calls = calls;
   }
 
   /** The election's name, as given. */
@@ -229,8 +212,8 @@ class Election {
       leadership._abort('lost');
       if (o.onLost) o.onLost(leadership);
     };
-    const r = await cancellable(o.signal, (cancel) => this.#n.campaign(v, ttlMs, o.waitMs, o.flags,
-      o.maxHoldMs, o.maxExtensions, cancel, lost));
+    const r = await this.#calls.run(o.signal, o.waitMs !== 0, (cancel) => this.#n.campaign(v,
+      ttlMs, o.waitMs, o.flags, o.maxHoldMs, o.maxExtensions, cancel, lost));
     if (!(r instanceof native.NativeLease)) throw fromInfo(r, o.signal && o.signal.reason);
     leadership = new Leadership(r, this.#name);
     if (lostEarly) queueMicrotask(lost);
@@ -266,7 +249,7 @@ class Election {
 
   /** The current leader, read from every node: { term, value, validityMs }, or null. */
   async leader() {
-    return leaderOf(await this.#n.leader());
+    return leaderOf(await this.#calls.run(undefined, false, () => this.#n.leader()));
   }
 
   /**
@@ -278,7 +261,8 @@ class Election {
     const after = term('afterTerm', afterTerm);
     opts.uint32('timeoutMs', timeoutMs);
     const o = opts.signalOptions(options);
-    const r = await cancellable(o.signal, (cancel) => this.#n.waitChange(after, timeoutMs, cancel));
+    const r = await this.#calls.run(o.signal, true, (cancel) => this.#n.waitChange(after,
+      timeoutMs, cancel));
     return leaderOf(r, o.signal && o.signal.reason);
   }
 

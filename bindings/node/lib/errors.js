@@ -5,7 +5,10 @@ class RedlockError extends Error {
   constructor(info) {
     super(info.message);
     this.name = new.target.name;
-    /** The engine's status: notAcquired, notHeld, unavailable, auth, cancelled, internal. */
+    /**
+     * The engine's status: notAcquired, notHeld, unavailable, auth, cancelled, internal; or
+     * closed (ClosedError), lost (LeaseLostError).
+     */
     this.kind = info.kind;
     this.op = info.op ?? null;
     this.successes = info.successes ?? null;
@@ -35,6 +38,11 @@ class CancelledError extends RedlockError {
 }
 /** An operating-system facility failed, or a bug. */
 class InternalError extends RedlockError {}
+/**
+ * The manager was closed (`close()`): a call made after it, or a wait it ended. Leases made
+ * before stay usable.
+ */
+class ClosedError extends RedlockError {}
 /** A lease of `using` was lost while its routine ran (the reason of the aborted signal). */
 class LeaseLostError extends RedlockError {}
 
@@ -73,6 +81,7 @@ module.exports = {
   CancelledError,
   InternalError,
   LeaseLostError,
+  ClosedError,
   InvalidArgumentError,
   fromInfo,
 };

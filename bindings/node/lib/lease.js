@@ -118,14 +118,12 @@ if (Symbol.asyncDispose) {
 }
 
 /**
- * Runs one acquisition: `start(cancel, lost)` calls the addon. The AbortSignal fires the
- * engine's cancel handle; onLost gets the Lease.
+ * Runs one acquisition through the manager's `calls`: `start(cancel, lost)` calls the addon.
+ * The AbortSignal (and close(), for an acquisition that may wait) fires the engine's cancel
+ * handle; onLost gets the Lease.
  */
-async function acquired(resource, o, start) {
+async function acquired(calls, resource, o, start) {
   const { signal, onLost } = o;
-  if (signal && signal.aborted) {
-    throw fromInfo({ kind: 'cancelled', message: 'cancelled: the signal was already aborted' }, signal.reason);
-  }
   let lease = null;
   let lostEarly = false;
   const lost = onLost
@@ -134,19 +132,7 @@ async function acquired(resource, o, start) {
         else lostEarly = true;
       }
     : undefined;
-  let cancel;
-  let onAbort;
-  if (signal) {
-    cancel = new native.NativeCancel();
-    onAbort = () => cancel.fire();
-    signal.addEventListener('abort', onAbort, { once: true });
-  }
-  let r;
-  try {
-    r = await start(cancel, lost);
-  } finally {
-    if (signal) signal.removeEventListener('abort', onAbort);
-  }
+  const r = await calls.run(signal, o.waitMs > 0, (cancel) => start(cancel, lost));
   if (!(r instanceof native.NativeLease)) throw fromInfo(r, signal && signal.reason);
   lease = new Lease(r, resource);
   if (lostEarly) queueMicrotask(() => onLost(lease));

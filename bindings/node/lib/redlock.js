@@ -4,6 +4,7 @@ const native = require('./native');
 const errors = require('./errors');
 const { Lease, acquired } = require('./lease');
 const { Election, Leadership } = require('./election');
+const { Calls } = require('./calls');
 const opts = require('./options');
 
 const { fromInfo, LeaseLostError, InvalidArgumentError } = errors;
@@ -28,13 +29,15 @@ function holdersOf(h) {
 
 class Semaphore {
   #n;
+  #calls;
   #name;
   #nameBytes;
   #permits;
 
   /** @internal */
-  constructor(n, name, nameBytes, permits) {
+  constructor(n, calls, name, nameBytes, permits) {
     this.#n = n;
+    this.#calls = calls;
     this.#name = name;
     this.#nameBytes = nameBytes;
     this.#permits = permits;
@@ -49,14 +52,15 @@ class Semaphore {
   async acquire(ttlMs, options) {
     opts.uint32('ttlMs', ttlMs);
     const o = opts.acquireOptions(options, opts.PERMIT_KEYS);
-    return acquired(this.#name, o, (cancel, lost) => this.#n.semaphoreAcquire(this.#nameBytes,
-      this.#permits, ttlMs, o.waitMs, o.flags, o.owner, o.dropOutMs, o.maxHoldMs,
+    return acquired(this.#calls, this.#name, o, (cancel, lost) => this.#n.semaphoreAcquire(
+      this.#nameBytes, this.#permits, ttlMs, o.waitMs, o.flags, o.owner, o.dropOutMs, o.maxHoldMs,
       o.maxExtensions, cancel, lost));
   }
 }
 
 class Redlock {
   #n;
+  #calls = new Calls();
 
   /**
    * A manager over the given Redis masters (quorum N/2+1). Options mirror the Python
@@ -87,8 +91,8 @@ class Redlock {
     const o = opts.acquireOptions(options);
     // The engine checks the rest (a TTL above maxTtlMs, an empty resource, combinations)
     // before it sends anything: InvalidArgumentError, a RangeError.
-    return acquired(resource, o, (cancel, lost) => this.#n.acquire(res, ttlMs, o.waitMs, o.flags,
-      o.owner, o.dropOutMs, o.maxHoldMs, o.maxExtensions, cancel, lost));
+    return acquired(this.#calls, resource, o, (cancel, lost) => this.#n.acquire(res, ttlMs,
+      o.waitMs, o.flags, o.owner, o.dropOutMs, o.maxHoldMs, o.maxExtensions, cancel, lost));
   }
 
   /** Every resource of the list, or none: one Lease for the set. */
@@ -99,7 +103,7 @@ class Redlock {
     const res = resources.map((r, i) => opts.bytes(`resources[${i}]`, r));
     opts.uint32('ttlMs', ttlMs);
     const o = opts.acquireOptions(options, opts.MANY_KEYS);
-    return acquired(resources.slice(), o, (cancel, lost) => this.#n.acquireMany(res, ttlMs,
+    return acquired(this.#calls, resources.slice(), o, (cancel, lost) => this.#n.acquireMany(res, ttlMs,
       o.waitMs, o.flags, o.owner, o.dropOutMs, o.maxHoldMs, o.maxExtensions, cancel, lost));
   }
 
@@ -107,9 +111,10 @@ class Redlock {
   semaphore(name, permits) {
     const nameBytes = opts.bytes('name', name);
     opts.uint32('permits', permits);
+    this.#calls.check();
     const bad = this.#n.checkSemaphore(nameBytes, permits);
     if (bad) throw fromInfo(bad);
-    return new Semaphore(this.#n, name, nameBytes, permits);
+    return new Semaphore(this.#n, this.#calls, name, nameBytes, permits);
   }
 
   /**
@@ -118,9 +123,10 @@ class Redlock {
    */
   election(name) {
     const nameBytes = opts.bytes('name', name);
+    this.#calls.check();
     const r = this.#n.election(nameBytes);
     if (!(r instanceof native.NativeElection)) throw fromInfo(r);
-    return new Election(r, name);
+    return new Election(r, name, this.#calls);
   }
 
   /**
@@ -168,20 +174,47 @@ class Redlock {
   /** Who holds `resource`, on each node and on a quorum: a snapshot. */
   async holders(resource) {
     const res = opts.bytes('resource', resource);
-    const r = await this.#n.holders(res);
+    const r = await this.#calls.run(undefined, false, () => this.#n.holders(res));
     if (r.kind !== undefined && r.message !== undefined) throw fromInfo(r);
     return holdersOf(r);
   }
 
   /** The manager's counters and histograms, Prometheus text format. */
   metrics() {
+    this.#calls.check();
     return this.#n.metrics();
   }
 
   /** Per node: { index, addr, quarantined, remainingMs, reason, trusted, runId, rttMs }. */
   nodeStates() {
+    this.#calls.check();
     return this.#n.nodeStates();
   }
+
+  /** True once close() was called. */
+  get closed() {
+    return this.#calls.closed;
+  }
+
+  /**
+   * Closes the manager: later calls (on it, its semaphores and elections) throw a
+   * ClosedError, and the waits in progress (acquisitions with waitMs > 0, campaigns,
+   * waitChange and observe) end with one. Resolves once every call in progress has settled.
+   * Never releases anything: leases and leaderships stay usable (release, extend, renewal),
+   * and the connections close once the last of them is released and collected. Idempotent.
+   */
+  async close() {
+    const settled = this.#calls.close();
+    this.#n.close();
+    await settled;
+  }
+}
+
+if (Symbol.asyncDispose) {
+  // `await using mgr = new Redlock(...)`: closed when the scope ends.
+  Redlock.prototype[Symbol.asyncDispose] = function dispose() {
+    return this.close();
+  };
 }
 
 module.exports = { Redlock, Semaphore, Lease, Election, Leadership };

@@ -202,9 +202,34 @@ impl Default for NativeCancel {
     }
 }
 
+/// The engine's manager, until `close` drops it (calls in progress keep their own handle, so
+/// the connections close once the last of them returns and no lease or election made by it
+/// is left).
 #[napi]
 pub struct NativeManager {
-    mgr: Redlock,
+    mgr: std::sync::RwLock<Option<Redlock>>,
+    node_count: u32,
+    quorum: u32,
+}
+
+impl NativeManager {
+    fn new(mgr: Redlock) -> Self {
+        NativeManager {
+            node_count: mgr.node_count() as u32,
+            quorum: mgr.quorum() as u32,
+            mgr: std::sync::RwLock::new(Some(mgr)),
+        }
+    }
+
+    /// The manager, or an error once it was closed (the JavaScript side refuses such calls
+    /// first, with a `ClosedError`).
+    fn mgr(&self) -> Result<Redlock> {
+        self.mgr
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| napi::Error::from_reason("the manager is closed"))
+    }
 }
 
 /// A manager, or the error that refused its configuration (nothing is sent either way).
@@ -214,7 +239,7 @@ pub fn create_manager(
     options: ManagerOptions,
 ) -> Either<NativeManager, ErrorInfo> {
     match Redlock::new(config(nodes, options)) {
-        Ok(mgr) => Either::A(NativeManager { mgr }),
+        Ok(mgr) => Either::A(NativeManager::new(mgr)),
         Err(e) => Either::B(convert::error(&e)),
     }
 }
@@ -254,12 +279,18 @@ fn acquired(r: std::result::Result<Lease, Error>) -> Acquired {
 impl NativeManager {
     #[napi(getter)]
     pub fn node_count(&self) -> u32 {
-        self.mgr.node_count() as u32
+        self.node_count
     }
 
     #[napi(getter)]
     pub fn quorum(&self) -> u32 {
-        self.mgr.quorum() as u32
+        self.quorum
+    }
+
+    /// Drops this handle's manager: later calls fail. Idempotent.
+    #[napi]
+    pub fn close(&self) {
+        self.mgr.write().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -287,7 +318,7 @@ impl NativeManager {
             max_extensions,
         };
         let opts = lock_options(&env, &options, cancel, lost)?;
-        let mgr = self.mgr.clone();
+        let mgr = self.mgr()?;
         let resource = resource.to_vec();
         spawn_lease(&env, move || mgr.acquire(&resource, millis(ttl_ms), &opts))
     }
@@ -317,7 +348,7 @@ impl NativeManager {
             max_extensions,
         };
         let opts = lock_options(&env, &options, cancel, lost)?;
-        let mgr = self.mgr.clone();
+        let mgr = self.mgr()?;
         let resources: Vec<Vec<u8>> = resources.iter().map(|r| r.to_vec()).collect();
         spawn_lease(&env, move || {
             mgr.acquire_many(&resources, millis(ttl_ms), &opts)
@@ -326,8 +357,8 @@ impl NativeManager {
 
     /// Checks a semaphore's name and permit count (sends nothing): `null` or the error.
     #[napi]
-    pub fn check_semaphore(&self, name: Buffer, permits: u32) -> Option<ErrorInfo> {
-        done(self.mgr.semaphore(&name[..], permits).map(|_| ()))
+    pub fn check_semaphore(&self, name: Buffer, permits: u32) -> Result<Option<ErrorInfo>> {
+        Ok(done(self.mgr()?.semaphore(&name[..], permits).map(|_| ())))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -356,7 +387,7 @@ impl NativeManager {
             max_extensions,
         };
         let opts = lock_options(&env, &options, cancel, lost)?;
-        let mgr = self.mgr.clone();
+        let mgr = self.mgr()?;
         let name = name.to_vec();
         spawn_lease(&env, move || {
             mgr.semaphore_acquire(&name, permits, millis(ttl_ms), &opts)
@@ -365,13 +396,13 @@ impl NativeManager {
 
     /// The election `name` (sends nothing), or the error that refuses its name.
     #[napi]
-    pub fn election(&self, name: Buffer) -> Either<NativeElection, ErrorInfo> {
-        NativeElection::new(self.mgr.election(&name[..]))
+    pub fn election(&self, name: Buffer) -> Result<Either<NativeElection, ErrorInfo>> {
+        Ok(NativeElection::new(self.mgr()?.election(&name[..])))
     }
 
     #[napi(ts_return_type = "Promise<HoldersInfo | ErrorInfo>")]
     pub fn holders(&self, env: Env, resource: Buffer) -> Result<JsObject> {
-        let mgr = self.mgr.clone();
+        let mgr = self.mgr()?;
         let resource = resource.to_vec();
         spawn(&env, move || match mgr.holders(&resource) {
             Ok(h) => Either::<convert::HoldersInfo, ErrorInfo>::A(convert::holders(
@@ -383,17 +414,18 @@ impl NativeManager {
     }
 
     #[napi]
-    pub fn metrics(&self) -> String {
-        self.mgr.metrics().to_prometheus()
+    pub fn metrics(&self) -> Result<String> {
+        Ok(self.mgr()?.metrics().to_prometheus())
     }
 
     #[napi]
-    pub fn node_states(&self) -> Vec<convert::NodeStateInfo> {
-        self.mgr
+    pub fn node_states(&self) -> Result<Vec<convert::NodeStateInfo>> {
+        Ok(self
+            .mgr()?
             .node_states()
             .iter()
             .map(convert::node_state)
-            .collect()
+            .collect())
     }
 }
 
