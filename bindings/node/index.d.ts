@@ -293,4 +293,6 @@ export const MAX_LEADER_VALUE: number;
 
 /** Threads the binding has started so far (its own, never libuv's). */
 export function threadsStarted(): number;
+/** The file the native addon was loaded from: redlock.node, a cargo build, or a prebuilt package's. */
+export const addonPath: string;
 export const version: string;

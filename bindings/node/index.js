@@ -28,5 +28,7 @@ module.exports = {
   MAX_LEADER_VALUE,
   /** Threads the binding has started so far (its own, never libuv's). */
   threadsStarted: () => native.threadsStarted(),
+  /** The file the native addon was loaded from (README "Which addon is loaded"). */
+  addonPath: native.addonPath,
   version: require('./package.json').version,
 };

@@ -19,6 +19,7 @@ export const {
   InvalidArgumentError,
   MAX_LEADER_VALUE,
   threadsStarted,
+  addonPath,
   version,
 } = cjs;
 export default cjs;

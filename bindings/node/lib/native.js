@@ -6,13 +6,7 @@
 // then a prebuilt package for this platform (@redlock-quorum/<platform>-<arch>[-musl]).
 const fs = require('node:fs');
 const path = require('node:path');
-
-function libc() {
-  if (process.platform !== 'linux') return '';
-  const report = process.report && process.report.getReport ? process.report.getReport() : null;
-  const glibc = report && report.header && report.header.glibcVersionRuntime;
-  return glibc ? '' : '-musl';
-}
+const { packageName } = require('./platform');
 
 function candidates() {
   if (process.env.REDLOCK_NODE_ADDON) return [process.env.REDLOCK_NODE_ADDON];
@@ -20,8 +14,14 @@ function candidates() {
   return [
     path.join(root, 'redlock.node'),
     path.join(root, 'target', 'release', 'libredlock_node.so'),
-    `@redlock-quorum/${process.platform}-${process.arch}${libc()}`,
+    packageName(),
   ];
+}
+
+/** The addon's exports, with `addonPath`: the file they were loaded from. */
+function loaded(exports, file) {
+  Object.defineProperty(exports, 'addonPath', { value: file, enumerable: false });
+  return exports;
 }
 
 function load() {
@@ -36,9 +36,9 @@ function load() {
       if (isPath && !c.endsWith('.node')) {
         const m = { exports: {} };
         process.dlopen(m, c);
-        return m.exports;
+        return loaded(m.exports, c);
       }
-      return require(c);
+      return loaded(require(c), isPath ? c : require.resolve(c));
     } catch (e) {
       tried.push(`${c}: ${e.message.split('\n')[0]}`);
       if (process.env.REDLOCK_NODE_ADDON) break;
