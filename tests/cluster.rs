@@ -905,3 +905,61 @@ fn a_shard_failed_over_to_its_replica_is_quarantined_alone() {
         redlock::NodeOutcome::Success
     );
 }
+
+#[test]
+fn leader_election_works_on_cluster_nodes() {
+    use redlock::{LockOptions, Wait};
+    use std::time::Duration;
+    let cs = clusters(3, 2);
+    let mgr = manager(&cs);
+    let e = mgr.election("cl-sched");
+    let ttl = Duration::from_secs(20);
+    let within = LockOptions::new().wait(Wait::For(Duration::from_secs(15)));
+    assert_eq!(e.leader().unwrap(), None, "no leader before any campaign");
+    let mut observer = e.observe();
+    let first = e.campaign("a:1", ttl, &within).unwrap();
+    // The key, its fencing counter and the leader record share one slot, and a quorum of
+    // the clusters holds the leader there (the record names its term).
+    let key = e.key().unwrap().to_vec();
+    let record = companion_key(redlock::LEADER_PREFIX, &key).unwrap();
+    let counter = companion_key(redlock::FENCE_PREFIX, &key).unwrap();
+    assert_eq!(key_slot(&record), key_slot(&key));
+    assert_eq!(key_slot(&counter), key_slot(&key));
+    let term_on = |c: &RedisCluster| -> Option<Vec<u8>> {
+        let mut conn = owner(c, &record).client();
+        redis::cmd("HGET")
+            .arg(&record)
+            .arg("term")
+            .query::<Option<Vec<u8>>>(&mut conn)
+            .unwrap()
+    };
+    let term = first.term().to_string();
+    assert!(holding(&cs, &term, term_on) >= 2, "the record on a quorum");
+    assert!(
+        holding(&cs, "", |c| owner(c, &key).get(&key)) >= 2,
+        "the key on a quorum"
+    );
+    // The observer is told, through the record's channel on the clusters.
+    let seen = observer.next_within(Duration::from_secs(15)).unwrap();
+    assert_eq!(
+        seen.map(|l| (l.term, l.value)),
+        Some((first.term(), b"a:1".to_vec()))
+    );
+    first.proclaim("a:2").unwrap();
+    assert_eq!(e.leader().unwrap().unwrap().value, b"a:2");
+    // A second candidate waits, and takes over once the first resigns.
+    let second = {
+        let (mgr, within) = (mgr.clone(), within.clone());
+        std::thread::spawn(move || mgr.election("cl-sched").campaign("b:1", ttl, &within))
+    };
+    first.resign().unwrap();
+    let second = second.join().unwrap().unwrap();
+    assert!(second.term() > first.term());
+    let seen = observer.next_within(Duration::from_secs(15)).unwrap();
+    assert_eq!(
+        seen.map(|l| (l.term, l.value)),
+        Some((second.term(), b"b:1".to_vec()))
+    );
+    second.resign().unwrap();
+    assert_eq!(e.leader().unwrap(), None);
+}
