@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{FAIR_PREFIX, FENCE_PREFIX, SEMAPHORE_PREFIX};
+use crate::config::{ELECTION_PREFIX, FAIR_PREFIX, FENCE_PREFIX, SEMAPHORE_PREFIX};
 use crate::error::{Error, NodeOutcome, NodeReport};
 use crate::lease::Shared;
 use crate::quorum::{Cmd, Limits, Request, Until};
@@ -63,6 +63,10 @@ pub enum KeyKind {
     /// [`LockOptions::fair`](crate::LockOptions::fair)); [`KeyInfo::members`] is the number of
     /// waiters queued on that node.
     FairQueue,
+    /// Leader elections' keys: `redlock-elect:` followed by the lock key of the election's
+    /// name (see [`Redlock::election`](crate::Redlock::election)); present where a leader
+    /// holds the election, with its TTL and the leadership's token as the value.
+    Election,
 }
 
 /// One key found on one node.
@@ -135,6 +139,7 @@ fn kind_prefix(kind: KeyKind, lock_prefix: &[u8]) -> Vec<u8> {
         KeyKind::FencingCounter => FENCE_PREFIX.to_vec(),
         KeyKind::Semaphore => [SEMAPHORE_PREFIX, lock_prefix].concat(),
         KeyKind::FairQueue => [FAIR_PREFIX, lock_prefix].concat(),
+        KeyKind::Election => [ELECTION_PREFIX, lock_prefix].concat(),
     }
 }
 

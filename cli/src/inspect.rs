@@ -123,9 +123,10 @@ fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak:
             mgr.scan(KeyKind::FencingCounter, p)?,
             mgr.scan(KeyKind::Semaphore, p)?,
             mgr.scan(KeyKind::FairQueue, p)?,
+            mgr.scan(KeyKind::Election, p)?,
         ))
     })();
-    let (locks, counters, sems, queues) = match scanned {
+    let (locks, counters, sems, queues, elections) = match scanned {
         Ok(s) => s,
         Err(e) => {
             eprintln!("redlock inspect: {e}");
@@ -140,6 +141,7 @@ fn scan_and_report(mgr: &Redlock, prefix: &str, max_ttl: Duration, fail_on_leak:
     let leaked = print_leaks(&locks.keys, &addrs, max_ttl);
     print_counted(&sems.keys, &addrs, "semaphore(s)", "PERMITS HELD");
     print_counted(&queues.keys, &addrs, "fair queue(s)", "WAITERS");
+    print_elections(mgr, &elections.keys, &addrs);
     println!(
         "{} fencing counter(s) (redlock-fence:*; they never expire, by design)",
         counters.keys.len()
@@ -244,6 +246,45 @@ fn print_counted(keys: &[KeyInfo], addrs: &[String], title: &str, what: &str) {
             };
             let shown = if i == 0 { show(name) } else { String::new() };
             println!("{shown:<32} {node:<24} {line}");
+        }
+    }
+}
+
+/// One line per election held and node: the key's TTL and the first bytes of the
+/// leadership's token; then the leader a quorum agrees on (read now), its term and value.
+fn print_elections(mgr: &Redlock, keys: &[KeyInfo], addrs: &[String]) {
+    let mut by_name: BTreeMap<&[u8], Vec<&KeyInfo>> = BTreeMap::new();
+    for k in keys {
+        by_name.entry(&k.resource).or_default().push(k);
+    }
+    println!("{} election(s) with a leader's key", by_name.len());
+    if by_name.is_empty() {
+        return;
+    }
+    println!("{:<32} {:<24} {:>10}  TOKEN", "NAME", "NODE", "TTL ms");
+    for (name, on) in &by_name {
+        for (i, addr) in addrs.iter().enumerate() {
+            let node = format!("{i} {addr}");
+            let line = match on.iter().find(|k| k.node == i) {
+                Some(k) => {
+                    let ttl = k.ttl.map_or("no TTL".into(), |t| t.as_millis().to_string());
+                    let token = k.value.as_deref().unwrap_or_default();
+                    format!("{ttl:>10}  {}…", show(&token[..token.len().min(8)]))
+                }
+                None => format!("{:>10}", "-"),
+            };
+            let shown = if i == 0 { show(name) } else { String::new() };
+            println!("{shown:<32} {node:<24} {line}");
+        }
+        match mgr.election(name).leader() {
+            Ok(Some(l)) => println!(
+                "  leader: term {}, value {:?}, valid {} ms more (a quorum agrees)",
+                l.term,
+                String::from_utf8_lossy(&l.value),
+                l.validity.as_millis()
+            ),
+            Ok(None) => println!("  leader: none that a quorum agrees on"),
+            Err(e) => println!("  leader: cannot be read: {e}"),
         }
     }
 }

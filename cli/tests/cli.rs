@@ -875,7 +875,8 @@ fn inspect_shows_held_locks_and_finds_leaked_keys() {
 }
 
 /// `inspect` shows each kind of lock as what it is: a reentrant lock's hash, a key of another
-/// type under the prefix, a semaphore's permits held and a fair lock's queued waiters.
+/// type under the prefix, a semaphore's permits held, a fair lock's queued waiters and an
+/// election's leader.
 #[test]
 fn inspect_shows_each_kind_of_lock_as_what_it_is() {
     let cluster = Cluster::start(3);
@@ -915,6 +916,14 @@ fn inspect_shows_each_kind_of_lock_as_what_it_is() {
             .all(queued)),
         "the waiter never queued"
     );
+    let leading = mgr
+        .election("sched")
+        .campaign(
+            "10.0.0.1:80",
+            ttl,
+            &redlock::LockOptions::new().wait(redlock::Wait::No),
+        )
+        .unwrap();
     redis::cmd("RPUSH")
         .arg("redlock:alist")
         .arg("x")
@@ -942,6 +951,17 @@ fn inspect_shows_each_kind_of_lock_as_what_it_is() {
     assert!(row("pool ").trim_end().ends_with(" 2"), "{stdout}");
     assert!(stdout.contains("1 fair queue(s)"), "{stdout}");
     assert!(row("fq ").contains(" 1"), "{stdout}");
+    assert!(
+        stdout.contains("1 election(s) with a leader's key"),
+        "{stdout}"
+    );
+    assert!(row("sched ").contains('…'), "{stdout}");
+    let told = format!(
+        "  leader: term {}, value \"10.0.0.1:80\", valid ",
+        leading.term()
+    );
+    assert!(stdout.contains(&told), "{stdout}");
+    leading.resign().unwrap();
     holder.unlock().unwrap();
     waiter.join().unwrap().unwrap().unwrap();
     for p in permits {
