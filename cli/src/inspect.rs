@@ -225,6 +225,47 @@ fn not_a_string(k: &KeyInfo) -> String {
 /// One line per name and node of a semaphore or fair queue: its TTL and how many permits are
 /// held, or waiters queued, there (`what`).
 fn print_counted(keys: &[KeyInfo], addrs: &[String], title: &str, what: &str) {
+    print_named(
+        keys,
+        addrs,
+        title,
+        what,
+        |k| k.members.unwrap_or(0).to_string(),
+        |_| (),
+    );
+}
+
+/// One line per election held and node: the key's TTL and the first bytes of the
+/// leadership's token; then the leader a quorum agrees on (read now), its term and value.
+fn print_elections(mgr: &Redlock, keys: &[KeyInfo], addrs: &[String]) {
+    let token = |k: &KeyInfo| {
+        let t = k.value.as_deref().unwrap_or_default();
+        format!("{}…", show(&t[..t.len().min(8)]))
+    };
+    let leader = |name: &[u8]| match mgr.election(name).leader() {
+        Ok(Some(l)) => println!(
+            "  leader: term {}, value {:?}, valid {} ms more (a quorum agrees)",
+            l.term,
+            String::from_utf8_lossy(&l.value),
+            l.validity.as_millis()
+        ),
+        Ok(None) => println!("  leader: none that a quorum agrees on"),
+        Err(e) => println!("  leader: cannot be read: {e}"),
+    };
+    let title = "election(s) with a leader's key";
+    print_named(keys, addrs, title, "TOKEN", token, leader);
+}
+
+/// The keys by name (their resource): `<count> <title>`, then per name one line per node
+/// with the key's TTL and `cell` of it (under the column `what`), then `after(name)`.
+fn print_named(
+    keys: &[KeyInfo],
+    addrs: &[String],
+    title: &str,
+    what: &str,
+    cell: impl Fn(&KeyInfo) -> String,
+    after: impl Fn(&[u8]),
+) {
     let mut by_name: BTreeMap<&[u8], Vec<&KeyInfo>> = BTreeMap::new();
     for k in keys {
         by_name.entry(&k.resource).or_default().push(k);
@@ -240,52 +281,14 @@ fn print_counted(keys: &[KeyInfo], addrs: &[String], title: &str, what: &str) {
             let line = match on.iter().find(|k| k.node == i) {
                 Some(k) => {
                     let ttl = k.ttl.map_or("no TTL".into(), |t| t.as_millis().to_string());
-                    format!("{ttl:>10}  {}", k.members.unwrap_or(0))
+                    format!("{ttl:>10}  {}", cell(k))
                 }
                 None => format!("{:>10}", "-"),
             };
             let shown = if i == 0 { show(name) } else { String::new() };
             println!("{shown:<32} {node:<24} {line}");
         }
-    }
-}
-
-/// One line per election held and node: the key's TTL and the first bytes of the
-/// leadership's token; then the leader a quorum agrees on (read now), its term and value.
-fn print_elections(mgr: &Redlock, keys: &[KeyInfo], addrs: &[String]) {
-    let mut by_name: BTreeMap<&[u8], Vec<&KeyInfo>> = BTreeMap::new();
-    for k in keys {
-        by_name.entry(&k.resource).or_default().push(k);
-    }
-    println!("{} election(s) with a leader's key", by_name.len());
-    if by_name.is_empty() {
-        return;
-    }
-    println!("{:<32} {:<24} {:>10}  TOKEN", "NAME", "NODE", "TTL ms");
-    for (name, on) in &by_name {
-        for (i, addr) in addrs.iter().enumerate() {
-            let node = format!("{i} {addr}");
-            let line = match on.iter().find(|k| k.node == i) {
-                Some(k) => {
-                    let ttl = k.ttl.map_or("no TTL".into(), |t| t.as_millis().to_string());
-                    let token = k.value.as_deref().unwrap_or_default();
-                    format!("{ttl:>10}  {}…", show(&token[..token.len().min(8)]))
-                }
-                None => format!("{:>10}", "-"),
-            };
-            let shown = if i == 0 { show(name) } else { String::new() };
-            println!("{shown:<32} {node:<24} {line}");
-        }
-        match mgr.election(name).leader() {
-            Ok(Some(l)) => println!(
-                "  leader: term {}, value {:?}, valid {} ms more (a quorum agrees)",
-                l.term,
-                String::from_utf8_lossy(&l.value),
-                l.validity.as_millis()
-            ),
-            Ok(None) => println!("  leader: none that a quorum agrees on"),
-            Err(e) => println!("  leader: cannot be read: {e}"),
-        }
+        after(name);
     }
 }
 
