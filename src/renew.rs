@@ -125,8 +125,10 @@ fn examine(inner: &LeaseInner, st: &LeaseState, now: Instant, tick: bool) -> Ver
     let (Some(rs), Some(exp)) = (st.renewal.as_ref(), inner.expires_at()) else {
         return Verdict::Done;
     };
-    let hold_end = inner.acquired_at + rs.max_hold;
-    if now >= hold_end {
+    // A bound past the clock's range (`Duration::MAX`: "never") is no bound.
+    let hold_end = inner.acquired_at.checked_add(rs.max_hold);
+    let before_hold_end = |t: Instant| hold_end.map_or(t, |end| t.min(end));
+    if hold_end.is_some_and(|end| now >= end) {
         return Verdict::Lost(LostReason::MaxHoldReached {
             held: now.duration_since(inner.acquired_at),
         });
@@ -151,7 +153,7 @@ fn examine(inner: &LeaseInner, st: &LeaseState, now: Instant, tick: bool) -> Ver
                 extensions: rs.extensions,
             });
         }
-        return Verdict::Later(rs.next_due.min(lost_at).min(hold_end));
+        return Verdict::Later(before_hold_end(rs.next_due.min(lost_at)));
     }
     let early = if tick && rs.last_failure.is_none() {
         st.ttl.duration().mul_f64(rs.renew_after() / 2.0)
@@ -161,7 +163,7 @@ fn examine(inner: &LeaseInner, st: &LeaseState, now: Instant, tick: bool) -> Ver
     if now + early >= rs.next_due {
         return Verdict::Due;
     }
-    Verdict::Later(rs.next_due.min(lost_at).min(hold_end))
+    Verdict::Later(before_hold_end(rs.next_due.min(lost_at)))
 }
 
 type Fired = Vec<(LostCallback, Arc<LeaseInner>)>;

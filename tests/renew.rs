@@ -537,3 +537,44 @@ fn a_lock_taken_and_released_in_the_gap_is_reported_lost_to_the_first_holder() {
         assert_eq!(cluster.servers[i].get(&k), None, "node {i}");
     }
 }
+
+/// A hold bound too large for the clock to add (`Duration::MAX`: "never") leaves renewal
+/// unbounded; it never stops the renewal thread.
+#[test]
+fn a_hold_bound_past_the_clocks_range_renews_without_end() {
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let unbounded = mgr
+        .try_lock("unbounded", Duration::from_millis(300))
+        .unwrap();
+    unbounded
+        .auto_renew(RenewOptions::new().max_hold(Duration::MAX))
+        .unwrap();
+    // Three renewals of it, however slow the machine (bounded: a stalled thread fails).
+    let start = Instant::now();
+    while mgr.renewal_stats().renewed < 3 {
+        assert!(!unbounded.is_lost(), "{:?}", unbounded.lost_reason());
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "renewals stalled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(unbounded.is_renewing());
+    // The renewal thread still serves a lease made after them.
+    let other = mgr
+        .try_lock("unbounded-2", Duration::from_millis(300))
+        .unwrap();
+    other.auto_renew(RenewOptions::new()).unwrap();
+    let renewed = mgr.renewal_stats().renewed;
+    while mgr.renewal_stats().renewed < renewed + 4 {
+        assert!(!other.is_lost(), "{:?}", other.lost_reason());
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "renewals stalled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unbounded.unlock().unwrap();
+    other.unlock().unwrap();
+}
