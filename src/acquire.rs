@@ -301,7 +301,7 @@ impl<'a> Waiting<'a> {
         called: Instant,
     ) -> Waiting<'a> {
         let deadline = match opts.wait {
-            Wait::For(d) => Some(called + d),
+            Wait::For(d) => Some(crate::timing::after(called, d)),
             Wait::Until(t) => Some(t),
             Wait::No | Wait::Retries => None,
         };

@@ -49,6 +49,15 @@ pub(crate) fn expiry(start: Instant, ttl: Duration, drift_factor: f64) -> Instan
     start + ttl.saturating_sub(drift(ttl, drift_factor))
 }
 
+/// `t + d`, or, where that is past the clock's range (a wait of `Duration::MAX`, meaning
+/// "no limit"), a century after `t`: a deadline that never comes, and never a panic.
+pub(crate) fn after(t: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d)
+        .or_else(|| t.checked_add(CENTURY))
+        .unwrap_or(t)
+}
+
 /// The remaining validity at `now` of a lock that expires at `expires`: zero once passed.
 pub(crate) fn remaining(expires: Instant, now: Instant) -> Duration {
     expires.saturating_duration_since(now)

@@ -1131,3 +1131,23 @@ fn a_server_without_info_is_refused_rather_than_counted_twice() {
     }
     assert_eq!(a.lock_keys(), 0);
 }
+
+/// `Duration::MAX` as a wait means "no limit": a waiter gets the lock once it is released,
+/// and `wait_lost` returns as it would for any timeout; neither overflows the clock.
+#[test]
+fn a_wait_of_duration_max_is_no_limit_and_never_panics() {
+    use redlock::{LockOptions, Wait};
+    let cluster = Cluster::start(3);
+    let mgr = manager(cluster.urls());
+    let forever = LockOptions::new().wait(Wait::For(Duration::MAX));
+    let ttl = Duration::from_secs(10);
+    let held = mgr.acquire("forever", ttl, &forever).unwrap();
+    // Renewal off: wait_lost returns false at once, whatever the timeout.
+    assert!(!held.wait_lost(Duration::MAX));
+    let waiter = {
+        let (mgr, forever) = (mgr.clone(), forever.clone());
+        thread::spawn(move || mgr.acquire("forever", ttl, &forever))
+    };
+    held.unlock().unwrap();
+    waiter.join().unwrap().unwrap().unlock().unwrap();
+}

@@ -551,7 +551,7 @@ impl Lease {
     /// happens) when renewal is off: never started, stopped, or ended by unlock.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
         let sh = &self.inner.shared;
-        let deadline = sh.now() + timeout;
+        let deadline = crate::timing::after(sh.now(), timeout);
         let mut st = self.inner.lock_state();
         while st.lost.is_none() {
             let now = sh.now();
