@@ -1336,6 +1336,22 @@ enum redlock_status redlock_lease_auto_renew(struct redlock_lease *lease,
                                              char *err,
                                              size_t err_len);
 
+// `redlock_lease_auto_renew` with a 64-bit hold bound, for holds past `UINT32_MAX` ms (about
+// 49.7 days): a leadership, say. `UINT64_MAX` holds for as long as the lease lives (no bound
+// but `max_extensions`); 0 still means the default, one hour.
+//
+// Statuses: as `redlock_lease_auto_renew`.
+//
+// # Safety
+// As `redlock_lease_auto_renew`.
+enum redlock_status redlock_lease_auto_renew64(struct redlock_lease *lease,
+                                               uint64_t max_hold_ms,
+                                               uint32_t max_extensions,
+                                               redlock_lost_fn on_lost,
+                                               void *userdata,
+                                               char *err,
+                                               size_t err_len);
+
 // Stops auto-renewal without unlocking (waiting for a renewal in flight). No effect when
 // renewal is off or `lease` is NULL or invalid.
 //

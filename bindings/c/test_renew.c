@@ -28,6 +28,30 @@ static void on_lost_free_self(redlock_lease *lease, void *userdata) {
   __atomic_store_n(&n->freed_itself, 1, __ATOMIC_SEQ_CST);
 }
 
+/* A 64-bit hold bound: UINT64_MAX holds for as long as the lease lives (past the clock's
+ * range, it is no bound); here three extensions end it, and the reason says so. */
+static void test_auto_renew64(void) {
+  char err[512];
+  redlock_manager *mgr = make_manager(0, 0);
+  CHECK_STATUS(redlock_lease_auto_renew64(NULL, UINT64_MAX, 0, NULL, NULL, err, sizeof err), REDLOCK_STATUS_NULL_ARGUMENT);
+  struct lost_note far = {0, 0, 99, 0};
+  redlock_lease *lease = NULL;
+  CHECK_STATUS(redlock_try_lock(mgr, (const uint8_t *)"far", 3, 300, &lease, err, sizeof err), REDLOCK_STATUS_OK);
+  if (!lease) {
+    redlock_manager_free(mgr);
+    return;
+  }
+  CHECK_STATUS(redlock_lease_auto_renew64(lease, UINT64_MAX, 3, on_lost, &far, err, sizeof err), REDLOCK_STATUS_OK);
+  CHECK(redlock_lease_wait_lost(lease, 30000));
+  char why[256] = "";
+  redlock_lease_lost_reason(lease, why, sizeof why);
+  CHECK(strstr(why, "maximum of 3 extensions reached") != NULL);
+  for (int i = 0; i < 100 && far.calls == 0; i++) sleep_ms(10);
+  CHECK(far.calls == 1 && far.was_lost);
+  redlock_lease_free(lease);
+  redlock_manager_free(mgr);
+}
+
 static void test_auto_renew(void) {
   char err[512];
   redlock_manager *mgr = make_manager(0, 0);
@@ -242,6 +266,7 @@ static void test_quarantine(void) {
 int main(int argc, char **argv) {
   if (!harness_start(argc, argv)) return 2;
   test_auto_renew();
+  test_auto_renew64();
   test_fencing_and_accessors();
   test_quarantine();
   return harness_finish();

@@ -139,8 +139,8 @@ func (e *Election) check() error {
 // Without a Wait or NoWait option it waits until ctx's deadline, or, without one, until it
 // leads or ctx is cancelled; NoWait makes it one attempt, Wait(d) gives up after d
 // (WithNotify(false): polling instead of notification). The leadership is renewed
-// automatically from the grant on, for as long as the C ABI can express (MaxTTL, about 49.7
-// days); AutoRenew(maxHold) bounds it instead (0: that same default), with MaxExtensions and
+// automatically from the grant on, for as long as it lives; AutoRenew(maxHold) bounds it
+// instead (0: that same default), with MaxExtensions and
 // OnLost as for a lock (OnLost needs AutoRenew: pass AutoRenew(0) for the default bound; its
 // callback gets Leadership.Lock). WithOwner, WithShared and WithFair are ErrInvalidArgument
 // (the library's message says why): a leadership is neither reentrant, shared nor fair.
@@ -395,11 +395,12 @@ type Leadership struct {
 
 // renew replaces the library's default renewal of a campaign with one started through
 // Lock.startRenewal, which installs the callback that closes Lost and wakes WaitLost: bounded
-// by AutoRenew's maximum hold if one was given, else by the longest the C ABI can express.
+// by AutoRenew's maximum hold if one was given, else for as long as the leadership lives
+// (redlock_lease_auto_renew64 with no hold bound).
 func (ld *Leadership) renew(m *Manager, o *lockOptions) error {
-	hold := uint32(math.MaxUint32)
+	hold := uint64(math.MaxUint64)
 	if o.renew && o.maxHold != 0 {
-		hold = o.maxHold
+		hold = uint64(o.maxHold)
 	}
 	if m.afterAcquire != nil {
 		m.afterAcquire(ld.l)

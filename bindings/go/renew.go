@@ -130,11 +130,11 @@ func (l *Lock) AutoRenew(maxHold time.Duration, maxExtensions int, onLost func()
 	if maxExtensions < 0 || uint64(maxExtensions) > math.MaxUint32 {
 		return invalidf("maximum extensions must be in [0, %d], got %d", uint32(math.MaxUint32), maxExtensions)
 	}
-	return l.startRenewal(hold, uint32(maxExtensions), onLost)
+	return l.startRenewal(uint64(hold), uint32(maxExtensions), onLost)
 }
 
 // startRenewal is AutoRenew with checked arguments (milliseconds).
-func (l *Lock) startRenewal(hold, maxExtensions uint32, onLost func()) error {
+func (l *Lock) startRenewal(hold uint64, maxExtensions uint32, onLost func()) error {
 	s := newScratch("")
 	defer s.free()
 
@@ -161,7 +161,7 @@ func (l *Lock) startRenewal(hold, maxExtensions uint32, onLost func()) error {
 	l.lost.onLost = onLost
 	l.lost.mu.Unlock()
 
-	st := C.redlock_lease_auto_renew(l.ptr, C.uint32_t(hold), C.uint32_t(maxExtensions),
+	st := C.redlock_lease_auto_renew64(l.ptr, C.uint64_t(hold), C.uint32_t(maxExtensions),
 		C.redlock_lost_fn(C.redlockGoOnLost), l.userdata, s.err, errBufLen)
 
 	// Record what is now true. The lock may have been lost meanwhile (the renewal thread's
@@ -295,7 +295,7 @@ func (m *Manager) renewAcquired(l *Lock, o *lockOptions) (*Lock, error) {
 		// reachable only while the lock is renewed.
 		onLost = func() { f(l) }
 	}
-	if err := l.startRenewal(o.maxHold, o.maxExtensions, onLost); err != nil {
+	if err := l.startRenewal(uint64(o.maxHold), o.maxExtensions, onLost); err != nil {
 		// Acquired but not renewed: release it rather than hand back a lock the caller asked
 		// to have renewed. Best effort: the error that matters is the renewal's.
 		_ = l.Unlock()

@@ -339,10 +339,11 @@ pub unsafe extern "C" fn redlock_acquire_opts_set_auto_renew(
 }
 
 /// Renewal options from the C arguments (0: the default).
-pub(crate) fn renew_options(max_hold_ms: u32, max_extensions: u32) -> RenewOptions {
+pub(crate) fn renew_options(max_hold_ms: impl Into<u64>, max_extensions: u32) -> RenewOptions {
     let mut opts = RenewOptions::new();
+    let max_hold_ms: u64 = max_hold_ms.into();
     if max_hold_ms > 0 {
-        opts = opts.max_hold(Duration::from_millis(max_hold_ms.into()));
+        opts = opts.max_hold(Duration::from_millis(max_hold_ms));
     }
     if max_extensions > 0 {
         opts = opts.max_extensions(max_extensions);

@@ -10,7 +10,7 @@ use super::{
     FfiError, guard, guard_or, handle, live, live_or_none, redlock_status, release, renew_options,
     take, write_str,
 };
-use crate::{Lease, NodeOutcome};
+use crate::{Lease, NodeOutcome, RenewOptions};
 
 /// A held lock (named lease because the function `redlock_lock` takes the name).
 ///
@@ -585,8 +585,48 @@ pub unsafe extern "C" fn redlock_lease_auto_renew(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
+    let opts = renew_options(max_hold_ms, max_extensions);
+    // SAFETY: per the contract.
+    unsafe { auto_renew(lease, opts, on_lost, userdata, err, err_len) }
+}
+
+/// `redlock_lease_auto_renew` with a 64-bit hold bound, for holds past `UINT32_MAX` ms (about
+/// 49.7 days): a leadership, say. `UINT64_MAX` holds for as long as the lease lives (no bound
+/// but `max_extensions`); 0 still means the default, one hour.
+///
+/// Statuses: as `redlock_lease_auto_renew`.
+///
+/// # Safety
+/// As `redlock_lease_auto_renew`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lease_auto_renew64(
+    lease: *mut redlock_lease,
+    max_hold_ms: u64,
+    max_extensions: u32,
+    on_lost: redlock_lost_fn,
+    userdata: *mut c_void,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
+    let opts = renew_options(max_hold_ms, max_extensions);
+    // SAFETY: per the contract.
+    unsafe { auto_renew(lease, opts, on_lost, userdata, err, err_len) }
+}
+
+/// Both `redlock_lease_auto_renew` forms: renewal with `opts`, and `on_lost` with `userdata`.
+///
+/// # Safety
+/// As `redlock_lease_auto_renew`.
+unsafe fn auto_renew(
+    lease: *mut redlock_lease,
+    opts: RenewOptions,
+    on_lost: redlock_lost_fn,
+    userdata: *mut c_void,
+    err: *mut c_char,
+    err_len: usize,
+) -> redlock_status {
     let f = |l: &redlock_lease| {
-        let mut opts = renew_options(max_hold_ms, max_extensions);
+        let mut opts = opts;
         if let Some(f) = on_lost {
             let gate = Arc::clone(&l.gate);
             // Raw pointers are not Send; the gate guarantees the handle outlives each call.
