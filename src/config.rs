@@ -393,6 +393,41 @@ impl Config {
 
     /// The failover groups' options: replica acknowledgements (at least one, a timeout), and
     /// the sentinels' credentials (a password, and a user name that is not empty).
+    /// Every duration option is at most [`MAX_TTL`] (2^32 - 1 ms, about 49.7 days): past the
+    /// clock's range, a deadline made from one would overflow in the middle of a call.
+    fn check_upper_bounds(&self) -> Result<(), Error> {
+        let bounded = [
+            ("retry delay", Some(self.retry_delay)),
+            ("connect timeout", Some(self.connect_timeout)),
+            ("node timeout", self.node_timeout),
+            ("node timeout floor", Some(self.node_timeout_floor)),
+            ("node timeout cap", Some(self.node_timeout_cap)),
+            ("stale limit", Some(self.stale_limit)),
+            (
+                "minimum reconnect backoff",
+                Some(self.reconnect_backoff_min),
+            ),
+            (
+                "maximum reconnect backoff",
+                Some(self.reconnect_backoff_max),
+            ),
+            (
+                "replica acknowledgement timeout",
+                self.replica_acks.map(|(_, t)| t),
+            ),
+        ];
+        for (what, d) in bounded {
+            if let Some(d) = d.filter(|d| *d > MAX_TTL) {
+                return Err(Error::invalid(format!(
+                    "{what} must be at most {} ms, got {} ms",
+                    MAX_TTL.as_millis(),
+                    d.as_millis()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn check_group_options(&self) -> Result<(), Error> {
         if let Some((n, t)) = self.replica_acks {
             if n == 0 {
@@ -577,6 +612,7 @@ impl Config {
             }
         }
         self.check_group_options()?;
+        self.check_upper_bounds()?;
         if self.node_timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid("node timeout must be > 0"));
         }
@@ -787,6 +823,40 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn durations_past_the_longest_ttl_are_refused_by_name() {
+        let base = || Config::new(["redis://127.0.0.1:1"]);
+        let huge = Duration::MAX;
+        let cases: [(&str, Config); 9] = [
+            ("retry delay", base().retry_delay(huge)),
+            ("connect timeout", base().connect_timeout(huge)),
+            ("node timeout", base().node_timeout(huge)),
+            ("node timeout floor", base().node_timeout_floor(huge)),
+            ("node timeout cap", base().node_timeout_cap(huge)),
+            ("stale limit", base().stale_limit(huge)),
+            (
+                "minimum reconnect backoff",
+                base().reconnect_backoff(huge, huge),
+            ),
+            (
+                "maximum reconnect backoff",
+                base().reconnect_backoff(Duration::from_millis(1), huge),
+            ),
+            (
+                "replica acknowledgement timeout",
+                base().replica_acks(1, huge),
+            ),
+        ];
+        for (what, c) in cases {
+            match c.validate() {
+                Err(Error::InvalidInput(m)) => assert!(m.starts_with(what), "{what}: {m}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // The longest allowed is accepted.
+        assert!(base().connect_timeout(MAX_TTL).validate().is_ok());
+    }
 
     #[test]
     fn defaults_are_documented_values() {
