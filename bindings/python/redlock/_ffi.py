@@ -401,6 +401,10 @@ FUNCTIONS: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         status_t,
         (LeasePtr, c_uint32, c_uint32, lost_fn_t, c_void_p, err_buf_t, c_size_t),
     ),
+    "redlock_lease_auto_renew64": (
+        status_t,
+        (LeasePtr, c_uint64, c_uint32, lost_fn_t, c_void_p, err_buf_t, c_size_t),
+    ),
     "redlock_lease_stop_renewal": (None, (LeasePtr,)),
     "redlock_lease_is_lost": (c_bool, (LeasePtr,)),
     "redlock_lease_wait_lost": (c_bool, (LeasePtr, c_uint32)),
