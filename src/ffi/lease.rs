@@ -10,7 +10,7 @@ use super::{
     FfiError, guard, guard_or, handle, live, live_or_none, redlock_status, release, renew_options,
     take, write_str,
 };
-use crate::{Lease, NodeOutcome, RenewOptions};
+use crate::{Lease, NodeOutcome};
 
 /// A held lock (named lease because the function `redlock_lock` takes the name).
 ///
@@ -585,9 +585,18 @@ pub unsafe extern "C" fn redlock_lease_auto_renew(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    let opts = renew_options(max_hold_ms, max_extensions);
-    // SAFETY: per the contract.
-    unsafe { auto_renew(lease, opts, on_lost, userdata, err, err_len) }
+    // SAFETY: the same contract.
+    unsafe {
+        redlock_lease_auto_renew64(
+            lease,
+            max_hold_ms.into(),
+            max_extensions,
+            on_lost,
+            userdata,
+            err,
+            err_len,
+        )
+    }
 }
 
 /// `redlock_lease_auto_renew` with a 64-bit hold bound, for holds past `UINT32_MAX` ms (about
@@ -608,25 +617,8 @@ pub unsafe extern "C" fn redlock_lease_auto_renew64(
     err: *mut c_char,
     err_len: usize,
 ) -> redlock_status {
-    let opts = renew_options(max_hold_ms, max_extensions);
-    // SAFETY: per the contract.
-    unsafe { auto_renew(lease, opts, on_lost, userdata, err, err_len) }
-}
-
-/// Both `redlock_lease_auto_renew` forms: renewal with `opts`, and `on_lost` with `userdata`.
-///
-/// # Safety
-/// As `redlock_lease_auto_renew`.
-unsafe fn auto_renew(
-    lease: *mut redlock_lease,
-    opts: RenewOptions,
-    on_lost: redlock_lost_fn,
-    userdata: *mut c_void,
-    err: *mut c_char,
-    err_len: usize,
-) -> redlock_status {
     let f = |l: &redlock_lease| {
-        let mut opts = opts;
+        let mut opts = renew_options(max_hold_ms, max_extensions);
         if let Some(f) = on_lost {
             let gate = Arc::clone(&l.gate);
             // Raw pointers are not Send; the gate guarantees the handle outlives each call.
