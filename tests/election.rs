@@ -199,8 +199,11 @@ fn candidates_lead_one_at_a_time_in_increasing_terms_and_observers_see_each() {
                     thread::sleep(Duration::from_millis(150));
                     assert!(!l.lost());
                     let term = l.term();
-                    l.resign().unwrap();
+                    // The tenure ends when the leader stops acting, before it resigns: the
+                    // next leader may take office as soon as a quorum applied the release,
+                    // before this thread has even read the replies.
                     let to = Instant::now().min(valid_until);
+                    l.resign().unwrap();
                     tenures.lock().unwrap().push(Tenure { term, from, to });
                 }
             })
