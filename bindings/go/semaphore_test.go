@@ -58,6 +58,23 @@ func semHolding(t testing.TB, nodes []string, name, token string) int {
 	return n
 }
 
+// slotHolding returns on how many of the nodes slot of semaphore name is the hold of the
+// permit with token.
+func slotHolding(t testing.TB, nodes []string, name string, slot uint32, token string) int {
+	t.Helper()
+	n := 0
+	for _, u := range nodes {
+		v, err := respDo(addrOf(u), "HGET", semKey(name), fmt.Sprintf("slot:%d", slot))
+		if err != nil {
+			t.Fatalf("HGET on %s: %v", u, err)
+		}
+		if s, ok := v.(string); ok && s == token {
+			n++
+		}
+	}
+	return n
+}
+
 // checkPermit fails the test unless l is a permit of a semaphore of permits permits named
 // name, and returns its slot.
 func checkPermit(t testing.TB, what string, l *redlock.Lock, name string, permits uint32) uint32 {
@@ -108,9 +125,14 @@ func TestSemaphoreSlots(t *testing.T) {
 			t.Fatalf("String() = %q", s)
 		}
 	}
+	// Each permit's slot is its hold's on a quorum. Not always on every node: the managers
+	// have connections of their own, so the other manager's permit can reach a node before
+	// the late write of an earlier permit and take its slot there, and that node then drops
+	// the earlier permit's hold (it only ever moves a hold to the slot the quorum chose).
 	for i, p := range permits {
-		if !eventually(settle, func() bool { return semHolding(t, sharedNodes, name, p.Token()) == len(sharedNodes) }) {
-			t.Fatalf("permit %d is held on %d nodes", i, semHolding(t, sharedNodes, name, p.Token()))
+		slot, _, _ := p.Permit()
+		if n := slotHolding(t, sharedNodes, name, slot, p.Token()); n < len(sharedNodes)/2+1 {
+			t.Fatalf("permit %d has its slot %d on %d of %d nodes", i, slot, n, len(sharedNodes))
 		}
 	}
 
