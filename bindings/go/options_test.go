@@ -150,7 +150,7 @@ func TestFencedAutoRenew(t *testing.T) {
 	if r := l.LostReason(); !strings.Contains(r, "3 extensions") {
 		t.Fatalf("LostReason() = %q", r)
 	}
-	if !eventually(2*time.Second, func() bool { return calls.Load() == 1 }) {
+	if !eventually(settle, func() bool { return calls.Load() == 1 }) {
 		t.Fatalf("OnLost called %d times", calls.Load())
 	}
 	_ = l.Unlock()

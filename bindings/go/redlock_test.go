@@ -115,7 +115,7 @@ func TestLockUnlockExtend(t *testing.T) {
 	if n := holding(t, sharedNodes, res, l.Value()); n < m.Quorum() {
 		t.Fatalf("%d nodes hold the token right after Lock, want at least %d", n, m.Quorum())
 	}
-	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l.Value()) == 3 }) {
+	if !eventually(settle, func() bool { return holding(t, sharedNodes, res, l.Value()) == 3 }) {
 		t.Fatal("the third node never stored the token")
 	}
 	for _, u := range sharedNodes {
@@ -165,7 +165,7 @@ func TestLockUnlockExtend(t *testing.T) {
 	if l.Validity() != 0 || l.Valid() {
 		t.Fatalf("after Unlock: Validity() = %v, Valid() = %v", l.Validity(), l.Valid())
 	}
-	if !eventually(2*time.Second, func() bool { return present(t, sharedNodes, res) == 0 }) {
+	if !eventually(settle, func() bool { return present(t, sharedNodes, res) == 0 }) {
 		t.Fatal("the key is still on some node after Unlock")
 	}
 	wantIs(t, "second Unlock", l.Unlock(), redlock.ErrNotHeld)
@@ -434,7 +434,7 @@ func TestExpiredLock(t *testing.T) {
 	defer l2.Free()
 	wantIs(t, "Extend after expiry", l1.Extend(10*time.Second), redlock.ErrNotHeld)
 	wantIs(t, "Unlock after expiry", l1.Unlock(), redlock.ErrNotHeld)
-	if !eventually(2*time.Second, func() bool { return holding(t, sharedNodes, res, l2.Value()) == 3 }) {
+	if !eventually(settle, func() bool { return holding(t, sharedNodes, res, l2.Value()) == 3 }) {
 		t.Fatal("the new holder's key was disturbed by the expired holder")
 	}
 	wantNoErr(t, "Unlock by the new holder", l2.Unlock())
@@ -632,7 +632,7 @@ func TestCloseWithLiveLocks(t *testing.T) {
 		t.Fatal("Extend after Close did not reach the nodes")
 	}
 	wantNoErr(t, "Unlock after Close", l.Unlock())
-	if !eventually(2*time.Second, func() bool { return present(t, sharedNodes, res) == 0 }) {
+	if !eventually(settle, func() bool { return present(t, sharedNodes, res) == 0 }) {
 		t.Fatal("Unlock after Close left the key")
 	}
 	l.Free()

@@ -44,7 +44,7 @@ func TestAutoRenewKeepsTheLock(t *testing.T) {
 	default:
 	}
 	wantNoErr(t, "Unlock", l.Unlock()) // stops renewal first
-	if !eventually(2*time.Second, func() bool { return present(t, sharedNodes, res) == 0 }) {
+	if !eventually(settle, func() bool { return present(t, sharedNodes, res) == 0 }) {
 		t.Fatal("renewal recreated the key after Unlock")
 	}
 	time.Sleep(600 * time.Millisecond) // more than a renewal period: nothing comes back
