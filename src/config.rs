@@ -7,8 +7,10 @@ use crate::timing::Budget;
 use crate::tls::TlsOptions;
 
 mod addr;
+mod lookup;
 
 pub use addr::{NodeAddr, SENTINEL_PORT};
+pub(crate) use lookup::Lookups;
 
 /// The credentials a failover group's sentinels ask for (see [`Config::sentinel_auth`]).
 /// Its `Debug` form never shows the password.

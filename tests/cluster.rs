@@ -906,6 +906,65 @@ fn a_shard_failed_over_to_its_replica_is_quarantined_alone() {
     );
 }
 
+/// A cluster whose nodes announce a host name (`cluster-preferred-endpoint-type hostname`):
+/// its slot map, its redirects and the URL name `localhost`, which the manager resolves on a
+/// look-up thread, by each round's deadline (src/config/lookup.rs). Every shard is reached
+/// through its name, and the scan names the shards as the cluster does.
+#[test]
+fn a_cluster_that_announces_host_names_is_reached_through_them() {
+    use std::net::ToSocketAddrs;
+    use std::time::Duration;
+    // The servers listen on 127.0.0.1: the name must lead there.
+    let first = ("localhost", 1).to_socket_addrs().unwrap().next().unwrap();
+    assert_eq!(
+        first.ip().to_string(),
+        "127.0.0.1",
+        "this test needs localhost to be 127.0.0.1"
+    );
+    let named = [
+        "--cluster-announce-hostname",
+        "localhost",
+        "--cluster-preferred-endpoint-type",
+        "hostname",
+    ];
+    let c = RedisCluster::start_with(3, 0, &named);
+    let shards: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SHARDS")
+        .query(&mut c.servers[0].client())
+        .unwrap();
+    let text = format!("{shards:?}");
+    assert!(
+        text.contains("localhost"),
+        "the cluster announces no name: {text}"
+    );
+    let url = format!("redis+cluster://localhost:{}", c.servers[0].port);
+    let mgr = redlock::Redlock::new(support::config(vec![url])).unwrap();
+    let ttl = Duration::from_secs(30);
+    let leases: Vec<_> = (0..20)
+        .map(|i| mgr.try_lock(format!("named-{i}"), ttl).unwrap())
+        .collect();
+    for l in &leases {
+        let v = owner(&c, l.key()).get(l.key());
+        assert!(v.is_some_and(|v| v.starts_with(l.token().as_bytes())));
+    }
+    let scan = mgr.scan(redlock::KeyKind::Lock, "named-").unwrap();
+    assert!(scan.failed.is_empty(), "{:?}", scan.failed);
+    assert_eq!(scan.keys.len(), 20);
+    for k in &scan.keys {
+        let at = owner(&c, &k.key);
+        let want = format!("localhost:{}", at.port);
+        assert_eq!(k.shard.as_deref(), Some(want.as_str()));
+    }
+    let used: std::collections::HashSet<_> = scan.keys.iter().map(|k| &k.shard).collect();
+    assert_eq!(used.len(), 3, "every shard holds some of the keys");
+    for l in leases {
+        let key = l.key().to_vec();
+        l.unlock().unwrap();
+        // One node, so its reply decided the release: the key is gone.
+        assert!(owner(&c, &key).get(&key).is_none());
+    }
+}
+
 #[test]
 fn leader_election_works_on_cluster_nodes() {
     use redlock::{LockOptions, Wait};

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::NodeAddr;
+use crate::config::{Lookups, NodeAddr};
 use crate::error::Error;
 use crate::node::health::{Endpoint, ShardOf, SlotMap};
 use crate::node::{MakeShard, Node, Peers, QuarantinePolicy, Shards};
@@ -35,9 +35,14 @@ pub(super) fn cluster_node(
     let base = addr.clone();
     let tls = tls.cloned();
     let shard_peers = Arc::clone(peers);
-    let make: MakeShard = Box::new(move |e: &Endpoint, map: &Arc<Mutex<SlotMap>>| {
+    // A shard's host name (a cluster that announces names, not addresses) is looked up by
+    // the round's deadline at most, never for as long as the resolver takes.
+    let lookups = Lookups::default();
+    let make: MakeShard = Box::new(move |e: &Endpoint, map: &Arc<Mutex<SlotMap>>, by| {
         let shard = base.shard(&e.host, e.port);
-        let sockaddr = shard.resolve()?.first().copied();
+        let sockaddr = lookups
+            .resolve_by(&e.host, e.port, by)
+            .map_err(|m| format!("{shard}: {m}"))?;
         let client = match tls.as_ref().filter(|_| shard.is_tls()) {
             Some(t) => Some(t.client(&e.host)?),
             None => None,
@@ -45,7 +50,15 @@ pub(super) fn cluster_node(
         // The manager's peers: another node that reaches this shard's server is the same
         // cluster (or server), and does not vote.
         let peers = Arc::clone(&shard_peers);
-        let mut node = Node::new(i, shard, sockaddr, client, &scripts::ALL, policy, peers);
+        let mut node = Node::new(
+            i,
+            shard,
+            Some(sockaddr),
+            client,
+            &scripts::ALL,
+            policy,
+            peers,
+        );
         let of = ShardOf {
             map: Arc::clone(map),
             endpoint: e.clone(),

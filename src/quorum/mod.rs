@@ -416,7 +416,10 @@ impl Cluster {
             let cmd = sending.cmd(t);
             // A cluster node's request goes to the shard that serves its slot.
             let slot = sending.slot(t);
-            let (link, routed) = match self.route(top, slot, start) {
+            // A shard's host name is resolved within the node's time at most.
+            let by = start + limits.node_timeout;
+            let by = limits.cap.map_or(by, |c| c.min(by));
+            let (link, routed) = match self.route(top, slot, start, by) {
                 Ok(l) => (l, Ok(())),
                 Err(o) => (Arc::clone(top), Err(o)),
             };
@@ -640,7 +643,8 @@ impl Cluster {
             if !to(i) {
                 continue;
             }
-            let Ok(link) = self.route(top, slot, now) else {
+            // Nobody waits for this command: no look-up is waited for either.
+            let Ok(link) = self.route(top, slot, now, now) else {
                 continue;
             };
             // Queued behind whatever the connection already carries (the command being

@@ -142,13 +142,15 @@ impl<'r> Sending<'r> {
 
 impl Cluster {
     /// The link that serves `slot` on node `top`: `top` itself, or for a cluster node the
-    /// link of the shard that owns the slot (made on first use). `Err`: what the node's
-    /// outcome is, for a request with no slot or a shard address that cannot be used.
+    /// link of the shard that owns the slot (made on first use, its host name resolved by
+    /// `by` at most). `Err`: what the node's outcome is, for a request with no slot or a shard
+    /// address that cannot be used (or not resolved by `by`).
     pub(super) fn route(
         &self,
         top: &Arc<Link>,
         slot: Option<u16>,
         now: Instant,
+        by: Instant,
     ) -> Result<Arc<Link>, NodeOutcome> {
         let Some(shards) = &top.shards else {
             return Ok(Arc::clone(top));
@@ -159,7 +161,7 @@ impl Cluster {
             ));
         };
         shards
-            .route(slot, now)
+            .route(slot, now, by)
             .map_err(|m| NodeOutcome::Unreachable(format!("shard: {m}")))
     }
 
@@ -182,7 +184,9 @@ impl Cluster {
                     log::debug!("a command kept meeting redirects: dropped ({:?})", q.reply);
                     continue;
                 }
-                let Ok(target) = shards.follow(&r, now) else {
+                // Nobody waits for these: a shard whose name is still being resolved is
+                // skipped (its look-up goes on), not waited for.
+                let Ok(target) = shards.follow(&r, now, now) else {
                     continue;
                 };
                 let _ = target.resend(&q, r.ask, now, &self.settings);
@@ -271,7 +275,7 @@ impl Cluster {
             .map_or(String::new(), |s| s.endpoint.host.clone());
         let r = redirect(reply, &asked);
         let target = match &r {
-            Some(r) => match shards.follow(r, now) {
+            Some(r) => match shards.follow(r, now, w.deadline.unwrap_or(now)) {
                 Ok(target) => target,
                 Err(m) => {
                     let o = NodeOutcome::Unreachable(format!("shard: {m}"));

@@ -95,8 +95,8 @@ impl Cluster {
         self.links.iter().all(|l| match &l.shards {
             None => l.node.heard_from(),
             Some(s) => {
-                let owning = s.owning_links(now);
-                !owning.is_empty() && owning.iter().all(|x| x.node.heard_from())
+                let (owning, all) = s.owning_links(now, now);
+                all && !owning.is_empty() && owning.iter().all(|x| x.node.heard_from())
             }
         })
     }
@@ -113,7 +113,7 @@ impl Cluster {
         let expect = crate::node::Expect::One(Option::None);
         let mut met: Vec<Arc<Link>> = Vec::new();
         for s in self.links.iter().filter_map(|l| l.shards.as_ref()) {
-            for link in s.owning_links(now) {
+            for link in s.owning_links(now, now + self.settings.connect_timeout).0 {
                 if link.node.heard_from() || link.node.failing() {
                     continue;
                 }

@@ -26,12 +26,20 @@ impl RedisCluster {
     /// (`redis-cli --cluster create` wants at least three primaries): each primary adds its
     /// share of the slots, and the first meets the others.
     pub fn start(primaries: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(primaries, replicas, &[])
+    }
+
+    /// The same, each server started with `args` too.
+    pub fn start_with(primaries: usize, replicas: usize, args: &[&str]) -> RedisCluster {
         assert!(primaries >= 1);
         let total = primaries * (1 + replicas);
         let handles: Vec<_> = (0..total)
             .map(|_| {
-                thread::spawn(|| {
-                    RedisServer::start_cluster_node(&["--cluster-node-timeout", "2000"])
+                let mut all = vec!["--cluster-node-timeout".to_string(), "2000".to_string()];
+                all.extend(args.iter().map(|a| a.to_string()));
+                thread::spawn(move || {
+                    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+                    RedisServer::start_cluster_node(&all)
                 })
             })
             .collect();

@@ -17,9 +17,10 @@ use crate::node::entry::Redirected;
 use crate::node::health::{Endpoint, Node, Redirect, SlotMap};
 
 /// Builds the node of one shard primary (its index, credentials, TLS client and handshake are
-/// the cluster node's): the manager's, so that the link need not know the configuration.
+/// the cluster node's): the manager's, so that the link need not know the configuration. It
+/// resolves a host name by the `Instant` at most (a look-up that takes longer is an `Err`).
 pub(crate) type MakeShard =
-    Box<dyn Fn(&Endpoint, &Arc<Mutex<SlotMap>>) -> Result<Node, String> + Send + Sync>;
+    Box<dyn Fn(&Endpoint, &Arc<Mutex<SlotMap>>, Instant) -> Result<Node, String> + Send + Sync>;
 
 /// A cluster node's shards.
 pub(crate) struct Shards {
@@ -54,32 +55,44 @@ impl Shards {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The link to primary `to`, made on first use. `Err`: its address cannot be used.
-    pub(crate) fn link_to(&self, to: &Endpoint, now: Instant) -> Result<Arc<Link>, String> {
+    fn made(&self, i: usize) -> Option<Arc<Link>> {
+        let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        links.get(i).cloned().flatten()
+    }
+
+    /// The link to primary `to`, made on first use, when its host name resolves by `by`.
+    /// `Err`: its address cannot be used, or not yet. The name is resolved outside the lock,
+    /// so that other rounds are not held up by the look-up.
+    pub(crate) fn link_to(
+        &self,
+        to: &Endpoint,
+        now: Instant,
+        by: Instant,
+    ) -> Result<Arc<Link>, String> {
         let i = self.map().primary(to);
+        if let Some(l) = self.made(i) {
+            return Ok(l);
+        }
+        let mut link = Link::new((self.make)(to, &self.map, by)?, now);
+        link.redirected = Some(Arc::clone(&self.redirected));
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
         if links.len() <= i {
             links.resize(i + 1, None);
         }
-        if let Some(l) = &links[i] {
-            return Ok(Arc::clone(l));
-        }
-        let mut link = Link::new((self.make)(to, &self.map)?, now);
-        link.redirected = Some(Arc::clone(&self.redirected));
-        let link = Arc::new(link);
-        links[i] = Some(Arc::clone(&link));
-        Ok(link)
+        // Another round may have made it meanwhile: there is one link per primary.
+        Ok(Arc::clone(links[i].get_or_insert_with(|| Arc::new(link))))
     }
 
     /// The link that serves `slot`: its owner's, or, when the owner is unknown or failing,
-    /// a seed's or another primary's (which redirects to the owner).
-    pub(crate) fn route(&self, slot: u16, now: Instant) -> Result<Arc<Link>, String> {
+    /// a seed's or another primary's (which redirects to the owner). A link made now resolves
+    /// its host name by `by` at most.
+    pub(crate) fn route(&self, slot: u16, now: Instant, by: Instant) -> Result<Arc<Link>, String> {
         let owner = {
             let m = self.map();
             m.owner(slot).map(|i| m.primaries()[i].clone())
         };
         if let Some(o) = &owner {
-            let l = self.link_to(o, now)?;
+            let l = self.link_to(o, now, by)?;
             if !l.node.failing() {
                 return Ok(l);
             }
@@ -97,7 +110,7 @@ impl Shards {
         }
         let mut first = None;
         for seed in &self.seeds {
-            let l = self.link_to(seed, now)?;
+            let l = self.link_to(seed, now, by)?;
             if !l.node.failing() {
                 return Ok(l);
             }
@@ -107,15 +120,20 @@ impl Shards {
     }
 
     /// Follows a redirect: for `MOVED`, the map learns the slot's new owner. Returns the link
-    /// to send the command to.
-    pub(crate) fn follow(&self, r: &Redirect, now: Instant) -> Result<Arc<Link>, String> {
+    /// to send the command to (made now, it resolves its host name by `by` at most).
+    pub(crate) fn follow(
+        &self,
+        r: &Redirect,
+        now: Instant,
+        by: Instant,
+    ) -> Result<Arc<Link>, String> {
         if r.ask {
             self.asked.fetch_add(1, Ordering::Relaxed);
         } else {
             self.moved.fetch_add(1, Ordering::Relaxed);
             self.map().moved(r.slot, &r.to);
         }
-        self.link_to(&r.to, now)
+        self.link_to(&r.to, now, by)
     }
 
     /// Each primary that owns a slot ("host:port"), with a slot that routes to it; empty while
@@ -128,17 +146,19 @@ impl Shards {
             .collect()
     }
 
-    /// The links of every primary that owns a slot (made on first use); empty while the map
-    /// is not known.
-    pub(crate) fn owning_links(&self, now: Instant) -> Vec<Arc<Link>> {
+    /// The links of the primaries that own a slot (made on first use, resolving host names by
+    /// `by` at most), and whether every such primary has one; empty while the map is not
+    /// known.
+    pub(crate) fn owning_links(&self, now: Instant, by: Instant) -> (Vec<Arc<Link>>, bool) {
         let owners: Vec<Endpoint> = {
             let m = self.map();
             m.owners().into_iter().map(|(e, _)| e.clone()).collect()
         };
-        owners
-            .iter()
-            .filter_map(|e| self.link_to(e, now).ok())
-            .collect()
+        let links: Vec<Arc<Link>> = (owners.iter())
+            .filter_map(|e| self.link_to(e, now, by).ok())
+            .collect();
+        let all = links.len() == owners.len();
+        (links, all)
     }
 
     /// Every shard link made so far.
