@@ -262,6 +262,33 @@ fn sentinel_failures_are_typed_and_name_what_happened() {
     assert_eq!(lease.acquisition().nodes[0].outcome, NodeOutcome::Success);
 }
 
+/// Sentinels that announce host names name the master `localhost`: the group reaches it
+/// through that name, and its metrics give the address the name resolved to.
+#[test]
+fn sentinels_that_announce_host_names_are_followed_to_the_master() {
+    let master = RedisServer::start();
+    let s = Sentinel::start_named("svc", master.port);
+    let said: Vec<String> = s
+        .query(
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg("svc"),
+        )
+        .unwrap();
+    assert_eq!(said, ["localhost".to_string(), master.port.to_string()]);
+    let url = format!("redis+sentinel://{}/svc", s.host_port());
+    let mgr = Redlock::new(Config::new([url])).unwrap();
+    let lease = mgr.try_lock("named", Duration::from_secs(10)).unwrap();
+    assert_eq!(lease.acquisition().nodes[0].outcome, NodeOutcome::Success);
+    let held = master.get(lease.key());
+    assert!(held.is_some_and(|v| v.starts_with(lease.token().as_bytes())));
+    let m = mgr.metrics();
+    let want = format!("127.0.0.1:{}", master.port);
+    assert_eq!(m.nodes[0].master.as_deref(), Some(want.as_str()));
+    lease.unlock().unwrap();
+    assert_eq!(master.get(lease.key()), None);
+}
+
 /// `?durable=true` turns restart quarantine off for that node alone: after both restart
 /// empty, the durable node's grants count at once, the other's do not.
 #[test]

@@ -49,10 +49,19 @@ impl Sentinel {
         Sentinel::start_full(service, master_port, 1, "", Some(tls))
     }
 
+    /// A sentinel that knows the master as `localhost` and announces host names
+    /// (`resolve-hostnames yes`, `announce-hostnames yes`): it names the master `localhost`.
+    pub fn start_named(service: &str, master_port: u16) -> Sentinel {
+        let names = "sentinel resolve-hostnames yes\nsentinel announce-hostnames yes\n";
+        Sentinel::start_full(service, master_port, 1, names, None)
+    }
+
     fn start_with(service: &str, master_port: u16, quorum: u32, extra: &str) -> Sentinel {
         Sentinel::start_full(service, master_port, quorum, extra, None)
     }
 
+    /// `extra` lines come before the `sentinel monitor` line, which names the master
+    /// `localhost` when they turn `resolve-hostnames` on.
     fn start_full(
         service: &str,
         master_port: u16,
@@ -70,6 +79,11 @@ impl Sentinel {
             ));
             std::fs::create_dir_all(&dir).expect("create temp dir");
             let conf = dir.join("sentinel.conf");
+            let host = if extra.contains("resolve-hostnames yes") {
+                "localhost"
+            } else {
+                "127.0.0.1"
+            };
             // Later lines win: a TLS sentinel listens on `port` for TLS only.
             let tls_conf = tls.map_or(String::new(), |t| {
                 let a = t.args(port);
@@ -83,10 +97,10 @@ impl Sentinel {
                 &conf,
                 format!(
                     "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                     sentinel monitor {service} 127.0.0.1 {master_port} {quorum}\n\
+                     {extra}sentinel monitor {service} {host} {master_port} {quorum}\n\
                      sentinel down-after-milliseconds {service} 500\n\
                      sentinel failover-timeout {service} 20000\n\
-                     sentinel parallel-syncs {service} 1\n{extra}{tls_conf}",
+                     sentinel parallel-syncs {service} 1\n{tls_conf}",
                     dir = dir.display()
                 ),
             )

@@ -13,13 +13,17 @@
 //! answer within its share of the connect timeout is skipped. Whatever they name must then
 //! say `role:master` in the master's own handshake (see handshake.rs): a sentinel that has not
 //! seen a failover yet names a server that is now a replica, and a connection to it is
-//! refused. Nothing is cached: every new connection to the group asks again, so a failover
+//! refused. Sentinels that announce host names (`announce-hostnames yes`) are compared by the
+//! name they give, which the link then resolves by a sentinel's patience at most
+//! (`config::lookup`; a TLS master is verified against that name). Nothing is cached: every new connection to the group asks again, so a failover
 //! (which closes the old master's clients, or leaves its address dead) is followed at the
 //! next connection.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::Endpoint;
+use crate::config::Lookups;
 use crate::resp::{self, Reply};
 use crate::tls;
 
@@ -36,6 +40,8 @@ pub(crate) struct Group {
     /// The bytes every connection to a sentinel starts with, and what each reply is for.
     pub hello: Vec<u8>,
     pub hello_kinds: Vec<Ask>,
+    /// The master's host name resolved, when the sentinels name one.
+    pub lookups: Lookups,
 }
 
 /// What a reply from a sentinel answers.
@@ -77,6 +83,7 @@ impl Group {
             master_tls,
             hello,
             hello_kinds,
+            lookups: Lookups::default(),
         }
     }
 
@@ -92,8 +99,8 @@ impl Group {
 pub(crate) enum Next {
     /// Ask sentinel `i` (a new connection).
     Ask(usize),
-    /// Connect to the master at this address.
-    Master(SocketAddr),
+    /// Connect to the master the sentinels name (an IP address or a host name, and a port).
+    Master(Endpoint),
     /// Give up for this connection: why (every sentinel asked and named).
     Fail(String),
 }
@@ -112,7 +119,7 @@ pub(crate) struct Discovery {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Said {
-    Named(SocketAddr),
+    Named(Endpoint),
     Unknown,
     Failed(String),
 }
@@ -136,11 +143,13 @@ impl Discovery {
                 [Reply::Bulk(h), Reply::Bulk(p)] => {
                     let host = String::from_utf8_lossy(h);
                     let port = String::from_utf8_lossy(p);
-                    match (host.parse::<IpAddr>(), port.parse::<u16>()) {
-                        (Ok(ip), Ok(port)) => Said::Named(SocketAddr::new(ip, port)),
+                    match port.parse::<u16>() {
+                        Ok(port) if !host.is_empty() => Said::Named(Endpoint {
+                            host: host.trim_start_matches('[').trim_end_matches(']').into(),
+                            port,
+                        }),
                         _ => Said::Failed(format!(
-                            "named {host}:{port}, which is not an IP address and port (sentinels \
-                             that announce host names are not supported)"
+                            "named {host}:{port}, which is not a host and port"
                         )),
                     }
                 }
@@ -169,11 +178,11 @@ impl Discovery {
 
     fn decide(&self, g: &Group) -> Next {
         let n = g.sentinels.len();
-        let named: Vec<SocketAddr> = self
+        let named: Vec<&Endpoint> = self
             .said
             .iter()
             .filter_map(|(_, s)| match s {
-                Said::Named(a) => Some(*a),
+                Said::Named(a) => Some(a),
                 _ => None,
             })
             .collect();
@@ -181,14 +190,14 @@ impl Discovery {
             .iter()
             .find(|a| named.iter().filter(|b| b == a).count() > n / 2)
         {
-            return Next::Master(*a);
+            return Next::Master((*a).clone());
         }
         if self.current + 1 < n {
             return Next::Ask(self.current + 1);
         }
         let first = named.first().copied();
         match first {
-            Some(a) if named.iter().all(|b| *b == a) => Next::Master(a),
+            Some(a) if named.iter().all(|b| *b == a) => Next::Master(a.clone()),
             Some(_) => Next::Fail(format!(
                 "the sentinels disagree on the master of {:?}: {}",
                 g.service,
@@ -243,8 +252,11 @@ mod tests {
         ])
     }
 
-    fn addr(port: u16) -> SocketAddr {
-        format!("127.0.0.9:{port}").parse().unwrap()
+    fn addr(port: u16) -> Endpoint {
+        Endpoint {
+            host: "127.0.0.9".into(),
+            port,
+        }
     }
 
     #[test]
@@ -291,19 +303,58 @@ mod tests {
         for _ in 0..2 {
             d.failed(&g, "connection refused".into(), t);
         }
-        let host = Reply::Array(vec![
+        let bad = Reply::Array(vec![
             Reply::Bulk(b"redis.example".to_vec()),
-            Reply::Bulk(b"6379".to_vec()),
+            Reply::Bulk(b"port".to_vec()),
         ]);
-        match d.answered(&g, &host, t) {
+        match d.answered(&g, &bad, t) {
             Next::Fail(m) => {
                 assert!(
                     m.starts_with("no sentinel named a master for \"svc\""),
                     "{m}"
                 );
-                assert!(m.contains("host names are not supported"), "{m}");
+                assert!(m.contains("named redis.example:port, which is not a host and port"));
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn sentinels_that_announce_host_names_agree_on_the_name() {
+        let t = Instant::now();
+        let p = Duration::from_millis(100);
+        let g = group(3);
+        let name = |host: &[u8]| {
+            Reply::Array(vec![
+                Reply::Bulk(host.to_vec()),
+                Reply::Bulk(b"6379".to_vec()),
+            ])
+        };
+        let master = Endpoint {
+            host: "redis-0.example".into(),
+            port: 6379,
+        };
+        let mut d = Discovery::new(t, p);
+        assert_eq!(d.answered(&g, &name(b"redis-0.example"), t), Next::Ask(1));
+        assert_eq!(
+            d.answered(&g, &name(b"redis-0.example"), t),
+            Next::Master(master)
+        );
+        // Another name is another master, even if it resolves to the same address.
+        let mut d = Discovery::new(t, p);
+        d.answered(&g, &name(b"redis-0.example"), t);
+        d.answered(&g, &name(b"redis-1.example"), t);
+        match d.failed(&g, "connection refused".into(), t) {
+            Next::Fail(m) => assert!(m.contains("disagree"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // An IPv6 address the sentinel writes in brackets is the bare address.
+        let mut d = Discovery::new(t, p);
+        d.answered(&g, &name(b"[::1]"), t);
+        let six = Endpoint {
+            host: "::1".into(),
+            port: 6379,
+        };
+        assert_eq!(d.answered(&g, &name(b"::1"), t), Next::Master(six));
     }
 }

@@ -8,14 +8,13 @@
 //! one at once.
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::{Entry, Link, Purpose, State};
 use crate::error::NodeOutcome;
 use crate::node::call::Wakes;
 use crate::node::conn::{Conn, unreachable_from};
-use crate::node::health::{self, Ask, ConnSettings, Discovery, Group, Next};
+use crate::node::health::{self, Ask, ConnSettings, Discovery, Endpoint, Group, Next};
 use crate::resp::Reply;
 
 impl Link {
@@ -209,23 +208,30 @@ impl Link {
         }
     }
 
-    /// Connects to the master the sentinels named; its handshake confirms `role:master`.
+    /// Connects to the master the sentinels named (a host name resolved within a sentinel's
+    /// patience at most); its handshake confirms `role:master`.
     fn connect_master(
         &self,
         st: &mut State,
-        addr: SocketAddr,
+        named: Endpoint,
         now: Instant,
         s: &ConnSettings,
         w: &mut Wakes,
     ) {
         st.discovery = None;
-        self.node.set_master(addr);
         let g = self.group();
-        let tls = match g
-            .master_tls
-            .as_ref()
-            .map(|c| c.client(&addr.ip().to_string()))
-        {
+        let by = now + Group::patience(s.connect_timeout);
+        let addr = match g.lookups.resolve_by(&named.host, named.port, by) {
+            Ok(a) => a,
+            Err(why) => {
+                let why = format!("the sentinels name the master {named}: {why}");
+                return self.fail_all(st, NodeOutcome::Sentinel(why), now, s, w);
+            }
+        };
+        self.node.set_master(addr);
+        // The certificate is checked against the name the sentinels gave (an address or a
+        // host name).
+        let tls = match g.master_tls.as_ref().map(|c| c.client(&named.host)) {
             Some(Err(why)) => return self.fail_all(st, NodeOutcome::Tls(why), now, s, w),
             Some(Ok(c)) => Some(c),
             None => None,
