@@ -10,7 +10,7 @@ mod addr;
 mod lookup;
 
 pub use addr::{NodeAddr, SENTINEL_PORT};
-pub(crate) use lookup::Lookups;
+pub(crate) use lookup::{Lookups, Resolver};
 
 /// The credentials a failover group's sentinels ask for (see [`Config::sentinel_auth`]).
 /// Its `Debug` form never shows the password.
@@ -149,6 +149,7 @@ pub struct Config {
     pub(crate) tls: TlsOptions,
     pub(crate) sentinel_auth: Option<SentinelAuth>,
     pub(crate) replica_acks: Option<(u32, Duration)>,
+    pub(crate) resolver: Resolver,
 }
 
 impl Default for Config {
@@ -174,6 +175,7 @@ impl Default for Config {
             tls: TlsOptions::default(),
             sentinel_auth: None,
             replica_acks: None,
+            resolver: Resolver::system(),
         }
     }
 }

@@ -289,6 +289,108 @@ fn sentinels_that_announce_host_names_are_followed_to_the_master() {
     assert_eq!(master.get(lease.key()), None);
 }
 
+/// A managed endpoint is a host name that a failover moves to the promoted server. A node
+/// named by it looks the name up again at each reconnection and follows it; every look-up
+/// goes through `Config::resolver`, which stands in for DNS here.
+#[test]
+fn a_node_named_by_a_host_name_follows_the_name_when_it_moves() {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    let mut old = RedisServer::start();
+    let new = RedisServer::start();
+    let target = Arc::new(AtomicU16::new(old.port));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (t, a) = (Arc::clone(&target), Arc::clone(&asked));
+    let mgr = Redlock::new(
+        Config::new(["redis://primary.cache.test:6379"])
+            .restart_quarantine(false)
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
+            .resolver(move |host, port| {
+                a.lock().unwrap().push((host.to_string(), port));
+                Ok(vec![SocketAddr::from(([127, 0, 0, 1], t.load(SeqCst)))])
+            }),
+    )
+    .unwrap();
+    let lease = mgr.try_lock("moving", Duration::from_secs(10)).unwrap();
+    assert!(old.get(lease.key()).is_some());
+    lease.unlock().unwrap();
+    // The failover: the name leads to the other server, and the old one is gone.
+    target.store(new.port, SeqCst);
+    old.kill();
+    let on_new = eventually(Duration::from_secs(20), || {
+        match mgr.try_lock("moving", Duration::from_secs(10)) {
+            Ok(l) => {
+                let there = new.get(l.key()).is_some();
+                l.unlock().unwrap();
+                there
+            }
+            Err(_) => false,
+        }
+    });
+    assert!(on_new, "the node never followed its name to the new server");
+    let asked = asked.lock().unwrap();
+    assert!(asked.len() >= 2, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|(h, p)| h == "primary.cache.test" && *p == 6379)
+    );
+}
+
+/// A resolver that never answers does not hold a call past its deadline: the node keeps the
+/// address it had, and once the name is resolved again the node follows it.
+#[test]
+fn a_look_up_that_hangs_holds_no_call() {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Condvar, Mutex};
+    let mut server = RedisServer::start();
+    let port = server.port;
+    // After the first look-up (when the manager is made), every look-up waits for `gate`.
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let first = Arc::new(AtomicBool::new(true));
+    let (g, f) = (Arc::clone(&gate), Arc::clone(&first));
+    let mgr = Redlock::new(
+        Config::new(["redis://slow-dns.test:6379"])
+            .restart_quarantine(false)
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
+            .resolver(move |_, _| {
+                if !f.swap(false, SeqCst) {
+                    let (open, cv) = &*g;
+                    let mut o = open.lock().unwrap();
+                    while !*o {
+                        o = cv.wait(o).unwrap();
+                    }
+                }
+                Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+            }),
+    )
+    .unwrap();
+    mgr.try_lock("dns", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    // The server restarts: the node reconnects, and its look-up hangs. Calls still return,
+    // and reach the server at the address known.
+    server.restart();
+    let (done, calls) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let back = eventually(Duration::from_secs(20), || {
+            mgr.try_lock("dns", Duration::from_secs(10))
+                .map(|l| l.unlock().unwrap())
+                .is_ok()
+        });
+        let _ = done.send(back);
+    });
+    // Bounded: a call held by the look-up would never end (until the gate opens, below).
+    let back = calls.recv_timeout(Duration::from_secs(60));
+    let (open, cv) = &*gate;
+    *open.lock().unwrap() = true;
+    cv.notify_all();
+    assert_eq!(back, Ok(true), "no call got through while the look-up hung");
+}
+
 /// `?durable=true` turns restart quarantine off for that node alone: after both restart
 /// empty, the durable node's grants count at once, the other's do not.
 #[test]

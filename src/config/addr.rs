@@ -2,8 +2,9 @@
 //! resolution.
 
 use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 
+use super::Resolver;
 use crate::error::Error;
 use crate::resp;
 use crate::tls::NOT_COMPILED;
@@ -305,18 +306,26 @@ impl NodeAddr {
         }
     }
 
-    /// Resolves the host to socket addresses (a blocking DNS look-up for names).
-    pub(crate) fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
-        resolve(&self.host, self.port).map_err(|e| format!("{self}: {e}"))
+    /// Resolves the host to socket addresses through `r` (blocking, for names).
+    pub(crate) fn resolve(&self, r: &Resolver) -> Result<Vec<SocketAddr>, String> {
+        r.resolve(&self.host, self.port)
+            .map_err(|e| format!("{self}: {e}"))
     }
 
-    /// A failover group's sentinels, each resolved to its first address (a blocking DNS
-    /// look-up for names).
-    pub(crate) fn resolve_sentinels(&self) -> Result<Vec<SocketAddr>, String> {
+    /// Whether the host is a name, not an IP address (a plain node then looks it up again at
+    /// each reconnection).
+    pub(crate) fn host_is_name(&self) -> bool {
+        let bare = self.host.trim_start_matches('[').trim_end_matches(']');
+        bare.parse::<std::net::IpAddr>().is_err()
+    }
+
+    /// A failover group's sentinels, each resolved to its first address through `r`
+    /// (blocking, for names).
+    pub(crate) fn resolve_sentinels(&self, r: &Resolver) -> Result<Vec<SocketAddr>, String> {
         self.sentinels
             .iter()
             .map(|(h, p)| {
-                resolve(h, *p)
+                r.resolve(h, *p)
                     .map(|a| a[0])
                     .map_err(|e| format!("{self}: sentinel {h}:{p}: {e}"))
             })
@@ -360,19 +369,6 @@ fn split_userinfo<'a>(
     let p = resp::parse_url(&format!("redis://{u}@127.0.0.1:1"))
         .map_err(|m| bad(&format!("credentials: {m}")))?;
     Ok((p.username, p.password, hosts))
-}
-
-/// `host:port` resolved (a blocking DNS look-up for names); never empty.
-fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<SocketAddr> = (bare, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("{host} resolves to no address"));
-    }
-    Ok(addrs)
 }
 
 /// `host` as a URL writes it: an IPv6 address in brackets.

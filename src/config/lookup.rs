@@ -5,9 +5,12 @@
 //! that outlives its caller goes on, and the next caller that asks for the same name takes its
 //! result (one thread per name at a time, however many callers ask).
 //!
-//! A host that is an IP address needs no look-up and no thread.
+//! A host that is an IP address needs no look-up and no thread. The resolver is the
+//! system's, or the one [`Config::resolver`](crate::Config::resolver) gives.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -15,8 +18,52 @@ use std::time::Instant;
 /// What a look-up gives: the first address, or why none.
 type Found = Result<SocketAddr, String>;
 
-/// How a name is looked up (the system resolver, or a test's).
-type Resolve = dyn Fn(&str, u16) -> Found + Send + Sync;
+/// A resolver as [`Config::resolver`](crate::Config::resolver) takes it.
+pub(crate) type ResolveFn = dyn Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync;
+
+/// How host names become addresses: the system's resolver (`getaddrinfo`) or the caller's.
+#[derive(Clone)]
+pub(crate) struct Resolver(Option<Arc<ResolveFn>>);
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Resolver(custom)"
+        } else {
+            "Resolver(system)"
+        })
+    }
+}
+
+impl Resolver {
+    /// The system's resolver.
+    pub(crate) fn system() -> Resolver {
+        Resolver(None)
+    }
+
+    /// The caller's.
+    pub(crate) fn custom(f: Arc<ResolveFn>) -> Resolver {
+        Resolver(Some(f))
+    }
+
+    /// `host:port`'s addresses, now (blocking for as long as the resolver takes); never
+    /// empty. An IP address is itself, without the resolver.
+    pub(crate) fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        let addrs: Vec<SocketAddr> = match &self.0 {
+            Some(f) => f(bare, port),
+            None => (bare, port).to_socket_addrs().map(Iterator::collect),
+        }
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+        if addrs.is_empty() {
+            return Err(format!("{host} resolves to no address"));
+        }
+        Ok(addrs)
+    }
+}
 
 /// One look-up in progress or finished, shared by every caller waiting for it.
 #[derive(Default)]
@@ -25,26 +72,37 @@ struct Lookup {
     done: Condvar,
 }
 
+impl super::Config {
+    /// How host names in the node URLs become addresses, in place of the system's resolver
+    /// (`getaddrinfo`): a service registry, a resolver of your own, a test. `f(host, port)`
+    /// returns the addresses of `host` (the first is used); an error or none fails that use
+    /// of the name. An IP address is never passed to it.
+    ///
+    /// It is called when the manager is made (blocking, as the system's is) for plain nodes,
+    /// a cluster's first seed and a group's sentinels, and later on a look-up thread: for a
+    /// plain node or shard named by a host name at every reconnection (a managed endpoint
+    /// whose name moves to a promoted replica is followed there), for a cluster's shards and
+    /// for the master sentinels name. A call never waits for a late look-up past its
+    /// deadline; the last address known is used meanwhile. Defaults to the system's.
+    pub fn resolver(
+        mut self,
+        f: impl Fn(&str, u16) -> std::io::Result<Vec<std::net::SocketAddr>> + Send + Sync + 'static,
+    ) -> super::Config {
+        self.resolver = Resolver::custom(std::sync::Arc::new(f));
+        self
+    }
+}
+
 /// Look-ups by host and port.
 pub(crate) struct Lookups {
     pending: Mutex<HashMap<(String, u16), Arc<Lookup>>>,
-    resolve: Arc<Resolve>,
+    resolver: Resolver,
 }
 
 impl Default for Lookups {
     fn default() -> Lookups {
-        Lookups::with(Arc::new(system))
+        Lookups::with(Resolver::system())
     }
-}
-
-/// `host:port` through the system resolver: its first address.
-fn system(host: &str, port: u16) -> Found {
-    let mut addrs = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
-    addrs
-        .next()
-        .ok_or_else(|| format!("{host} resolves to no address"))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -52,11 +110,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Lookups {
-    /// Look-ups through `resolve`.
-    pub(crate) fn with(resolve: Arc<Resolve>) -> Lookups {
+    /// Look-ups through `resolver`.
+    pub(crate) fn with(resolver: Resolver) -> Lookups {
         Lookups {
             pending: Mutex::new(HashMap::new()),
-            resolve,
+            resolver,
         }
     }
 
@@ -108,11 +166,11 @@ impl Lookups {
 
     /// Starts looking `host` up on a thread of its own, which fills `l` when done.
     fn start(&self, host: &str, port: u16, l: &Arc<Lookup>) -> Result<(), String> {
-        let (name, l, resolve) = (host.to_string(), Arc::clone(l), Arc::clone(&self.resolve));
+        let (name, l, resolver) = (host.to_string(), Arc::clone(l), self.resolver.clone());
         std::thread::Builder::new()
             .name("redlock-dns".into())
             .spawn(move || {
-                let f = resolve(&name, port);
+                let f = resolver.resolve(&name, port).map(|a| a[0]);
                 *lock(&l.found) = Some(f);
                 l.done.notify_all();
             })
@@ -138,9 +196,10 @@ mod tests {
         let resolve = move |_: &str, port: u16| {
             n.fetch_add(1, Ordering::SeqCst);
             let _ = lock(&gate).recv();
-            Ok(SocketAddr::new([127, 0, 0, 7].into(), port))
+            Ok(vec![SocketAddr::new([127, 0, 0, 7].into(), port)])
         };
-        (Lookups::with(Arc::new(resolve)), release, asked)
+        let r = Resolver::custom(Arc::new(resolve));
+        (Lookups::with(r), release, asked)
     }
 
     #[test]

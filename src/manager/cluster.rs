@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::{Lookups, NodeAddr};
+use crate::config::{Lookups, NodeAddr, Resolver};
 use crate::error::Error;
 use crate::node::health::{Endpoint, ShardOf, SlotMap};
 use crate::node::{MakeShard, Node, Peers, QuarantinePolicy, Shards};
@@ -19,6 +19,7 @@ pub(super) fn cluster_node(
     peers: &Arc<Peers>,
     tls: Option<&Arc<tls::Connector>>,
     policy: QuarantinePolicy,
+    resolver: &Resolver,
 ) -> Result<(Node, Shards), Error> {
     let bad = |m: String| Error::InvalidInput(format!("node {i} ({addr}): {m}"));
     let seeds: Vec<Endpoint> = (addr.seeds().iter())
@@ -27,7 +28,7 @@ pub(super) fn cluster_node(
             port: *port,
         })
         .collect();
-    let first = addr.resolve().map_err(bad)?.first().copied();
+    let first = addr.resolve(resolver).map_err(bad)?.first().copied();
     let client = match tls.filter(|_| addr.is_tls()) {
         Some(t) => Some(t.client(addr.host()).map_err(bad)?),
         None => None,
@@ -37,7 +38,8 @@ pub(super) fn cluster_node(
     let shard_peers = Arc::clone(peers);
     // A shard's host name (a cluster that announces names, not addresses) is looked up by
     // the round's deadline at most, never for as long as the resolver takes.
-    let lookups = Lookups::default();
+    let lookups = Lookups::with(resolver.clone());
+    let again = resolver.clone();
     let make: MakeShard = Box::new(move |e: &Endpoint, map: &Arc<Mutex<SlotMap>>, by| {
         let shard = base.shard(&e.host, e.port);
         let sockaddr = lookups
@@ -65,6 +67,7 @@ pub(super) fn cluster_node(
             no_shards: Default::default(),
         };
         node.set_shard(of, &scripts::ALL);
+        node.look_up_again(&again);
         Ok(node)
     });
     let node = Node::new(

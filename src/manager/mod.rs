@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::acquire::{self, LockOptions, Wait};
-use crate::config::{self, Config, NodeAddr};
+use crate::config::{self, Config, Lookups, NodeAddr};
 use crate::error::{Error, QuarantineReason};
 use crate::holders::{self, Holders};
 use crate::lease::{Lease, Shared};
@@ -126,12 +126,14 @@ impl Redlock {
                 continue;
             }
             if addr.is_cluster() {
-                let (node, shards) = cluster::cluster_node(i, addr, &peers, tls.as_ref(), policy)?;
+                let r = &config.resolver;
+                let (node, shards) =
+                    cluster::cluster_node(i, addr, &peers, tls.as_ref(), policy, r)?;
                 nodes.push((node, Some(shards)));
                 continue;
             }
             let resolved = addr
-                .resolve()
+                .resolve(&config.resolver)
                 .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
             for sa in &resolved {
                 if let Some((j, _)) = seen.iter().find(|(_, s)| s == sa) {
@@ -152,10 +154,9 @@ impl Redlock {
                 _ => None,
             };
             let scripts = &scripts::ALL;
-            nodes.push((
-                Node::new(i, addr, first, client, scripts, policy, peers),
-                None,
-            ));
+            let mut node = Node::new(i, addr, first, client, scripts, policy, peers);
+            node.look_up_again(&config.resolver);
+            nodes.push((node, None));
         }
         let settings = ConnSettings {
             connect_timeout: config.connect_timeout,
@@ -198,7 +199,7 @@ impl Redlock {
     ) -> Result<Group, Error> {
         let bad = |m: String| Error::InvalidInput(format!("node {i} ({addr}): {m}"));
         let sentinels = addr
-            .resolve_sentinels()
+            .resolve_sentinels(&config.resolver)
             .map_err(|m| Error::InvalidInput(format!("node {i}: {m}")))?;
         let (sentinel_tls, master_tls) = match tls.filter(|_| addr.is_tls()) {
             Some(t) => (
@@ -215,13 +216,9 @@ impl Redlock {
             .as_ref()
             .map(|a| (a.username.as_deref(), a.password.as_str()));
         let service = addr.service().expect("a failover group names its service");
-        Ok(Group::new(
-            service,
-            sentinels,
-            auth,
-            sentinel_tls,
-            master_tls,
-        ))
+        let mut g = Group::new(service, sentinels, auth, sentinel_tls, master_tls);
+        g.lookups = Lookups::with(config.resolver.clone());
+        Ok(g)
     }
 
     /// The number of nodes.

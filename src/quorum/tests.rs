@@ -535,7 +535,7 @@ fn a_command_held_behind_a_handshake_is_written_even_after_the_caller_left() {
         peers.push(answer(b, vec![(A, b":1\r\n")]));
     }
     let mut slow = Node::bare(2);
-    slow.sockaddr = Some(listener.local_addr().unwrap());
+    *slow.master_addr.lock().unwrap() = Some(listener.local_addr().unwrap());
     slow.handshake = b"*1\r\n$2\r\nHS\r\n".to_vec();
     slow.handshake_kinds = vec![Hs::Required];
     links.push(Link::new(slow, now));

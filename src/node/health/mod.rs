@@ -3,11 +3,11 @@
 //! quarantine, and the reconnect backoff after failures.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::{LOSS_NOTE_KEY, MARKER_KEY, NodeAddr};
+use crate::config::{LOSS_NOTE_KEY, Lookups, MARKER_KEY, NodeAddr, Resolver};
 use crate::error::NodeOutcome;
 use crate::resp;
 use crate::timing::RttEstimate;
@@ -87,7 +87,6 @@ pub(crate) struct Node {
     pub addr: NodeAddr,
     /// `addr` as text, passwords redacted (reports copy it rather than format it each time).
     pub addr_text: String,
-    pub sockaddr: Option<SocketAddr>,
     /// For a failover group: its sentinels, asked for the master at every new connection.
     pub group: Option<Group>,
     /// For a failover group whose grants must be acknowledged by replicas: how.
@@ -95,9 +94,13 @@ pub(crate) struct Node {
     /// For one shard primary of a cluster node: the node's slot map (shared by its shards,
     /// reloaded by each shard's handshake) and this primary's address in it.
     pub shard: Option<ShardOf>,
-    /// The master's address as last found (a plain node's is `sockaddr`); shared with the
-    /// node's subscriber connection.
+    /// The address as last found: a plain node's (resolved when the manager was made, or what
+    /// its host name resolved to last), or the master its sentinels named last; shared with the node's subscriber connection.
     pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
+    /// For a plain node or shard named by a host name: its look-ups at each reconnection.
+    lookups: Option<Lookups>,
+    /// Whether a connection was tried yet (the first uses the address resolved at start).
+    dialed: AtomicBool,
     /// Promotions seen: the replication id of the server changed, or it reports a history
     /// its marker does not know.
     promotions: AtomicU64,
@@ -249,11 +252,12 @@ impl Node {
             index,
             addr_text: addr.to_string(),
             addr,
-            sockaddr,
             group: None,
             ack: None,
             shard: None,
             master_addr: Arc::new(Mutex::new(sockaddr)),
+            lookups: None,
+            dialed: AtomicBool::new(false),
             promotions: AtomicU64::new(0),
             tls,
             handshake,
@@ -331,6 +335,45 @@ impl Node {
         self.ack = ack;
         self.group = Some(group);
         *self.master_addr.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// A node named by a host name looks the name up again (through `resolver`) for every
+    /// connection after the first, so that a name that moves (a managed endpoint's, after a
+    /// failover) is followed. Nothing for an IP address.
+    pub(crate) fn look_up_again(&mut self, resolver: &Resolver) {
+        if self.addr.host_is_name() {
+            self.lookups = Some(Lookups::with(resolver.clone()));
+        }
+    }
+
+    /// Where a new connection to a plain node goes: after the first, what its host name
+    /// resolves to by `by` (at most; a look-up that takes longer goes on for the next
+    /// connection), or else the last address known.
+    pub(crate) fn address(&self, by: Instant) -> Option<SocketAddr> {
+        let last = self.master();
+        let again = self.dialed.swap(true, Ordering::Relaxed);
+        let Some(l) = self.lookups.as_ref().filter(|_| again) else {
+            return last;
+        };
+        match l.resolve_by(self.addr.host(), self.addr.port(), by) {
+            Ok(a) => {
+                let mut m = self.master_addr.lock().unwrap_or_else(|p| p.into_inner());
+                if *m != Some(a) {
+                    log::warn!(
+                        "node {} ({}): the name now resolves to {a} (was {:?})",
+                        self.index,
+                        self.addr_text,
+                        *m
+                    );
+                    *m = Some(a);
+                }
+                Some(a)
+            }
+            Err(why) => {
+                log::debug!("node {} ({}): {why}", self.index, self.addr_text);
+                last
+            }
+        }
     }
 
     /// The master's address: a plain node's, or the one its sentinels named last.

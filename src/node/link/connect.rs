@@ -32,7 +32,8 @@ impl Link {
         if self.node.group.is_some() {
             return self.connect_group(st, now, settings, wakes);
         }
-        let conn = match self.node.sockaddr {
+        // A node named by a host name looks it up again, within half the connect timeout.
+        let conn = match self.node.address(now + settings.connect_timeout / 2) {
             Some(addr) => Conn::connect(addr, &self.node.handshake, self.node.tls.as_ref()),
             None => Err(io::Error::new(
                 io::ErrorKind::AddrNotAvailable,
