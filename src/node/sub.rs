@@ -40,6 +40,8 @@ pub(crate) struct Sub {
     addr_text: String,
     /// The node's master address (a failover group's changes with its master).
     master: Arc<Mutex<Option<SocketAddr>>>,
+    /// A group's master as its sentinels named it (what its certificate is checked against).
+    master_name: Arc<Mutex<Option<String>>>,
     tls: Option<tls::Client>,
     /// For a `rediss+sentinel://` group: what the master's TLS client is made from.
     master_tls: Option<Arc<tls::Connector>>,
@@ -61,6 +63,7 @@ impl Sub {
         Sub {
             addr_text: node.addr_text.clone(),
             master: Arc::clone(&node.master_addr),
+            master_name: Arc::clone(&node.master_name),
             tls: node.tls.clone(),
             master_tls: node.group.as_ref().and_then(|g| g.master_tls.clone()),
             handshake,
@@ -83,8 +86,13 @@ impl Sub {
         let Some(addr) = *self.master.lock().unwrap_or_else(|p| p.into_inner()) else {
             return self.fail(now, "no master address yet".into(), s, ev);
         };
+        let name = self
+            .master_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let tls = match &self.master_tls {
-            Some(c) => match c.client(&addr.ip().to_string()) {
+            Some(c) => match c.client(&name.unwrap_or_else(|| addr.ip().to_string())) {
                 Ok(c) => Some(c),
                 Err(why) => return self.fail(now, why, s, ev),
             },

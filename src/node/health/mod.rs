@@ -97,6 +97,9 @@ pub(crate) struct Node {
     /// The address as last found: a plain node's (resolved when the manager was made, or what
     /// its host name resolved to last), or the master its sentinels named last; shared with the node's subscriber connection.
     pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
+    /// For a failover group: the name its sentinels gave the master (an address or a host
+    /// name), which a TLS connection to the master is verified against.
+    pub master_name: Arc<Mutex<Option<String>>>,
     /// For a plain node or shard named by a host name: its look-ups at each reconnection.
     lookups: Option<Lookups>,
     /// Whether a connection was tried yet (the first uses the address resolved at start).
@@ -256,6 +259,7 @@ impl Node {
             ack: None,
             shard: None,
             master_addr: Arc::new(Mutex::new(sockaddr)),
+            master_name: Arc::new(Mutex::new(None)),
             lookups: None,
             dialed: AtomicBool::new(false),
             promotions: AtomicU64::new(0),
@@ -382,7 +386,9 @@ impl Node {
     }
 
     /// The sentinels named `addr` as the group's master.
-    pub(crate) fn set_master(&self, addr: SocketAddr) {
+    /// The sentinels named `name`, which resolved to `addr`, as the group's master.
+    pub(crate) fn set_master(&self, addr: SocketAddr, name: &str) {
+        *self.master_name.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());
         let mut m = self.master_addr.lock().unwrap_or_else(|p| p.into_inner());
         if m.is_some_and(|old| old != addr) {
             log::warn!(

@@ -229,7 +229,7 @@ impl Link {
                 return self.fail_all(st, NodeOutcome::Sentinel(why), now, s, w);
             }
         };
-        self.node.set_master(addr);
+        self.node.set_master(addr, &named.host);
         // The certificate is checked against the name the sentinels gave (an address or a
         // host name).
         let tls = match g.master_tls.as_ref().map(|c| c.client(&named.host)) {
