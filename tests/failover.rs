@@ -391,6 +391,61 @@ fn a_look_up_that_hangs_holds_no_call() {
     assert_eq!(back, Ok(true), "no call got through while the look-up hung");
 }
 
+/// Sentinels named by host names are looked up again before they are asked again: a sentinel
+/// that comes back at another address (a rescheduled pod) is still found.
+#[test]
+fn sentinels_named_by_host_names_are_found_where_they_move() {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    let master = RedisServer::start();
+    let mut first = Sentinel::start("svc", master.port, 1);
+    let at = Arc::new(AtomicU16::new(first.port));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (t, a) = (Arc::clone(&at), Arc::clone(&asked));
+    let mgr = Redlock::new(
+        Config::new(["redis+sentinel://sentinel.test:26379/svc"])
+            .restart_quarantine(false)
+            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
+            .resolver(move |host, port| {
+                a.lock().unwrap().push((host.to_string(), port));
+                Ok(vec![SocketAddr::from(([127, 0, 0, 1], t.load(SeqCst)))])
+            }),
+    )
+    .unwrap();
+    mgr.try_lock("sentinel-moves", Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    // The sentinel moves: it is gone, and another at another port watches the same master.
+    first.kill();
+    let second = Sentinel::start("svc", master.port, 1);
+    at.store(second.port, SeqCst);
+    // The group's connections are closed: the next one asks the sentinel again.
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut master.client())
+        .unwrap();
+    let back = eventually(Duration::from_secs(20), || {
+        mgr.try_lock("sentinel-moves", Duration::from_secs(10))
+            .map(|l| l.unlock().unwrap())
+            .is_ok()
+    });
+    assert!(
+        back,
+        "the group never found its sentinel at its new address"
+    );
+    let asked = asked.lock().unwrap();
+    assert!(asked.len() >= 2, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|(h, p)| h == "sentinel.test" && *p == 26379)
+    );
+}
+
 /// `?durable=true` turns restart quarantine off for that node alone: after both restart
 /// empty, the durable node's grants count at once, the other's do not.
 #[test]

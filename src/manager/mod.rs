@@ -218,6 +218,7 @@ impl Redlock {
         let service = addr.service().expect("a failover group names its service");
         let mut g = Group::new(service, sentinels, auth, sentinel_tls, master_tls);
         g.lookups = Lookups::with(config.resolver.clone());
+        g.names = addr.sentinels().to_vec();
         Ok(g)
     }
 

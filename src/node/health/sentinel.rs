@@ -40,8 +40,15 @@ pub(crate) struct Group {
     /// The bytes every connection to a sentinel starts with, and what each reply is for.
     pub hello: Vec<u8>,
     pub hello_kinds: Vec<Ask>,
-    /// The master's host name resolved, when the sentinels name one.
+    /// Host names resolved: the master's, when the sentinels name one, and the sentinels'
+    /// own when the URL names them so.
     pub lookups: Lookups,
+    /// Each sentinel as the URL names it (host, port), when the manager set them: a name is
+    /// looked up again before the sentinel is asked again.
+    pub names: Vec<(String, u16)>,
+    /// Each sentinel's address as last resolved (starting from `sentinels`), and whether it
+    /// was asked yet.
+    latest: std::sync::Mutex<Vec<(SocketAddr, bool)>>,
 }
 
 /// What a reply from a sentinel answers.
@@ -78,12 +85,42 @@ impl Group {
         hello_kinds.push(Ask::Master);
         Group {
             service: service.to_string(),
-            sentinels,
+            sentinels: sentinels.clone(),
             sentinel_tls,
             master_tls,
             hello,
             hello_kinds,
             lookups: Lookups::default(),
+            names: Vec::new(),
+            latest: std::sync::Mutex::new(sentinels.iter().map(|a| (*a, false)).collect()),
+        }
+    }
+
+    /// Where sentinel `i` is asked now: the address its URL's host name resolves to by `by`
+    /// (looked up again from its second ask on: sentinels that restart elsewhere, as pods
+    /// do, keep being found), or else the last address known.
+    pub(crate) fn sentinel_addr(&self, i: usize, by: Instant) -> SocketAddr {
+        let (last, asked) = {
+            let mut l = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+            let was = l[i];
+            l[i].1 = true;
+            was
+        };
+        let Some((host, port)) = self.names.get(i).filter(|_| asked) else {
+            return last;
+        };
+        match self.lookups.resolve_by(host, *port, by) {
+            Ok(a) => {
+                if a != last {
+                    log::warn!("sentinel {host}:{port} now resolves to {a} (was {last})");
+                }
+                self.latest.lock().unwrap_or_else(|p| p.into_inner())[i].0 = a;
+                a
+            }
+            Err(why) => {
+                log::debug!("sentinel {host}:{port}: {why}; asking {last}");
+                last
+            }
         }
     }
 
@@ -227,7 +264,8 @@ impl Discovery {
                     Said::Unknown => "does not know it".into(),
                     Said::Failed(why) => why.clone(),
                 };
-                format!("sentinel {} {what}", g.sentinels[*i])
+                let at = g.latest.lock().unwrap_or_else(|p| p.into_inner())[*i].0;
+                format!("sentinel {at} {what}")
             })
             .collect();
         each.join("; ")

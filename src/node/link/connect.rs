@@ -132,7 +132,8 @@ impl Link {
         w: &mut Wakes,
     ) {
         let g = self.group();
-        match Conn::connect(g.sentinels[i], &g.hello, g.sentinel_tls[i].as_ref()) {
+        let at = g.sentinel_addr(i, now + Group::patience(s.connect_timeout));
+        match Conn::connect(at, &g.hello, g.sentinel_tls[i].as_ref()) {
             Ok(c) => {
                 let entries = g
                     .hello_kinds
