@@ -13,7 +13,7 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a look-up gives: the first address, or why none.
 type Found = Result<SocketAddr, String>;
@@ -65,12 +65,16 @@ impl Resolver {
     }
 }
 
-/// One look-up in progress or finished, shared by every caller waiting for it.
+/// One look-up in progress or finished (with when), shared by every caller waiting for it.
 #[derive(Default)]
 struct Lookup {
-    found: Mutex<Option<Found>>,
+    found: Mutex<Option<(Found, Instant)>>,
     done: Condvar,
 }
+
+/// A finished look-up older than this is not used (by default): its name is looked up
+/// again.
+const FRESH: Duration = Duration::from_secs(10);
 
 impl super::Config {
     /// How host names in the node URLs become addresses, in place of the system's resolver
@@ -97,6 +101,7 @@ impl super::Config {
 pub(crate) struct Lookups {
     pending: Mutex<HashMap<(String, u16), Arc<Lookup>>>,
     resolver: Resolver,
+    fresh: Duration,
 }
 
 impl Default for Lookups {
@@ -115,6 +120,7 @@ impl Lookups {
         Lookups {
             pending: Mutex::new(HashMap::new()),
             resolver,
+            fresh: FRESH,
         }
     }
 
@@ -129,7 +135,12 @@ impl Lookups {
         let key = (bare.to_string(), port);
         let lookup = {
             let mut pending = lock(&self.pending);
-            match pending.get(&key) {
+            let fresh = |l: &Arc<Lookup>| {
+                lock(&l.found)
+                    .as_ref()
+                    .is_none_or(|(_, at)| at.elapsed() < self.fresh)
+            };
+            match pending.get(&key).filter(|l| fresh(l)) {
                 Some(l) => Arc::clone(l),
                 None => {
                     let l = Arc::new(Lookup::default());
@@ -141,7 +152,7 @@ impl Lookups {
         };
         let mut found = lock(&lookup.found);
         loop {
-            if let Some(f) = found.clone() {
+            if let Some((f, _)) = found.clone() {
                 drop(found);
                 // Taken: the next caller looks the name up afresh (a failure is retried, an
                 // address is not kept past its use).
@@ -171,7 +182,7 @@ impl Lookups {
             .name("redlock-dns".into())
             .spawn(move || {
                 let f = resolver.resolve(&name, port).map(|a| a[0]);
-                *lock(&l.found) = Some(f);
+                *lock(&l.found) = Some((f, Instant::now()));
                 l.done.notify_all();
             })
             .map(|_| ())
@@ -184,7 +195,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
-    use std::time::Duration;
 
     /// A resolver that answers `127.0.0.7` once the test lets it (`release`), counting the
     /// look-ups it was asked for.
@@ -239,6 +249,29 @@ mod tests {
         release.send(()).unwrap();
         let a = l.resolve_by("shard-1.example", 7000, far).unwrap();
         assert_eq!(a, "127.0.0.7:7000".parse().unwrap());
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_look_up_that_ended_long_ago_is_not_used() {
+        let (mut l, release, asked) = gated();
+        l.fresh = Duration::from_millis(20);
+        // A look-up that outlives its caller, and ends.
+        let e = l
+            .resolve_by("old.example", 7000, Instant::now())
+            .unwrap_err();
+        assert!(e.contains("takes longer"), "{e}");
+        release.send(()).unwrap();
+        let ended = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            lock(&l.pending).values().all(|p| lock(&p.found).is_some())
+        });
+        assert!(ended);
+        std::thread::sleep(Duration::from_millis(40));
+        // Its answer is too old: the next caller starts a new look-up, and takes that one.
+        release.send(()).unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        l.resolve_by("old.example", 7000, far).unwrap();
         assert_eq!(asked.load(Ordering::SeqCst), 2);
     }
 
