@@ -88,6 +88,17 @@ impl super::Config {
     /// whose name moves to a promoted replica is followed there), for a cluster's shards and
     /// for the master sentinels name. A call never waits for a late look-up past its
     /// deadline; the last address known is used meanwhile. Defaults to the system's.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// let cfg = redlock::Config::new(["redis://cache.internal:6379"]).resolver(|host, port| {
+    ///     match host {
+    ///         "cache.internal" => Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))]),
+    ///         _ => Err(std::io::Error::other(format!("unknown host {host}"))),
+    ///     }
+    /// });
+    /// assert_eq!(cfg.node_urls(), ["redis://cache.internal:6379"]);
+    /// ```
     pub fn resolver(
         mut self,
         f: impl Fn(&str, u16) -> std::io::Result<Vec<std::net::SocketAddr>> + Send + Sync + 'static,
