@@ -289,34 +289,75 @@ fn sentinels_that_announce_host_names_are_followed_to_the_master() {
     assert_eq!(master.get(lease.key()), None);
 }
 
+/// A host name that a test moves: the manager's `Config::resolver` answers 127.0.0.1 and the
+/// port last set, and records every look-up.
+struct MovingName {
+    port: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<(String, u16)>>>,
+}
+
+impl MovingName {
+    /// A manager of the one node `url` (restart quarantine off, quick reconnects) whose names
+    /// lead to `port` until [`move_to`](Self::move_to).
+    fn manager(url: &str, port: u16) -> (Redlock, MovingName) {
+        use std::sync::{Arc, Mutex, atomic::AtomicU16, atomic::Ordering::SeqCst};
+        let name = MovingName {
+            port: Arc::new(AtomicU16::new(port)),
+            asked: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (t, a) = (Arc::clone(&name.port), Arc::clone(&name.asked));
+        let mgr = Redlock::new(
+            Config::new([url])
+                .restart_quarantine(false)
+                .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
+                .resolver(move |host, port| {
+                    a.lock().unwrap().push((host.to_string(), port));
+                    let to = std::net::SocketAddr::from(([127, 0, 0, 1], t.load(SeqCst)));
+                    Ok(vec![to])
+                }),
+        )
+        .unwrap();
+        (mgr, name)
+    }
+
+    fn move_to(&self, port: u16) {
+        self.port.store(port, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The name was looked up again after the manager was made, and only `host:port` was.
+    fn looked_up_again(&self, host: &str, port: u16) {
+        let asked = self.asked.lock().unwrap();
+        assert!(asked.len() >= 2, "{asked:?}");
+        assert!(
+            asked.iter().all(|(h, p)| h == host && *p == port),
+            "{asked:?}"
+        );
+    }
+}
+
+/// Whether `resource` is locked and unlocked again within 20 s (bounded: calls that fail are
+/// retried).
+fn locks_again(mgr: &Redlock, resource: &str) -> bool {
+    eventually(Duration::from_secs(20), || {
+        mgr.try_lock(resource, Duration::from_secs(10))
+            .map(|l| l.unlock().unwrap())
+            .is_ok()
+    })
+}
+
 /// A managed endpoint is a host name that a failover moves to the promoted server. A node
 /// named by it looks the name up again at each reconnection and follows it; every look-up
 /// goes through `Config::resolver`, which stands in for DNS here.
 #[test]
 fn a_node_named_by_a_host_name_follows_the_name_when_it_moves() {
-    use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
-    use std::sync::{Arc, Mutex};
     let mut old = RedisServer::start();
     let new = RedisServer::start();
-    let target = Arc::new(AtomicU16::new(old.port));
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let (t, a) = (Arc::clone(&target), Arc::clone(&asked));
-    let mgr = Redlock::new(
-        Config::new(["redis://primary.cache.test:6379"])
-            .restart_quarantine(false)
-            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
-            .resolver(move |host, port| {
-                a.lock().unwrap().push((host.to_string(), port));
-                Ok(vec![SocketAddr::from(([127, 0, 0, 1], t.load(SeqCst)))])
-            }),
-    )
-    .unwrap();
+    let (mgr, name) = MovingName::manager("redis://primary.cache.test:6379", old.port);
     let lease = mgr.try_lock("moving", Duration::from_secs(10)).unwrap();
     assert!(old.get(lease.key()).is_some());
     lease.unlock().unwrap();
     // The failover: the name leads to the other server, and the old one is gone.
-    target.store(new.port, SeqCst);
+    name.move_to(new.port);
     old.kill();
     let on_new = eventually(Duration::from_secs(20), || {
         match mgr.try_lock("moving", Duration::from_secs(10)) {
@@ -329,13 +370,7 @@ fn a_node_named_by_a_host_name_follows_the_name_when_it_moves() {
         }
     });
     assert!(on_new, "the node never followed its name to the new server");
-    let asked = asked.lock().unwrap();
-    assert!(asked.len() >= 2, "{asked:?}");
-    assert!(
-        asked
-            .iter()
-            .all(|(h, p)| h == "primary.cache.test" && *p == 6379)
-    );
+    name.looked_up_again("primary.cache.test", 6379);
 }
 
 /// A resolver that never answers does not hold a call past its deadline: the node keeps the
@@ -376,12 +411,7 @@ fn a_look_up_that_hangs_holds_no_call() {
     server.restart();
     let (done, calls) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let back = eventually(Duration::from_secs(20), || {
-            mgr.try_lock("dns", Duration::from_secs(10))
-                .map(|l| l.unlock().unwrap())
-                .is_ok()
-        });
-        let _ = done.send(back);
+        let _ = done.send(locks_again(&mgr, "dns"));
     });
     // Bounded: a call held by the look-up would never end (until the gate opens, below).
     let back = calls.recv_timeout(Duration::from_secs(60));
@@ -395,32 +425,15 @@ fn a_look_up_that_hangs_holds_no_call() {
 /// that comes back at another address (a rescheduled pod) is still found.
 #[test]
 fn sentinels_named_by_host_names_are_found_where_they_move() {
-    use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
-    use std::sync::{Arc, Mutex};
     let master = RedisServer::start();
     let mut first = Sentinel::start("svc", master.port, 1);
-    let at = Arc::new(AtomicU16::new(first.port));
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let (t, a) = (Arc::clone(&at), Arc::clone(&asked));
-    let mgr = Redlock::new(
-        Config::new(["redis+sentinel://sentinel.test:26379/svc"])
-            .restart_quarantine(false)
-            .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(50))
-            .resolver(move |host, port| {
-                a.lock().unwrap().push((host.to_string(), port));
-                Ok(vec![SocketAddr::from(([127, 0, 0, 1], t.load(SeqCst)))])
-            }),
-    )
-    .unwrap();
-    mgr.try_lock("sentinel-moves", Duration::from_secs(10))
-        .unwrap()
-        .unlock()
-        .unwrap();
+    let url = "redis+sentinel://sentinel.test:26379/svc";
+    let (mgr, name) = MovingName::manager(url, first.port);
+    assert!(locks_again(&mgr, "sentinel-moves"));
     // The sentinel moves: it is gone, and another at another port watches the same master.
     first.kill();
     let second = Sentinel::start("svc", master.port, 1);
-    at.store(second.port, SeqCst);
+    name.move_to(second.port);
     // The group's connections are closed: the next one asks the sentinel again.
     let _: () = redis::cmd("CLIENT")
         .arg("KILL")
@@ -428,22 +441,11 @@ fn sentinels_named_by_host_names_are_found_where_they_move() {
         .arg("normal")
         .query(&mut master.client())
         .unwrap();
-    let back = eventually(Duration::from_secs(20), || {
-        mgr.try_lock("sentinel-moves", Duration::from_secs(10))
-            .map(|l| l.unlock().unwrap())
-            .is_ok()
-    });
     assert!(
-        back,
+        locks_again(&mgr, "sentinel-moves"),
         "the group never found its sentinel at its new address"
     );
-    let asked = asked.lock().unwrap();
-    assert!(asked.len() >= 2, "{asked:?}");
-    assert!(
-        asked
-            .iter()
-            .all(|(h, p)| h == "sentinel.test" && *p == 26379)
-    );
+    name.looked_up_again("sentinel.test", 26379);
 }
 
 /// `?durable=true` turns restart quarantine off for that node alone: after both restart
