@@ -141,7 +141,7 @@ test('TLS options: a rediss:// node that does not speak TLS, and a missing CA fi
 });
 
 test('metrics and node states', async () => {
-  (await mgr.acquire('met:1', 1000)).release();
+  await (await mgr.acquire('met:1', 1000)).release();
   const text = mgr.metrics();
   assert.match(text, /^# HELP redlock_/m);
   assert.match(text, /redlock_acquire/);
