@@ -186,6 +186,29 @@ impl Lookups {
         }
     }
 
+    /// What `host:port` resolves to by `by`, or `last` when the look-up is late or fails: an
+    /// address looked up again before it is used again (a change is logged).
+    pub(crate) fn refresh(
+        &self,
+        host: &str,
+        port: u16,
+        by: Instant,
+        last: SocketAddr,
+    ) -> SocketAddr {
+        match self.resolve_by(host, port, by) {
+            Ok(a) => {
+                if a != last {
+                    log::warn!("{host}:{port} now resolves to {a} (was {last})");
+                }
+                a
+            }
+            Err(why) => {
+                log::debug!("{host}:{port}: {why}; using {last}");
+                last
+            }
+        }
+    }
+
     /// Starts looking `host` up on a thread of its own, which fills `l` when done.
     fn start(&self, host: &str, port: u16, l: &Arc<Lookup>) -> Result<(), String> {
         let (name, l, resolver) = (host.to_string(), Arc::clone(l), self.resolver.clone());

@@ -95,7 +95,8 @@ pub(crate) struct Node {
     /// reloaded by each shard's handshake) and this primary's address in it.
     pub shard: Option<ShardOf>,
     /// The address as last found: a plain node's (resolved when the manager was made, or what
-    /// its host name resolved to last), or the master its sentinels named last; shared with the node's subscriber connection.
+    /// its host name resolved to last), or the master its sentinels named last; shared with
+    /// the node's subscriber connection.
     pub master_addr: Arc<Mutex<Option<SocketAddr>>>,
     /// For a failover group: the name its sentinels gave the master (an address or a host
     /// name), which a TLS connection to the master is verified against.
@@ -359,25 +360,12 @@ impl Node {
         let Some(l) = self.lookups.as_ref().filter(|_| again) else {
             return last;
         };
-        match l.resolve_by(self.addr.host(), self.addr.port(), by) {
-            Ok(a) => {
-                let mut m = self.master_addr.lock().unwrap_or_else(|p| p.into_inner());
-                if *m != Some(a) {
-                    log::warn!(
-                        "node {} ({}): the name now resolves to {a} (was {:?})",
-                        self.index,
-                        self.addr_text,
-                        *m
-                    );
-                    *m = Some(a);
-                }
-                Some(a)
-            }
-            Err(why) => {
-                log::debug!("node {} ({}): {why}", self.index, self.addr_text);
-                last
-            }
+        let last = last?;
+        let a = l.refresh(self.addr.host(), self.addr.port(), by, last);
+        if a != last {
+            *self.master_addr.lock().unwrap_or_else(|p| p.into_inner()) = Some(a);
         }
+        Some(a)
     }
 
     /// The master's address: a plain node's, or the one its sentinels named last.
@@ -385,7 +373,6 @@ impl Node {
         *self.master_addr.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The sentinels named `addr` as the group's master.
     /// The sentinels named `name`, which resolved to `addr`, as the group's master.
     pub(crate) fn set_master(&self, addr: SocketAddr, name: &str) {
         *self.master_name.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());

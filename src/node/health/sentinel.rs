@@ -15,9 +15,9 @@
 //! seen a failover yet names a server that is now a replica, and a connection to it is
 //! refused. Sentinels that announce host names (`announce-hostnames yes`) are compared by the
 //! name they give, which the link then resolves by a sentinel's patience at most
-//! (`config::lookup`; a TLS master is verified against that name). Nothing is cached: every new connection to the group asks again, so a failover
-//! (which closes the old master's clients, or leaves its address dead) is followed at the
-//! next connection.
+//! (`config::lookup`; a TLS master is verified against that name). Nothing is cached: every
+//! new connection to the group asks again, so a failover (which closes the old master's
+//! clients, or leaves its address dead) is followed at the next connection.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -109,19 +109,9 @@ impl Group {
         let Some((host, port)) = self.names.get(i).filter(|_| asked) else {
             return last;
         };
-        match self.lookups.resolve_by(host, *port, by) {
-            Ok(a) => {
-                if a != last {
-                    log::warn!("sentinel {host}:{port} now resolves to {a} (was {last})");
-                }
-                self.latest.lock().unwrap_or_else(|p| p.into_inner())[i].0 = a;
-                a
-            }
-            Err(why) => {
-                log::debug!("sentinel {host}:{port}: {why}; asking {last}");
-                last
-            }
-        }
+        let a = self.lookups.refresh(host, *port, by, last);
+        self.latest.lock().unwrap_or_else(|p| p.into_inner())[i].0 = a;
+        a
     }
 
     /// How long one sentinel may stay silent before the next is asked: half the connect
