@@ -422,7 +422,7 @@ impl<'a> Waiting<'a> {
             until = until.min(deadline);
         }
         let Some(cancel) = self.opts.cancel.clone() else {
-            std::thread::sleep(until.saturating_duration_since(sh.now()));
+            crate::park::pause(until.saturating_duration_since(sh.now()));
             return Ok(());
         };
         let waker = self.waker()?;

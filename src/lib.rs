@@ -72,6 +72,7 @@ mod metrics;
 mod mux;
 mod node;
 mod notify;
+pub mod park;
 mod quorum;
 mod renew;
 mod resp;

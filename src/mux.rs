@@ -1,15 +1,17 @@
 //! Poor man's multiplexing: wait on many sockets at once against fixed deadlines.
 //!
-//! This is the only caller of `poll(2)`. It knows file descriptors, readiness and deadlines;
-//! it never sees a Redis command. Each source keeps its own per-step state; the caller decides
-//! when the step is over (a quorum reached or no longer possible) through `decided`. A
-//! [`Waker`] lets another thread interrupt a wait: it is one more descriptor in the same
-//! `poll(2)`, so a thread never blocks on anything else.
+//! Every wait goes through `park::poll` (`poll(2)`, or an event loop's park). It knows file
+//! descriptors, readiness and deadlines; it never sees a Redis command. Each source keeps its
+//! own per-step state; the caller decides when the step is over (a quorum reached or no longer
+//! possible) through `decided`. A [`Waker`] lets another thread interrupt a wait: it is one
+//! more descriptor in the same wait, so a thread never blocks on anything else.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+
+use crate::park;
 
 /// What a source waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,10 +54,8 @@ pub(crate) trait Source {
 /// The `poll` timeout for a remaining wait: whole milliseconds, rounded **up** so that a
 /// sub-millisecond remainder never becomes a zero timeout (which would spin), and capped to
 /// what a C `int` holds.
-pub(crate) fn timeout_ms(remaining: Duration) -> libc::c_int {
-    let ms = remaining.as_nanos().div_ceil(1_000_000).max(1);
-    ms.min(libc::c_int::MAX as u128) as libc::c_int
-}
+#[cfg(test)]
+use crate::park::timeout_ms;
 
 /// Drives `sources` until `decided` returns true or no source has a deadline left.
 ///
@@ -100,18 +100,11 @@ pub(crate) fn drive<S: Source>(
         let Some(earliest) = earliest else {
             return Ok(());
         };
-        let timeout = timeout_ms(earliest.saturating_duration_since(t));
-        // SAFETY: `fds` is a live, exclusively borrowed array of `fds.len()` initialised
-        // `pollfd` structs; poll(2) writes only their `revents` fields.
-        #[allow(unsafe_code)] // the one poll(2) call; see SAFETY above
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let n = match park::poll(&mut fds, Some(earliest.saturating_duration_since(t))) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             continue;
         }
@@ -206,16 +199,10 @@ pub(crate) fn probe_idle(fds: &[RawFd]) -> io::Result<Vec<bool>> {
         })
         .collect();
     loop {
-        // SAFETY: `pfds` is a live, exclusively borrowed array of `pfds.len()` initialised
-        // `pollfd` structs; poll(2) writes only their `revents` fields. Timeout 0: no wait.
-        #[allow(unsafe_code)] // the second poll(2) call; see SAFETY above
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 0) };
-        if n >= 0 {
-            return Ok(pfds.iter().map(|p| p.revents != 0).collect());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match park::poll(&mut pfds, Some(Duration::ZERO)) {
+            Ok(_) => return Ok(pfds.iter().map(|p| p.revents != 0).collect()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
     }
 }
@@ -228,13 +215,7 @@ pub(crate) fn poll_once(
     timeout: Option<Duration>,
 ) -> io::Result<Vec<Readiness>> {
     let mut pfds: Vec<libc::pollfd> = watch.iter().map(|&(fd, i)| pollfd(fd, i)).collect();
-    let ms = timeout.map_or(-1, timeout_ms);
-    // SAFETY: `pfds` is a live, exclusively borrowed array of `pfds.len()` initialised
-    // `pollfd` structs; poll(2) writes only their `revents` fields.
-    #[allow(unsafe_code)] // the third poll(2) call; see SAFETY above
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
+    if let Err(e) = park::poll(&mut pfds, timeout) {
         if e.kind() == io::ErrorKind::Interrupted {
             return Ok(vec![Readiness::default(); watch.len()]);
         }

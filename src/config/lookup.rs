@@ -179,6 +179,13 @@ impl Lookups {
                     "resolving {bare} takes longer than this call may wait; the look-up goes on"
                 ));
             }
+            if crate::park::is_parked() {
+                // Under an event loop: look again each millisecond, the loop running meanwhile.
+                drop(found);
+                crate::park::pause((by - now).min(Duration::from_millis(1)));
+                found = lock(&lookup.found);
+                continue;
+            }
             found = (lookup.done)
                 .wait_timeout(found, by - now)
                 .unwrap_or_else(|p| p.into_inner())

@@ -1,6 +1,7 @@
 //! A caller's round as the links see it: one slot per node, filled by whoever reads that
 //! node's reply, and the waker that tells the caller's thread. One cell per thread serves all
-//! its rounds (a thread waits in one round at a time), so a round allocates nothing.
+//! its rounds (a thread waits in one round at a time), so a round allocates nothing; a call
+//! run under an event loop's park has a cell of its own (park.rs).
 //!
 //! The links (link.rs) fill the slots and hand a call the role of driver; the quorum engine
 //! looks at them and closes them. Wake-ups are gathered while locks are held and sent after
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use crate::error::NodeOutcome;
 use crate::mux::Waker;
+use crate::park;
 use crate::resp::Reply;
 
 /// One node's part in a call.
@@ -73,23 +75,43 @@ thread_local! {
 }
 
 fn thread_cell() -> io::Result<Arc<Cell>> {
+    // A call run under an event loop's park has a cell of its own: other calls run on its
+    // thread while it is parked (see park.rs).
+    if let Some(c) = park::slot(|slot| {
+        let mut slot = slot.borrow_mut();
+        if let Some(c) = slot
+            .as_ref()
+            .and_then(|c| Arc::clone(c).downcast::<Cell>().ok())
+        {
+            return Ok(c);
+        }
+        let new = new_cell()?;
+        *slot = Some(Arc::clone(&new) as _);
+        Ok(new)
+    }) {
+        return c;
+    }
     CELL.with(|c| {
         let mut c = c.borrow_mut();
         if let Some(c) = c.as_ref() {
             return Ok(Arc::clone(c));
         }
-        let new = Arc::new(Cell {
-            waker: Arc::new(Waker::new()?),
-            inner: Mutex::new(CallInner {
-                round: 0,
-                closed: true,
-                slots: Vec::new(),
-                handed: Vec::new(),
-            }),
-        });
+        let new = new_cell()?;
         *c = Some(Arc::clone(&new));
         Ok(new)
     })
+}
+
+fn new_cell() -> io::Result<Arc<Cell>> {
+    Ok(Arc::new(Cell {
+        waker: Arc::new(Waker::new()?),
+        inner: Mutex::new(CallInner {
+            round: 0,
+            closed: true,
+            slots: Vec::new(),
+            handed: Vec::new(),
+        }),
+    }))
 }
 
 /// This thread's waker: the one its rounds are woken through, and the one it sleeps on while

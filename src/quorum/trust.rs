@@ -140,7 +140,7 @@ impl Cluster {
             if !waiting || self.now() >= until {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            crate::park::pause(Duration::from_millis(1));
         }
     }
 
@@ -284,7 +284,7 @@ impl Cluster {
             if now >= end || stop() {
                 return false;
             }
-            std::thread::sleep(REREAD_PAUSE.min(end - now));
+            crate::park::pause(REREAD_PAUSE.min(end - now));
         }
         false
     }

@@ -1,0 +1,210 @@
+//! Where a caller's thread waits: in `poll(2)` itself (the only caller of it), or, while a
+//! call runs inside [`parked`], in the [`Park`] that an event loop installed.
+//!
+//! A thread normally runs one call at a time and blocks in `poll(2)` while the call waits for
+//! replies, wake-ups or time. An event loop that runs many calls on one thread (the Node.js
+//! binding runs each on a coroutine of its JavaScript thread) cannot block: it installs a
+//! `Park` for the call, and each wait of the call becomes a `park`, which suspends the call
+//! until the event loop sees one of the descriptors ready or the time pass, while the loop
+//! runs everything else. Every wait of a call comes here: the waits of a round, the pauses
+//! between attempts and between re-reads, a waiter's sleep, a host name's look-up.
+//!
+//! A call's per-thread state (its round's slots and waker, `node::call`) is kept per call while
+//! it is parked: [`slot`] gives the parked call's own, so two calls suspended on one thread
+//! never share it.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One descriptor to wait on, as `poll(2)` takes it.
+pub use libc::pollfd as PollFd;
+
+/// A wait that does not block its thread: an event loop's. Installed for one call by
+/// [`parked`].
+pub trait Park {
+    /// Suspends the call until one of `fds` is ready (as `poll(2)` reports it in `revents`:
+    /// `POLLIN`, `POLLOUT`, `POLLERR`, `POLLHUP`, `POLLNVAL`) or `timeout` has passed (`None`:
+    /// no limit; an empty `fds` is a pause), and returns how many descriptors are ready (0: the
+    /// time passed). Returning early is allowed: every caller looks again and waits again.
+    fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize>;
+}
+
+/// A call's context while it runs under a [`Park`]: the park, and the call's own state that
+/// would otherwise be its thread's.
+pub struct Parked {
+    park: Box<dyn Park>,
+    slot: RefCell<Option<Arc<dyn Any + Send + Sync>>>,
+}
+
+/// The state a context keeps for the engine (a call's waker and slots), handed from a finished
+/// call's context to the next one's so that it is made once, not per call.
+#[derive(Default)]
+pub struct State(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Parked {
+    /// A context whose waits go to `park`, with `state` (a finished context's, or a new one).
+    pub fn new(park: Box<dyn Park>, state: State) -> Rc<Parked> {
+        Rc::new(Parked {
+            park,
+            slot: RefCell::new(state.0),
+        })
+    }
+
+    /// Takes the context's state, for the next context.
+    pub fn take_state(&self) -> State {
+        State(self.slot.borrow_mut().take())
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Parked>>> = const { RefCell::new(None) };
+}
+
+/// Restores the thread's previous context when a [`parked`] scope ends (also by a panic).
+struct Restore(Option<Rc<Parked>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+/// Runs `f` with `ctx` as this thread's context: every wait of `f` goes to its [`Park`]. The
+/// park may run other calls on this thread (each in a `parked` scope of its own) before it
+/// returns; the context is taken off the thread while it is parked and put back after.
+pub fn parked<R>(ctx: &Rc<Parked>, f: impl FnOnce() -> R) -> R {
+    let prev = CURRENT.with(|c| c.borrow_mut().replace(Rc::clone(ctx)));
+    let _restore = Restore(prev);
+    f()
+}
+
+/// Whether this thread runs a call under a [`Park`].
+pub(crate) fn is_parked() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// The current context's slot for a lower layer's per-call state (`None`: no context, the
+/// thread's own state applies).
+pub(crate) fn slot<R>(
+    f: impl FnOnce(&RefCell<Option<Arc<dyn Any + Send + Sync>>>) -> R,
+) -> Option<R> {
+    let ctx = CURRENT.with(|c| c.borrow().clone())?;
+    Some(f(&ctx.slot))
+}
+
+/// Waits as `poll(2)` does: until one of `fds` is ready or `timeout` has passed (`None`: no
+/// limit). Returns how many are ready; `Interrupted` is the caller's to retry. A zero
+/// timeout never parks.
+pub(crate) fn poll(fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ctx = match timeout {
+        Some(t) if t.is_zero() => None,
+        _ => CURRENT.with(|c| c.borrow_mut().take()),
+    };
+    if let Some(ctx) = ctx {
+        let r = ctx.park.park(fds, timeout);
+        CURRENT.with(|c| *c.borrow_mut() = Some(ctx));
+        return r;
+    }
+    let ms = timeout.map_or(-1, timeout_ms);
+    // SAFETY: `fds` is a live, exclusively borrowed array of `fds.len()` initialised `pollfd`
+    // structs; poll(2) writes only their `revents` fields.
+    #[allow(unsafe_code)] // the one poll(2) call; see SAFETY above
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Waits `d` (a pause between attempts or re-reads), parking under a context (which may end
+/// the pause early: every caller looks again at what it waits for).
+pub(crate) fn pause(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    if is_parked() {
+        let _ = poll(&mut [], Some(d));
+        return;
+    }
+    std::thread::sleep(d);
+}
+
+/// `remaining` as `poll(2)`'s timeout: whole milliseconds, rounded up (a wait never ends
+/// early), at least 1.
+pub(crate) fn timeout_ms(remaining: Duration) -> libc::c_int {
+    let ms = remaining.as_nanos().div_ceil(1_000_000).max(1);
+    ms.min(libc::c_int::MAX as u128) as libc::c_int
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    /// A park that records each wait and answers it with `poll(2)` with no timeout's worth of
+    /// blocking (what an event loop would see, without one).
+    struct Recording(Rc<Cell<usize>>);
+
+    impl Park for Recording {
+        fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
+            self.0.set(self.0.get() + 1);
+            assert!(!is_parked(), "the context is off the thread while parked");
+            // SAFETY: as in `poll`.
+            #[allow(unsafe_code)]
+            let n = unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    timeout.map_or(-1, timeout_ms),
+                )
+            };
+            Ok(n.max(0) as usize)
+        }
+    }
+
+    #[test]
+    fn waits_under_a_context_go_to_its_park_and_zero_timeouts_do_not() {
+        let count = Rc::new(Cell::new(0));
+        let ctx = Parked::new(Box::new(Recording(Rc::clone(&count))), State::default());
+        let (a, b) = UnixStream::pair().unwrap();
+        parked(&ctx, || {
+            assert!(is_parked());
+            let mut fds = [PollFd {
+                fd: a.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            assert_eq!(poll(&mut fds, Some(Duration::ZERO)).unwrap(), 0);
+            assert_eq!(count.get(), 0);
+            std::io::Write::write_all(&mut &b, b"x").unwrap();
+            assert_eq!(poll(&mut fds, Some(Duration::from_secs(5))).unwrap(), 1);
+            assert_ne!(fds[0].revents & libc::POLLIN, 0);
+            assert_eq!(count.get(), 1);
+            assert!(is_parked(), "the context is back after the park");
+            pause(Duration::from_millis(2));
+            assert!(count.get() >= 2);
+        });
+        assert!(!is_parked());
+    }
+
+    #[test]
+    fn each_context_has_its_own_slot() {
+        let a = Parked::new(Box::new(Recording(Rc::new(Cell::new(0)))), State::default());
+        let b = Parked::new(Box::new(Recording(Rc::new(Cell::new(0)))), State::default());
+        assert!(slot(|_| ()).is_none());
+        parked(&a, || slot(|s| *s.borrow_mut() = Some(Arc::new(1u8))));
+        parked(&b, || assert!(slot(|s| s.borrow().is_none()).unwrap()));
+        parked(&a, || assert!(slot(|s| s.borrow().is_some()).unwrap()));
+        // A finished context's state goes on to the next.
+        let c = Parked::new(Box::new(Recording(Rc::new(Cell::new(0)))), a.take_state());
+        parked(&c, || assert!(slot(|s| s.borrow().is_some()).unwrap()));
+        parked(&a, || assert!(slot(|s| s.borrow().is_none()).unwrap()));
+    }
+}
