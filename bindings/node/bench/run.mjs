@@ -6,7 +6,10 @@
 //                 redlock_lease_free: what a C program runs): the figure the binding is
 //                 measured against;
 //   redlock-quorum this binding: `await mgr.acquire(r, ttl, {waitMs: 0})`, `await lease.release()`,
-//                 8 clients as 8 concurrent async loops in one process;
+//                 8 clients as 8 concurrent async loops in one process (calls on the event
+//                 loop, as the binding runs them);
+//   redlock-quorum (threads) the same, each call on one of the binding's threads instead
+//                 (its first design, kept for the comparison);
 //   node-redlock  redlock 5.0.0-beta.2 over ioredis, the same loops (bench/package.json;
 //                 installed on first use; skipped if npm cannot install it).
 //
@@ -87,6 +90,19 @@ const drivers = {
       const lease = await mgr.acquire(res, TTL, { waitMs: 0 });
       await lease.release();
     });
+  },
+  async 'redlock-quorum (threads)'(urls, clients, tag, ctx) {
+    ctx.ours ??= new Redlock(urls, { retryDelayMs: 1, nodeTimeoutMs: 200 });
+    const mgr = ctx.ours;
+    native.benchUseThreads(true);
+    try {
+      return await loops(clients, tag, async (res) => {
+        const lease = await mgr.acquire(res, TTL, { waitMs: 0 });
+        await lease.release();
+      });
+    } finally {
+      native.benchUseThreads(false);
+    }
   },
   async 'node-redlock'(urls, clients, tag, ctx) {
     if (!ctx.peer) return null;
@@ -169,7 +185,7 @@ for (let i = 0; i < 5000; i++) {
   hops.push((performance.now() - t) * 1000);
 }
 hops.sort((x, y) => x - y);
-console.log(`\nhop (a call that does nothing, there and back, 5000 in a row): p50 ${pct(hops, 0.5).toFixed(1)} µs, ` +
+console.log(`\nhop (a call that does nothing, through the event loop, 5000 in a row): p50 ${pct(hops, 0.5).toFixed(1)} µs, ` +
   `p99 ${pct(hops, 0.99).toFixed(1)} µs`);
 const json = path.join(here, 'last.json');
 fs.writeFileSync(json, JSON.stringify(rows, null, 1));

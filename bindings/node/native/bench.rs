@@ -144,11 +144,21 @@ pub fn bench_engine(
     clients: u32,
     tag: String,
 ) -> Result<JsObject> {
-    crate::spawn(&env, move || run(nodes, secs, clients, tag))
+    crate::looped::use_threads(true);
+    let p = crate::spawn(&env, move || run(nodes, secs, clients, tag));
+    crate::looped::use_threads(false);
+    p
 }
 
-/// A call that does nothing on one of the binding's threads: the cost of the hop there and
-/// back (the benchmark's `hop` line).
+/// Runs this JavaScript thread's calls on the binding's threads (`true`) rather than on the
+/// event loop: the benchmark's `redlock-quorum (threads)` row.
+#[napi]
+pub fn bench_use_threads(on: bool) {
+    crate::looped::use_threads(on);
+}
+
+/// A call that does nothing, on the event loop: the cost of a call's coroutine and its
+/// settlement (the benchmark's `hop` line).
 #[napi(ts_return_type = "Promise<number>")]
 pub fn hop(env: Env) -> Result<JsObject> {
     crate::spawn(&env, || 0u32)

@@ -1,6 +1,8 @@
-//! The N-API addon of the Node.js binding: the engine's calls, each run on the binding's own
-//! threads (`pool`), settling a Promise through N-API's thread-safe deferred. Nothing here
-//! decides anything: options are mapped in, leases and errors mapped out.
+//! The N-API addon of the Node.js binding: the engine's calls, each run as a coroutine on the
+//! event loop of the JavaScript thread that made it (`looped`; on the binding's threads,
+//! `pool`, where that loop cannot be used), settling a Promise through N-API's thread-safe
+//! deferred. Nothing here decides anything: options are mapped in, leases and errors mapped
+//! out.
 
 #![deny(clippy::all)]
 
@@ -11,6 +13,7 @@ mod bench;
 mod convert;
 mod election;
 mod lease;
+mod looped;
 mod pool;
 #[cfg_attr(test, allow(dead_code))]
 mod proxy;
@@ -40,7 +43,7 @@ pub(crate) fn js<T: ToNapiValue>(env: Env, v: T) -> Result<JsUnknown> {
     }
 }
 
-/// A Promise settled with what `work`, run on one of the binding's threads, gives back (a
+/// A Promise settled with what `work`, run on the event loop (see [`run`]), gives back (a
 /// panic becomes an `internal` error object: the process goes on).
 pub(crate) fn spawn<F, T>(env: &Env, work: F) -> Result<JsObject>
 where
@@ -48,16 +51,27 @@ where
     T: ToNapiValue + Send + 'static,
 {
     let (pending, promise) = settle::promise(env)?;
-    pool::submit(Box::new(move || {
-        let out = catch_unwind(AssertUnwindSafe(work));
+    run(
+        env,
         Box::new(move || {
-            pending.settle(Box::new(move |env| match out {
-                Ok(v) => js(env, v),
-                Err(_) => js(env, convert::internal("a panic in the Node binding's call")),
-            }))
-        })
-    }));
+            let out = catch_unwind(AssertUnwindSafe(work));
+            Box::new(move || {
+                pending.settle(Box::new(move |env| match out {
+                    Ok(v) => js(env, v),
+                    Err(_) => js(env, convert::internal("a panic in the Node binding's call")),
+                }))
+            })
+        }),
+    );
     Ok(promise)
+}
+
+/// Runs `job` on the event loop (`looped`), or on one of the binding's threads (`pool`) where
+/// the loop cannot be used.
+fn run(env: &Env, job: pool::Job) {
+    if let Err(job) = looped::submit(env, job) {
+        pool::submit(job);
+    }
 }
 
 /// [`spawn`] for an acquisition: a lease granted after its JavaScript environment was torn
@@ -68,20 +82,23 @@ where
     F: FnOnce() -> std::result::Result<Lease, Error> + Send + 'static,
 {
     let (pending, promise) = settle::promise(env)?;
-    pool::submit(Box::new(move || {
-        let out = catch_unwind(AssertUnwindSafe(work));
-        if let Ok(Ok(lease)) = &out {
-            if pending.is_closed() {
-                let _ = lease.unlock();
-            }
-        }
+    run(
+        env,
         Box::new(move || {
-            pending.settle(Box::new(move |env| match out {
-                Ok(r) => js(env, acquired(r)),
-                Err(_) => js(env, convert::internal("a panic in the Node binding's call")),
-            }))
-        })
-    }));
+            let out = catch_unwind(AssertUnwindSafe(work));
+            if let Ok(Ok(lease)) = &out {
+                if pending.is_closed() {
+                    let _ = lease.unlock();
+                }
+            }
+            Box::new(move || {
+                pending.settle(Box::new(move |env| match out {
+                    Ok(r) => js(env, acquired(r)),
+                    Err(_) => js(env, convert::internal("a panic in the Node binding's call")),
+                }))
+            })
+        }),
+    );
     Ok(promise)
 }
 

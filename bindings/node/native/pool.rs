@@ -1,6 +1,7 @@
-//! The binding's own threads: every blocking call of the engine runs on one of them, never on
-//! libuv's shared pool (four threads by default, which `fs`, `dns` and `zlib` also use). A
-//! job goes to an idle thread when there is one, else to a new thread, so N calls that wait
+//! The binding's own threads, for the calls that do not run on the event loop (`looped`): an
+//! environment whose loop cannot be reached, the suspended calls of a torn-down worker, and
+//! the benchmark's comparison row. A call runs on one of them, never on libuv's shared pool
+//! (four threads by default, which `fs`, `dns` and `zlib` also use). A job goes to an idle thread when there is one, else to a new thread, so N calls that wait
 //! take N threads and never queue behind each other; a thread idle for `IDLE` exits.
 //!
 //! **The hand-over.** Waking a thread asleep on a condition variable costs tens of

@@ -1,4 +1,4 @@
-//! Settling Promises from the binding's threads: one N-API thread-safe function per
+//! Settling Promises, from the event loop's coroutines or the binding's threads: one N-API thread-safe function per
 //! JavaScript thread (the main thread, each worker thread), made on first use and shared by
 //! every call, instead of one per call. It is referenced (keeps the event loop alive) only
 //! while calls are pending, so a process with nothing pending exits as it would without the

@@ -53,7 +53,7 @@ test('a worker thread terminated during a wait: no crash, and the wait leaves no
   const { Redlock } = await import('../index.mjs');
   const waiter = fileURLToPath(new URL('./support/waiter.mjs', import.meta.url));
   const mgr = new Redlock(nodes.urls);
-  const holder = await mgr.acquire('exit:worker', 10000);
+  const holder = await mgr.acquire('exit:worker', 10000, { fenced: true });
   for (let i = 0; i < 4; i++) {
     const w = new Worker(waiter, { workerData: { urls: nodes.urls, resource: 'exit:worker' } });
     await new Promise((resolve, reject) => {
@@ -63,9 +63,17 @@ test('a worker thread terminated during a wait: no crash, and the wait leaves no
     await w.terminate();
   }
   // The waits go on, on the binding's threads, and are granted one after another once the
-  // holder releases; each grant reaches no one (its worker is gone) and is released at once,
-  // not left to its 5 s TTL. This process goes on.
+  // holder releases (each fenced grant raises the fencing counter: the holder's was 1, so 5
+  // once all four were granted); each grant reaches no one (its worker is gone) and is
+  // released at once, not left to its 5 s TTL. This process goes on.
   await holder.release();
+  const counter = async () => Number(await nodes.cmd(0, 'GET', 'redlock-fence:exit:worker'));
+  let granted = 0;
+  for (let i = 0; i < 200 && granted < 5; i++) {
+    await sleep(50);
+    granted = await counter();
+  }
+  assert.equal(granted, 5, 'the four terminated workers\' waits were each granted');
   let free = false;
   for (let i = 0; i < 60 && !free; i++) {
     await sleep(50);

@@ -75,5 +75,7 @@ test('64 waits do not stall the event loop, fs or timers', { timeout: 60000 }, a
   assert.ok(lags.length > 60, `${lags.length} ticks in 1.5 s`);
   assert.ok(p99 < 100, `p99 lag ${p99} ms`);
   assert.ok(readMs < 1000, `readFile took ${readMs} ms`);
+  // The waits are suspended on the event loop: none took a thread.
+  assert.equal(started, 0, `${started} threads started for the waits`);
   assert.equal(await nodes.existsOn('redlock:loop:1'), 0);
 });

@@ -1,0 +1,551 @@
+//! Calls run on the event loop: each call is a coroutine on its JavaScript thread, and every
+//! wait of the engine (`redlock::park`) suspends it until libuv sees one of its descriptors
+//! ready or its time pass. The thread that waits for the nodes' replies is then the one that
+//! settles the Promise: a reply wakes the JavaScript thread once, as it wakes a C caller
+//! blocked in `poll(2)` once, with no hand-over between threads (`pool` pays two wake-ups
+//! per call: the binding's thread's, then the JavaScript thread's).
+//!
+//! **How the loop watches.** The descriptors of every suspended call of a JavaScript thread go
+//! into one epoll set of the binding's own, which libuv watches as one descriptor (an epoll
+//! set is pollable). libuv never sees the engine's sockets, so a socket the engine closes
+//! while a call waits on it (a connection dropped by another call) can confuse nothing of
+//! libuv's: the kernel drops it from the set. Each suspended call with a time limit has a
+//! libuv timer. The set is watched, and the timers run, only while calls are suspended, so an
+//! idle binding keeps no event loop alive.
+//!
+//! **Settling.** A finished call settles its Promise through `settle` (the thread-safe
+//! function of its thread), as a call on `pool` does: from the JavaScript thread itself that
+//! costs no wake-up, only the next turn of the loop, and keeps one path for every call.
+//!
+//! **What does not run here:** nothing else differs. A call that would block its thread
+//! outside `poll(2)` (a lock's mutex held by another thread for microseconds) blocks for that
+//! long, as any native call does. An environment torn down (a worker terminated) with calls
+//! suspended leaks them: their stacks and state stay allocated, their Promises are never
+//! settled, and what they held expires at its TTL.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::io;
+use std::os::fd::RawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use napi::{sys, Env};
+use redlock::park::{self, Park, Parked, PollFd, State};
+
+use crate::pool::Job;
+
+// libuv, as the running `node` exports it (every Node.js since 12 links it in and exports its
+// symbols for addons). Handles are allocated with `uv_handle_size` and used only through
+// these functions: the binding never depends on libuv's struct layouts.
+const UV_POLL: c_int = 8;
+const UV_TIMER: c_int = 13;
+const UV_READABLE: c_int = 1;
+
+type UvPollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
+type UvTimerCb = unsafe extern "C" fn(*mut c_void);
+type UvCloseCb = unsafe extern "C" fn(*mut c_void);
+
+extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_poll_init(lp: *mut c_void, h: *mut c_void, fd: c_int) -> c_int;
+    fn uv_poll_start(h: *mut c_void, events: c_int, cb: UvPollCb) -> c_int;
+    fn uv_poll_stop(h: *mut c_void) -> c_int;
+    fn uv_timer_init(lp: *mut c_void, h: *mut c_void) -> c_int;
+    fn uv_timer_start(h: *mut c_void, cb: UvTimerCb, timeout: u64, repeat: u64) -> c_int;
+    fn uv_timer_stop(h: *mut c_void) -> c_int;
+    fn uv_close(h: *mut c_void, cb: UvCloseCb);
+    fn uv_handle_set_data(h: *mut c_void, data: *mut c_void);
+    fn uv_handle_get_data(h: *const c_void) -> *mut c_void;
+}
+
+/// A coroutine's stack: room for the engine's deepest call (a TLS handshake), committed by
+/// the kernel only as it is touched.
+const STACK: usize = 1 << 20;
+/// Stacks kept for reuse per JavaScript thread.
+const KEEP_STACKS: usize = 16;
+
+/// What a suspended call waits for: its descriptors and its time limit.
+struct Wait {
+    fds: Vec<PollFd>,
+    timeout: Option<Duration>,
+}
+
+type Co = Coroutine<Vec<PollFd>, Wait, State, DefaultStack>;
+
+/// One call on this thread.
+struct Task {
+    /// `None` while it runs.
+    co: Option<Co>,
+    /// What it waits for, `revents` filled as readiness comes.
+    fds: Vec<PollFd>,
+    /// Its libuv timer (made on its first wait with a time limit).
+    timer: *mut c_void,
+    /// Whether readiness or time has come since it was suspended.
+    due: bool,
+    /// When its wait ends, if it has a time limit.
+    until: Option<Instant>,
+}
+
+/// The event loop's side of one JavaScript thread.
+struct Loop {
+    uv: *mut c_void,
+    /// The binding's epoll set, and libuv's poll handle on it.
+    epfd: RawFd,
+    watch: *mut c_void,
+    watching: bool,
+    tasks: HashMap<u64, Task>,
+    next: u64,
+    /// Which tasks wait on each descriptor of the set, and for what.
+    by_fd: HashMap<RawFd, Vec<(u64, i16)>>,
+    stacks: Vec<DefaultStack>,
+    /// Finished calls' engine state (a waker each), for the next calls.
+    states: Vec<State>,
+    /// Set when the environment is torn down: nothing more is started or resumed.
+    gone: bool,
+}
+
+impl Drop for Loop {
+    /// A suspended coroutine is never dropped: dropping unwinds its stack by a panic that
+    /// the job's own guard would catch (corosensei then aborts). Its stack is leaked instead:
+    /// this runs only as the thread or the process ends.
+    fn drop(&mut self) {
+        for (_, t) in self.tasks.drain() {
+            std::mem::forget(t.co);
+        }
+    }
+}
+
+thread_local! {
+    static LOOP: RefCell<Option<Rc<RefCell<Loop>>>> = const { RefCell::new(None) };
+}
+
+/// The suspending side: the engine's waits, handed to the loop through the coroutine.
+struct Suspend(*const Yielder<Vec<PollFd>, Wait>);
+
+impl Park for Suspend {
+    fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
+        // Each descriptor is in the loop's epoll set from its first wait on (edge-triggered:
+        // see `Loop::enlist`); what is ready already is found by a `poll(2)` that does not
+        // wait, and returned at once.
+        if let Some(l) = LOOP.with(|l| l.borrow().clone()) {
+            l.borrow().enlist(fds);
+        }
+        // SAFETY: `fds` is a live, exclusively borrowed array of `pollfd`s; timeout 0.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        if n != 0 || timeout.is_some_and(|t| t.is_zero()) {
+            return if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            };
+        }
+        // SAFETY: the yielder belongs to the coroutine whose body runs this call: `Suspend`
+        // lives in a `Parked` made inside that body and dropped before it returns.
+        let y = unsafe { &*self.0 };
+        let back = y.suspend(Wait {
+            fds: fds.to_vec(),
+            timeout,
+        });
+        let mut n = 0;
+        for (f, b) in fds.iter_mut().zip(back) {
+            f.revents = b.revents;
+            n += usize::from(b.revents != 0);
+        }
+        Ok(n)
+    }
+}
+
+fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
+    if let Some(l) = LOOP.with(|l| l.borrow().clone()) {
+        let gone = l.borrow().gone;
+        return (!gone).then_some(l);
+    }
+    let mut uv = ptr::null_mut();
+    // SAFETY: a valid env of this thread; N-API writes the loop's pointer.
+    if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut uv) } != sys::Status::napi_ok {
+        return None;
+    }
+    let uv = uv as *mut c_void;
+    // SAFETY: plain system calls; the handle is allocated at libuv's own size for a poll
+    // handle and initialised by libuv before any other use.
+    let (epfd, watch) = unsafe {
+        let epfd = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        if epfd < 0 {
+            return None;
+        }
+        let watch = libc::calloc(1, uv_handle_size(UV_POLL));
+        if watch.is_null() || uv_poll_init(uv, watch, epfd) != 0 {
+            libc::free(watch);
+            libc::close(epfd);
+            return None;
+        }
+        (epfd, watch)
+    };
+    let l = Rc::new(RefCell::new(Loop {
+        uv,
+        epfd,
+        watch,
+        watching: false,
+        tasks: HashMap::new(),
+        next: 1,
+        by_fd: HashMap::new(),
+        stacks: Vec::new(),
+        states: Vec::new(),
+        gone: false,
+    }));
+    // SAFETY: a valid env; the hook runs on this thread when the environment is torn down.
+    unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(torn_down), ptr::null_mut()) };
+    LOOP.with(|s| *s.borrow_mut() = Some(Rc::clone(&l)));
+    Some(l)
+}
+
+thread_local! {
+    static THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Sends this JavaScript thread's calls to the binding's threads (`true`) or runs them on its
+/// event loop (`false`, the default): the benchmark measures both.
+pub fn use_threads(on: bool) {
+    THREADS.with(|t| t.set(on));
+}
+
+/// Runs `job` as a coroutine of this JavaScript thread; `Err(job)` when the loop cannot be
+/// used (the caller runs it on a thread).
+pub fn submit(env: &Env, job: Job) -> std::result::Result<(), Job> {
+    if THREADS.with(|t| t.get()) {
+        return Err(job);
+    }
+    let Some(l) = the_loop(env) else {
+        return Err(job);
+    };
+    let state = l.borrow_mut().states.pop().unwrap_or_default();
+    let stack = match l.borrow_mut().stacks.pop() {
+        Some(s) => s,
+        None => match DefaultStack::new(STACK) {
+            Ok(s) => s,
+            Err(_) => return Err(job),
+        },
+    };
+    let co: Co = Coroutine::with_stack(stack, move |y: &Yielder<Vec<PollFd>, Wait>, _| {
+        let ctx = Parked::new(Box::new(Suspend(y as *const _)), state);
+        let after = park::parked(&ctx, job);
+        let state = ctx.take_state();
+        drop(ctx);
+        after();
+        state
+    });
+    let id = {
+        let mut lp = l.borrow_mut();
+        let id = lp.next;
+        lp.next += 1;
+        lp.tasks.insert(
+            id,
+            Task {
+                co: Some(co),
+                fds: Vec::new(),
+                timer: ptr::null_mut(),
+                due: false,
+                until: None,
+            },
+        );
+        id
+    };
+    resume(&l, id);
+    Ok(())
+}
+
+/// Resumes task `id` with the readiness gathered for it, then files its next wait or, once
+/// it has finished, frees it.
+fn resume(l: &Rc<RefCell<Loop>>, id: u64) {
+    let (mut co, fds) = {
+        let mut lp = l.borrow_mut();
+        let Some(t) = lp.tasks.get_mut(&id) else {
+            return;
+        };
+        t.due = false;
+        let fds = std::mem::take(&mut t.fds);
+        // The coroutine is taken out while it runs: the loop's state stays free for it.
+        let Some(co) = t.co.take() else {
+            return;
+        };
+        (co, fds)
+    };
+    let out = catch_unwind(AssertUnwindSafe(|| co.resume(fds)));
+    let mut lp = l.borrow_mut();
+    match out {
+        Ok(CoroutineResult::Yield(wait)) => {
+            let t = lp.tasks.get_mut(&id).expect("a running task stays listed");
+            t.co = Some(co);
+            lp.file(id, wait);
+        }
+        Ok(CoroutineResult::Return(state)) => {
+            let t = lp.tasks.remove(&id).expect("a running task stays listed");
+            if !t.timer.is_null() {
+                // SAFETY: the timer was initialised by libuv; freed in `freed` after closing.
+                unsafe { uv_close(t.timer, freed) };
+            }
+            if lp.stacks.len() < KEEP_STACKS {
+                lp.stacks.push(co.into_stack());
+                lp.states.push(state);
+            }
+        }
+        Err(_) => {
+            // A panic outside the job's own guard (the job catches its own): the call's
+            // Promise is lost with it, the process goes on.
+            if let Some(t) = lp.tasks.remove(&id) {
+                std::mem::forget(t.co);
+                std::mem::forget(co);
+            }
+        }
+    }
+}
+
+impl Loop {
+    /// Files task `id`'s wait: it is listed as waiting on each of its descriptors, and its
+    /// timer runs.
+    fn file(&mut self, id: u64, wait: Wait) {
+        for f in &wait.fds {
+            self.by_fd.entry(f.fd).or_default().push((id, f.events));
+        }
+        if !self.watching && !self.by_fd.is_empty() {
+            // SAFETY: the handle was initialised on this loop.
+            unsafe { uv_poll_start(self.watch, UV_READABLE, ready) };
+            self.watching = true;
+        }
+        let uv = self.uv;
+        let t = self.tasks.get_mut(&id).expect("filed tasks are listed");
+        t.fds = wait.fds;
+        t.until = wait.timeout.map(|d| Instant::now() + d);
+        if let Some(d) = wait.timeout {
+            if t.timer.is_null() {
+                // SAFETY: allocated at libuv's size for a timer, initialised by libuv.
+                unsafe {
+                    let h = libc::calloc(1, uv_handle_size(UV_TIMER));
+                    if !h.is_null() && uv_timer_init(uv, h) == 0 {
+                        t.timer = h;
+                    } else {
+                        libc::free(h);
+                    }
+                }
+            }
+            if !t.timer.is_null() {
+                let ms = d.as_nanos().div_ceil(1_000_000).min(u64::MAX as u128) as u64;
+                // SAFETY: an initialised timer; its data is the task's id.
+                unsafe {
+                    uv_handle_set_data(t.timer, id as usize as *mut c_void);
+                    uv_timer_start(t.timer, expired, ms.max(1), 0);
+                }
+            }
+        }
+    }
+
+    /// Puts each of `fds` in the epoll set, unless it is there. A descriptor stays in the set
+    /// once added, watched for input and output, edge-triggered: an edge that comes while
+    /// nobody waits on it is dropped (whoever waits next finds the level by `poll(2)` before
+    /// suspending), so no call adds and removes its descriptors each time it waits. A
+    /// descriptor the engine closes leaves the set with it (the kernel removes it), so one
+    /// reopened under the same number is added again here (`EEXIST` otherwise).
+    fn enlist(&self, fds: &[PollFd]) {
+        for f in fds {
+            let mut ev = libc::epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                u64: f.fd as u64,
+            };
+            // SAFETY: a plain system call on the binding's own epoll set.
+            unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, f.fd, &mut ev) };
+        }
+    }
+
+    /// Takes task `id`'s descriptors out of the set and stops its timer.
+    fn unfile(&mut self, id: u64) {
+        let Some(t) = self.tasks.get(&id) else {
+            return;
+        };
+        let fds: Vec<RawFd> = t.fds.iter().map(|f| f.fd).collect();
+        if !t.timer.is_null() {
+            // SAFETY: an initialised timer.
+            unsafe { uv_timer_stop(t.timer) };
+        }
+        for fd in fds {
+            let Some(list) = self.by_fd.get_mut(&fd) else {
+                continue;
+            };
+            list.retain(|&(i, _)| i != id);
+            if list.is_empty() {
+                self.by_fd.remove(&fd);
+            }
+        }
+        if self.watching && self.by_fd.is_empty() {
+            // SAFETY: an initialised poll handle.
+            unsafe { uv_poll_stop(self.watch) };
+            self.watching = false;
+        }
+    }
+}
+
+fn poll_revents(epoll: u32) -> i16 {
+    let mut r = 0;
+    for (ep, p) in [
+        (libc::EPOLLIN, libc::POLLIN),
+        (libc::EPOLLOUT, libc::POLLOUT),
+        (libc::EPOLLERR, libc::POLLERR),
+        (libc::EPOLLHUP, libc::POLLHUP),
+        (libc::EPOLLRDHUP, libc::POLLIN),
+    ] {
+        if epoll & ep as u32 != 0 {
+            r |= p;
+        }
+    }
+    r
+}
+
+/// libuv: the epoll set is readable. Gathers what is ready for whom, then resumes each task
+/// that has something.
+unsafe extern "C" fn ready(_h: *mut c_void, _status: c_int, _events: c_int) {
+    let Some(l) = LOOP.with(|l| l.borrow().clone()) else {
+        return;
+    };
+    let mut due = Vec::new();
+    {
+        let mut lp = l.borrow_mut();
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        // SAFETY: `evs` is a live array of 64 events; timeout 0.
+        let n = unsafe { libc::epoll_wait(lp.epfd, evs.as_mut_ptr(), 64, 0) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            let fd = ev.u64 as RawFd;
+            let revents = poll_revents(ev.events);
+            let ids: Vec<u64> = lp
+                .by_fd
+                .get(&fd)
+                .map_or(Vec::new(), |v| v.iter().map(|&(id, _)| id).collect());
+            for id in ids {
+                if let Some(t) = lp.tasks.get_mut(&id) {
+                    let mut any = false;
+                    for f in t.fds.iter_mut().filter(|f| f.fd == fd) {
+                        f.revents |= revents & (f.events | libc::POLLERR | libc::POLLHUP);
+                        any |= f.revents != 0;
+                    }
+                    if any && !t.due {
+                        t.due = true;
+                        due.push(id);
+                    }
+                }
+            }
+        }
+        for &id in &due {
+            lp.unfile(id);
+        }
+    }
+    for id in due {
+        resume(&l, id);
+    }
+}
+
+/// libuv: a task's time has passed.
+unsafe extern "C" fn expired(h: *mut c_void) {
+    // SAFETY: the data was set to the task's id when the timer was started.
+    let id = unsafe { uv_handle_get_data(h) } as usize as u64;
+    let Some(l) = LOOP.with(|l| l.borrow().clone()) else {
+        return;
+    };
+    {
+        let mut lp = l.borrow_mut();
+        match lp.tasks.get_mut(&id) {
+            Some(t) if !t.due => t.due = true,
+            _ => return,
+        }
+        lp.unfile(id);
+    }
+    resume(&l, id);
+}
+
+unsafe extern "C" fn freed(h: *mut c_void) {
+    // SAFETY: allocated with calloc in `file`, closed by libuv.
+    unsafe { libc::free(h) };
+}
+
+/// N-API: the environment is being torn down (a worker thread terminated). Its suspended
+/// calls go on to their end on one of the binding's threads, as they would have on `pool`:
+/// a lock granted then is released at once, since no one can receive it (`spawn_lease`).
+unsafe extern "C" fn torn_down(_arg: *mut c_void) {
+    let Some(l) = LOOP.with(|l| l.borrow_mut().take()) else {
+        return;
+    };
+    let mut lp = l.borrow_mut();
+    lp.gone = true;
+    let tasks: Vec<Task> = lp.tasks.drain().map(|(_, t)| t).collect();
+    // SAFETY: handles initialised on this loop, closed once, freed by `freed`.
+    unsafe {
+        uv_close(lp.watch, freed);
+        libc::close(lp.epfd);
+    }
+    for mut t in tasks {
+        if !t.timer.is_null() {
+            // SAFETY: as above.
+            unsafe { uv_close(t.timer, freed) };
+        }
+        if let Some(co) = t.co.take() {
+            let moved = Moved {
+                co,
+                fds: std::mem::take(&mut t.fds),
+                until: t.until,
+            };
+            crate::pool::submit(Box::new(move || {
+                moved.finish();
+                Box::new(|| {})
+            }));
+        }
+    }
+}
+
+/// A suspended call moved to one of the binding's threads to finish there.
+struct Moved {
+    co: Co,
+    fds: Vec<PollFd>,
+    until: Option<Instant>,
+}
+
+// SAFETY: a suspended call's stack holds what its job holds (which is `Send`) and what the
+// engine's call path holds between two waits: owned buffers, `Arc`s, and its context, an `Rc`
+// that nothing else refers to while the call is suspended (the engine takes it off the thread
+// for the wait: `park::poll`). No lock is held across a wait. Its JavaScript thread never
+// touches it again: the loop that listed it is gone.
+unsafe impl Send for Moved {}
+
+impl Moved {
+    /// Resumes the call until it ends, each wait a blocking `poll(2)`.
+    fn finish(mut self) {
+        loop {
+            let timeout = self.until.map_or(-1, |u| {
+                let left = u.saturating_duration_since(Instant::now());
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as c_int
+            });
+            // SAFETY: a live array of `pollfd`s.
+            unsafe {
+                libc::poll(
+                    self.fds.as_mut_ptr(),
+                    self.fds.len() as libc::nfds_t,
+                    timeout,
+                )
+            };
+            let fds = std::mem::take(&mut self.fds);
+            match catch_unwind(AssertUnwindSafe(|| self.co.resume(fds))) {
+                Ok(CoroutineResult::Yield(w)) => {
+                    self.fds = w.fds;
+                    self.until = w.timeout.map(|d| Instant::now() + d);
+                }
+                Ok(CoroutineResult::Return(_)) => return,
+                Err(_) => {
+                    std::mem::forget(self);
+                    return;
+                }
+            }
+        }
+    }
+}
