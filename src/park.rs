@@ -64,13 +64,31 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Parked>>> = const { RefCell::new(None) };
 }
 
+// The thread-local is read and written only through these three functions, never inlined: a
+// parked call may be resumed on another thread (the Node addon finishes a torn-down worker's
+// calls on a thread of its own), and a function inlined around a wait could reuse the
+// thread-local's address computed before it, on the first thread.
+
+/// This thread's context, replaced by `ctx`.
+#[inline(never)]
+fn swap_current(ctx: Option<Rc<Parked>>) -> Option<Rc<Parked>> {
+    CURRENT
+        .try_with(|c| std::mem::replace(&mut *c.borrow_mut(), ctx))
+        .unwrap_or(None)
+}
+
+/// This thread's context, left in place.
+#[inline(never)]
+fn current() -> Option<Rc<Parked>> {
+    CURRENT.try_with(|c| c.borrow().clone()).unwrap_or(None)
+}
+
 /// Restores the thread's previous context when a [`parked`] scope ends (also by a panic).
 struct Restore(Option<Rc<Parked>>);
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let prev = self.0.take();
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+        swap_current(self.0.take());
     }
 }
 
@@ -78,14 +96,14 @@ impl Drop for Restore {
 /// park may run other calls on this thread (each in a `parked` scope of its own) before it
 /// returns; the context is taken off the thread while it is parked and put back after.
 pub fn parked<R>(ctx: &Rc<Parked>, f: impl FnOnce() -> R) -> R {
-    let prev = CURRENT.with(|c| c.borrow_mut().replace(Rc::clone(ctx)));
+    let prev = swap_current(Some(Rc::clone(ctx)));
     let _restore = Restore(prev);
     f()
 }
 
 /// Whether this thread runs a call under a [`Park`].
 pub(crate) fn is_parked() -> bool {
-    CURRENT.with(|c| c.borrow().is_some())
+    current().is_some()
 }
 
 /// The current context's slot for a lower layer's per-call state (`None`: no context, the
@@ -93,7 +111,7 @@ pub(crate) fn is_parked() -> bool {
 pub(crate) fn slot<R>(
     f: impl FnOnce(&RefCell<Option<Arc<dyn Any + Send + Sync>>>) -> R,
 ) -> Option<R> {
-    let ctx = CURRENT.with(|c| c.borrow().clone())?;
+    let ctx = current()?;
     Some(f(&ctx.slot))
 }
 
@@ -103,11 +121,11 @@ pub(crate) fn slot<R>(
 pub(crate) fn poll(fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
     let ctx = match timeout {
         Some(t) if t.is_zero() => None,
-        _ => CURRENT.with(|c| c.borrow_mut().take()),
+        _ => swap_current(None),
     };
     if let Some(ctx) = ctx {
         let r = ctx.park.park(fds, timeout);
-        CURRENT.with(|c| *c.borrow_mut() = Some(ctx));
+        swap_current(Some(ctx));
         return r;
     }
     let ms = timeout.map_or(-1, timeout_ms);

@@ -74,6 +74,8 @@ thread_local! {
     static CELL: RefCell<Option<Arc<Cell>>> = const { RefCell::new(None) };
 }
 
+// Never inlined: see park.rs (a parked call may go on on another thread).
+#[inline(never)]
 fn thread_cell() -> io::Result<Arc<Cell>> {
     // A call run under an event loop's park has a cell of its own: other calls run on its
     // thread while it is parked (see park.rs).
