@@ -291,7 +291,7 @@ export class InvalidArgumentError extends RangeError {
 /** The most bytes a leader's value may have (65536). */
 export const MAX_LEADER_VALUE: number;
 
-/** Threads the binding has started so far (its own, never libuv's). */
+/** Threads the binding has started so far (its own, never libuv's): calls run on the event loop, so only a torn-down worker's pending calls and the benchmark's comparison use them. */
 export function threadsStarted(): number;
 /** The file the native addon was loaded from: redlock.node, a cargo build, or a prebuilt package's. */
 export const addonPath: string;

@@ -1,6 +1,6 @@
 'use strict';
 // Lease: the handle every acquisition returns. Its facts are read from the engine at once
-// (no I/O); release and extend run on the binding's threads.
+// (no I/O); release and extend run on the event loop without blocking it.
 const { fromInfo } = require('./errors');
 const { uint32, acquireOptions } = require('./options');
 const native = require('./native');

@@ -1,5 +1,5 @@
 'use strict';
-// Loads the addon (redlock.node): the engine and the binding's threads in one file.
+// Loads the addon (redlock.node): the engine and its event-loop side in one file.
 //
 // The first of these that exists: $REDLOCK_NODE_ADDON (a path; nothing else is tried), the
 // file `npm install` built beside package.json, the repository's bindings/node/target build,
