@@ -31,6 +31,15 @@ pub trait Park {
     /// no limit; an empty `fds` is a pause), and returns how many descriptors are ready (0: the
     /// time passed). Returning early is allowed: every caller looks again and waits again.
     fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize>;
+
+    /// Whether a command written by a call that does not read its connection may wait in the
+    /// connection's buffer until [`flush_deferred`], which the park's owner then promises to
+    /// run before its thread next blocks (an event loop: before it polls). The commands of
+    /// the calls made in one turn of the loop then go out in one write per node. The default:
+    /// no, every command is written at once.
+    fn defers_writes(&self) -> bool {
+        false
+    }
 }
 
 /// A call's context while it runs under a [`Park`]: the park, and the call's own state that
@@ -60,8 +69,12 @@ impl Parked {
     }
 }
 
+/// A write left for [`flush_deferred`], and what it writes to (one per connection).
+type Deferred = (usize, Box<dyn FnOnce()>);
+
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Parked>>> = const { RefCell::new(None) };
+    static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
 }
 
 // The thread-local is read and written only through these three functions, never inlined: a
@@ -99,6 +112,45 @@ pub fn parked<R>(ctx: &Rc<Parked>, f: impl FnOnce() -> R) -> R {
     let prev = swap_current(Some(Rc::clone(ctx)));
     let _restore = Restore(prev);
     f()
+}
+
+/// Whether the current call's park defers writes (see [`Park::defers_writes`]).
+pub(crate) fn defers_writes() -> bool {
+    current().is_some_and(|c| c.park.defers_writes())
+}
+
+/// Leaves `write` (which writes connection `key`'s buffer) for [`flush_deferred`] when the
+/// current call's park defers writes; gives it back otherwise. A connection already listed
+/// needs nothing more: its write takes everything buffered.
+#[inline(never)]
+pub(crate) fn defer(key: usize, write: Box<dyn FnOnce()>) -> Result<(), Box<dyn FnOnce()>> {
+    if !current().is_some_and(|c| c.park.defers_writes()) {
+        return Err(write);
+    }
+    let mut write = Some(write);
+    let listed = DEFERRED.try_with(|d| {
+        let mut d = d.borrow_mut();
+        let w = write.take();
+        if !d.iter().any(|(k, _)| *k == key) {
+            d.extend(w.map(|w| (key, w)));
+        }
+    });
+    match (listed, write) {
+        (Err(_), Some(w)) => Err(w),
+        _ => Ok(()),
+    }
+}
+
+/// Writes what the calls of this thread left in their connections' buffers (see
+/// [`Park::defers_writes`]). An event loop calls it before it polls.
+#[inline(never)]
+pub fn flush_deferred() {
+    let writes = DEFERRED
+        .try_with(|d| std::mem::take(&mut *d.borrow_mut()))
+        .unwrap_or_default();
+    for (_, write) in writes {
+        write();
+    }
 }
 
 /// Whether this thread runs a call under a [`Park`].

@@ -6,7 +6,9 @@
 //! What would fail: a wait of the engine that blocked its thread instead of parking (the
 //! holder below could never run to release, so the waiter would time out); per-thread state
 //! shared by two suspended calls (their rounds would clobber each other's slots); a lock held
-//! across a wait (the thread would deadlock).
+//! across a wait (the thread would deadlock). The scheduler also writes what calls leave
+//! buffered before each wait, as the Node addon's loop does (a missing write would only be
+//! late: the connection's driver writes it at its next wake-up).
 
 mod support;
 
@@ -35,6 +37,11 @@ struct Suspend {
 }
 
 impl Park for Suspend {
+    /// As an event loop's: the scheduler writes what calls leave buffered before it polls.
+    fn defers_writes(&self) -> bool {
+        true
+    }
+
     fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
         self.parks.set(self.parks.get() + 1);
         // SAFETY: the yielder is the running coroutine's own; `Suspend` lives in a context
@@ -85,6 +92,9 @@ fn run(calls: Vec<Co>, limit: Duration) {
             Instant::now() < end,
             "the calls did not end within {limit:?}"
         );
+        // What the calls left in their connections' buffers goes out before the wait, in one
+        // write per connection.
+        redlock::park::flush_deferred();
         let mut all: Vec<PollFd> = live.iter().flat_map(|(_, w, _)| w.fds.clone()).collect();
         let now = Instant::now();
         let nearest = live.iter().filter_map(|(_, _, u)| *u).min();

@@ -37,6 +37,7 @@ use super::entry::{Entry, Purpose, Redirected, Resend, stale};
 use super::health::{self, ConnSettings, Discovery, Hs, Node};
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness, Waker};
+use crate::park;
 use crate::resp::{ReadError, Reply};
 
 mod connect;
@@ -206,7 +207,7 @@ impl Link {
     /// before it, in the same write (a cluster's `ASK` redirect), its reply for nobody.
     #[allow(clippy::too_many_arguments)] // a command, its reply's shape and its cost, and when
     pub(crate) fn submit(
-        &self,
+        self: &Arc<Self>,
         call: Option<&Call>,
         cmd: &[u8],
         expect: &Expect,
@@ -231,9 +232,28 @@ impl Link {
             connect,
             &mut wakes,
         );
-        self.flush(now, settings, &mut wakes);
+        // A call that does not drive the connection may leave its command in the buffer for
+        // its event loop to write with the others of the same turn (park.rs); the driver
+        // writes at once (its next wait would anyway: it polls for output).
+        let drives = matches!(&r, Ok(Some(s)) if s.drive);
+        if drives || !park::defers_writes() || !self.defer_flush(now, settings) {
+            self.flush(now, settings, &mut wakes);
+        }
         wake_all(&mut wakes, call.map_or(0, |c| c.round));
         r
+    }
+
+    /// Leaves this connection's write for the event loop's [`park::flush_deferred`]; false
+    /// when the call's park does not defer writes.
+    fn defer_flush(self: &Arc<Self>, now: Instant, settings: &ConnSettings) -> bool {
+        let link = Arc::clone(self);
+        let settings = settings.clone();
+        let write = Box::new(move || {
+            let mut wakes = Wakes::new();
+            link.flush(now, &settings, &mut wakes);
+            wake_all(&mut wakes, 0);
+        });
+        park::defer(Arc::as_ptr(self) as usize, write).is_ok()
     }
 
     #[allow(clippy::too_many_arguments)] // the arguments of submit, plus its wake-up list
