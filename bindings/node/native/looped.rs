@@ -13,6 +13,12 @@
 //! libuv timer. The set is watched, and the timers run, only while calls are suspended, so an
 //! idle binding keeps no event loop alive.
 //!
+//! **Writes.** A call that does not drive its connection leaves its command in the
+//! connection's buffer (`Park::defers_writes`); a prepare handle writes every such buffer
+//! before the loop polls, and the epoll set's callback does so before its own work, so the
+//! calls made in one turn go out in one write per node. (The connection's driver would write
+//! them at its next wake-up anyway: a missed flush is late, not lost.)
+//!
 //! **Settling.** A finished call settles its Promise through `settle` (the thread-safe
 //! function of its thread), as a call on `pool` does: from the JavaScript thread itself that
 //! costs no wake-up, only the next turn of the loop, and keeps one path for every call.
@@ -44,12 +50,14 @@ use crate::pool::Job;
 // symbols for addons). Handles are allocated with `uv_handle_size` and used only through
 // these functions: the binding never depends on libuv's struct layouts.
 const UV_POLL: c_int = 8;
+const UV_PREPARE: c_int = 9;
 const UV_TIMER: c_int = 13;
 const UV_READABLE: c_int = 1;
 
 type UvPollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
 type UvTimerCb = unsafe extern "C" fn(*mut c_void);
 type UvCloseCb = unsafe extern "C" fn(*mut c_void);
+type UvPrepareCb = unsafe extern "C" fn(*mut c_void);
 
 extern "C" {
     fn uv_handle_size(kind: c_int) -> usize;
@@ -60,6 +68,9 @@ extern "C" {
     fn uv_timer_start(h: *mut c_void, cb: UvTimerCb, timeout: u64, repeat: u64) -> c_int;
     fn uv_timer_stop(h: *mut c_void) -> c_int;
     fn uv_close(h: *mut c_void, cb: UvCloseCb);
+    fn uv_prepare_init(lp: *mut c_void, h: *mut c_void) -> c_int;
+    fn uv_prepare_start(h: *mut c_void, cb: UvPrepareCb) -> c_int;
+    fn uv_unref(h: *mut c_void);
     fn uv_handle_set_data(h: *mut c_void, data: *mut c_void);
     fn uv_handle_get_data(h: *const c_void) -> *mut c_void;
 }
@@ -99,6 +110,9 @@ struct Loop {
     epfd: RawFd,
     watch: *mut c_void,
     watching: bool,
+    /// Runs before each poll of the loop: writes the commands calls left in their connections'
+    /// buffers during this turn (`redlock::park::flush_deferred`).
+    prepare: *mut c_void,
     tasks: HashMap<u64, Task>,
     next: u64,
     /// Which tasks wait on each descriptor of the set, and for what.
@@ -129,6 +143,12 @@ thread_local! {
 struct Suspend(*const Yielder<Vec<PollFd>, Wait>);
 
 impl Park for Suspend {
+    /// On the loop's thread (not on a binding thread finishing a torn-down worker's call),
+    /// the loop's prepare handle writes what a call leaves buffered: see `before_poll`.
+    fn defers_writes(&self) -> bool {
+        LOOP.with(|l| l.borrow().as_ref().is_some_and(|l| !l.borrow().gone))
+    }
+
     fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
         // Each descriptor is in the loop's epoll set from its first wait on (edge-triggered:
         // see `Loop::enlist`); what is ready already is found by a `poll(2)` that does not
@@ -187,11 +207,26 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
         }
         (epfd, watch)
     };
+    // SAFETY: allocated at libuv's size for a prepare handle and initialised by libuv;
+    // unreferenced, so it never keeps the loop alive by itself.
+    let prepare = unsafe {
+        let h = libc::calloc(1, uv_handle_size(UV_PREPARE));
+        if h.is_null() || uv_prepare_init(uv, h) != 0 {
+            libc::free(h);
+            uv_close(watch, freed);
+            libc::close(epfd);
+            return None;
+        }
+        uv_prepare_start(h, before_poll);
+        uv_unref(h);
+        h
+    };
     let l = Rc::new(RefCell::new(Loop {
         uv,
         epfd,
         watch,
         watching: false,
+        prepare,
         tasks: HashMap::new(),
         next: 1,
         by_fd: HashMap::new(),
@@ -408,6 +443,8 @@ fn poll_revents(epoll: u32) -> i16 {
 /// libuv: the epoll set is readable. Gathers what is ready for whom, then resumes each task
 /// that has something.
 unsafe extern "C" fn ready(_h: *mut c_void, _status: c_int, _events: c_int) {
+    // What the calls made since the last poll left buffered goes out before this turn's work.
+    park::flush_deferred();
     let Some(l) = LOOP.with(|l| l.borrow().clone()) else {
         return;
     };
@@ -465,6 +502,12 @@ unsafe extern "C" fn expired(h: *mut c_void) {
     resume(&l, id);
 }
 
+/// libuv: the loop is about to poll. The commands the calls of this turn left in their
+/// connections' buffers go out now, one write per connection.
+unsafe extern "C" fn before_poll(_h: *mut c_void) {
+    park::flush_deferred();
+}
+
 unsafe extern "C" fn freed(h: *mut c_void) {
     // SAFETY: allocated with calloc in `file`, closed by libuv.
     unsafe { libc::free(h) };
@@ -483,6 +526,7 @@ unsafe extern "C" fn torn_down(_arg: *mut c_void) {
     // SAFETY: handles initialised on this loop, closed once, freed by `freed`.
     unsafe {
         uv_close(lp.watch, freed);
+        uv_close(lp.prepare, freed);
         libc::close(lp.epfd);
     }
     for mut t in tasks {
