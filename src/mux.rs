@@ -51,9 +51,6 @@ pub(crate) trait Source {
     fn on_deadline(&mut self, now: Instant);
 }
 
-/// The `poll` timeout for a remaining wait: whole milliseconds, rounded **up** so that a
-/// sub-millisecond remainder never becomes a zero timeout (which would spin), and capped to
-/// what a C `int` holds.
 #[cfg(test)]
 use crate::park::timeout_ms;
 

@@ -77,10 +77,10 @@ thread_local! {
     static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
 }
 
-// The thread-local is read and written only through these three functions, never inlined: a
-// parked call may be resumed on another thread (the Node addon finishes a torn-down worker's
-// calls on a thread of its own), and a function inlined around a wait could reuse the
-// thread-local's address computed before it, on the first thread.
+// The thread-locals are read and written only in functions that are never inlined: a parked
+// call may be resumed on another thread (the Node addon finishes a torn-down worker's calls on
+// a thread of its own), and a function inlined around a wait could reuse a thread-local's
+// address computed before it, on the first thread.
 
 /// This thread's context, replaced by `ctx`.
 #[inline(never)]
@@ -204,8 +204,9 @@ pub(crate) fn pause(d: Duration) {
     std::thread::sleep(d);
 }
 
-/// `remaining` as `poll(2)`'s timeout: whole milliseconds, rounded up (a wait never ends
-/// early), at least 1.
+/// `remaining` as `poll(2)`'s timeout: whole milliseconds, rounded **up** so that a
+/// sub-millisecond remainder never becomes a zero timeout (which would spin), and capped to
+/// what a C `int` holds.
 pub(crate) fn timeout_ms(remaining: Duration) -> libc::c_int {
     let ms = remaining.as_nanos().div_ceil(1_000_000).max(1);
     ms.min(libc::c_int::MAX as u128) as libc::c_int
