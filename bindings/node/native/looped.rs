@@ -5,13 +5,13 @@
 //! blocked in `poll(2)` once, with no hand-over between threads (`pool` pays two wake-ups
 //! per call: the binding's thread's, then the JavaScript thread's).
 //!
-//! **How the loop watches.** The descriptors of every suspended call of a JavaScript thread go
-//! into one epoll set of the binding's own, which libuv watches as one descriptor (an epoll
-//! set is pollable). libuv never sees the engine's sockets, so a socket the engine closes
-//! while a call waits on it (a connection dropped by another call) can confuse nothing of
-//! libuv's: the kernel drops it from the set. Each suspended call with a time limit has a
-//! libuv timer. The set is watched, and the timers run, only while calls are suspended, so an
-//! idle binding keeps no event loop alive.
+//! **How the loop watches.** The descriptors a call waits on go into one epoll set of the
+//! binding's own per JavaScript thread (edge-triggered, and left there: see `Loop::enlist`),
+//! which libuv watches as one descriptor (an epoll set is pollable). libuv never sees the
+//! engine's sockets, so a socket the engine closes while a call waits on it (a connection
+//! dropped by another call) can confuse nothing of libuv's: the kernel drops it from the set.
+//! Each suspended call with a time limit has a libuv timer. The set is watched, and the timers
+//! run, only while calls are suspended, so an idle binding keeps no event loop alive.
 //!
 //! **Writes.** A call that does not drive its connection leaves its command in the
 //! connection's buffer (`Park::defers_writes`); a prepare handle writes every such buffer
@@ -23,11 +23,11 @@
 //! function of its thread), as a call on `pool` does: from the JavaScript thread itself that
 //! costs no wake-up, only the next turn of the loop, and keeps one path for every call.
 //!
-//! **What does not run here:** nothing else differs. A call that would block its thread
-//! outside `poll(2)` (a lock's mutex held by another thread for microseconds) blocks for that
-//! long, as any native call does. An environment torn down (a worker terminated) with calls
-//! suspended leaks them: their stacks and state stay allocated, their Promises are never
-//! settled, and what they held expires at its TTL.
+//! **What does not run here.** A call that would block its thread outside `poll(2)` (a
+//! lock's mutex held by another thread for microseconds) blocks for that long, as any native
+//! call does. An environment torn down (a worker terminated) with calls suspended moves them
+//! to one of the binding's threads, where they go on to their end (`torn_down`, `Moved`);
+//! their Promises are never settled, and a lock granted then is released at once.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -115,8 +115,8 @@ struct Loop {
     prepare: *mut c_void,
     tasks: HashMap<u64, Task>,
     next: u64,
-    /// Which tasks wait on each descriptor of the set, and for what.
-    by_fd: HashMap<RawFd, Vec<(u64, i16)>>,
+    /// Which tasks wait on each descriptor of the set (what for: each task's `fds`).
+    by_fd: HashMap<RawFd, Vec<u64>>,
     stacks: Vec<DefaultStack>,
     /// Finished calls' engine state (a waker each), for the next calls.
     states: Vec<State>,
@@ -346,7 +346,7 @@ impl Loop {
     /// timer runs.
     fn file(&mut self, id: u64, wait: Wait) {
         for f in &wait.fds {
-            self.by_fd.entry(f.fd).or_default().push((id, f.events));
+            self.by_fd.entry(f.fd).or_default().push(id);
         }
         if !self.watching && !self.by_fd.is_empty() {
             // SAFETY: the handle was initialised on this loop.
@@ -411,7 +411,7 @@ impl Loop {
             let Some(list) = self.by_fd.get_mut(&fd) else {
                 continue;
             };
-            list.retain(|&(i, _)| i != id);
+            list.retain(|&i| i != id);
             if list.is_empty() {
                 self.by_fd.remove(&fd);
             }
@@ -457,10 +457,7 @@ unsafe extern "C" fn ready(_h: *mut c_void, _status: c_int, _events: c_int) {
         for ev in evs.iter().take(n.max(0) as usize) {
             let fd = ev.u64 as RawFd;
             let revents = poll_revents(ev.events);
-            let ids: Vec<u64> = lp
-                .by_fd
-                .get(&fd)
-                .map_or(Vec::new(), |v| v.iter().map(|&(id, _)| id).collect());
+            let ids: Vec<u64> = lp.by_fd.get(&fd).cloned().unwrap_or_default();
             for id in ids {
                 if let Some(t) = lp.tasks.get_mut(&id) {
                     let mut any = false;
