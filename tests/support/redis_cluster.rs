@@ -177,9 +177,14 @@ impl RedisCluster {
 
     /// The slot ranges each primary serves, by port, from `CLUSTER SLOTS` on the first server.
     pub fn slot_ranges(&self) -> Vec<(u16, u16, u16)> {
+        self.slot_ranges_seen_by(&self.servers[0])
+    }
+
+    /// The slot ranges each primary serves, by port, as server `s` sees them (`CLUSTER SLOTS`).
+    pub fn slot_ranges_seen_by(&self, s: &RedisServer) -> Vec<(u16, u16, u16)> {
         let v: redis::Value = redis::cmd("CLUSTER")
             .arg("SLOTS")
-            .query(&mut self.servers[0].client())
+            .query(&mut s.client())
             .expect("CLUSTER SLOTS");
         let redis::Value::Array(ranges) = v else {
             panic!("CLUSTER SLOTS: {v:?}")
@@ -221,11 +226,18 @@ impl RedisCluster {
     }
 
     /// Gives `slot` (which must hold no key) to `to`: `CLUSTER SETSLOT slot NODE id` on the
-    /// new owner first, then on every other server.
+    /// new owner first, then on every other server; then waits (bounded) until every server
+    /// names `to` as the owner, several reads in a row.
+    ///
+    /// The wait is needed: the new owner's config epoch comes from its own view of the
+    /// cluster's epochs, which may lag (another primary may have bumped its epoch for another
+    /// slot a moment ago). A server not yet told of the move then answers the new owner's
+    /// gossip with an `UPDATE` naming the old owner, whose epoch is higher, and the new owner
+    /// gives the slot back in its own view, while every other server names it. Such a server
+    /// is told again until all agree.
     pub fn move_empty_slot(&self, slot: u16, to: &RedisServer) {
         let id = self.id(to);
-        let order = std::iter::once(to).chain(self.servers.iter().filter(|s| s.port != to.port));
-        for s in order {
+        let set = |s: &RedisServer| {
             let _: () = redis::cmd("CLUSTER")
                 .arg("SETSLOT")
                 .arg(slot)
@@ -233,7 +245,44 @@ impl RedisCluster {
                 .arg(&id)
                 .query(&mut s.client())
                 .expect("CLUSTER SETSLOT NODE");
+        };
+        let order = std::iter::once(to).chain(self.servers.iter().filter(|s| s.port != to.port));
+        for s in order {
+            set(s);
         }
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        let mut agreeing = 0;
+        while agreeing < 5 {
+            let stale: Vec<&RedisServer> = (self.servers.iter())
+                .filter(|s| self.owner_seen_by(s, slot) != Some(to.port))
+                .collect();
+            if stale.is_empty() {
+                agreeing += 1;
+            } else {
+                agreeing = 0;
+                assert!(
+                    std::time::Instant::now() < until,
+                    "slot {slot}: the servers did not agree on its new owner within 30 s"
+                );
+                for s in stale {
+                    eprintln!(
+                        "slot {slot}: 127.0.0.1:{} names {:?} as its owner, not {}: told again",
+                        s.port,
+                        self.owner_seen_by(s, slot),
+                        to.port
+                    );
+                    set(s);
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The port of the primary that serves `slot`, as server `s` sees it (`None`: no owner).
+    fn owner_seen_by(&self, s: &RedisServer, slot: u16) -> Option<u16> {
+        (self.slot_ranges_seen_by(s).into_iter())
+            .find(|(from, to, _)| (*from..=*to).contains(&slot))
+            .map(|r| r.2)
     }
 
     /// Starts moving `slot` from `from` to `to`: `IMPORTING` on `to`, `MIGRATING` on `from`.
