@@ -112,7 +112,7 @@ pub const MARKER_KEY: &[u8] = b"redlock-marker";
 /// TTL of two maximum TTLs, so that a manager meeting the cluster later does not mistake a
 /// cluster whose every node restarted within the maximum TTL for a brand-new one. It holds the
 /// lost server's `run_id` and why. On a cluster node each shard primary holds one, tagged like
-/// its lowest slot's marker ([`slot_loss_note`]).
+/// its lowest slot's marker (`redlock-marker-lost:{TAG}`).
 pub const LOSS_NOTE_KEY: &[u8] = b"redlock-marker-lost";
 
 /// Configuration for a [`Redlock`](crate::Redlock) manager.

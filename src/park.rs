@@ -10,7 +10,7 @@
 //! between attempts and between re-reads, a waiter's sleep, a host name's look-up.
 //!
 //! A call's per-thread state (its round's slots and waker, `node::call`) is kept per call while
-//! it is parked: [`slot`] gives the parked call's own, so two calls suspended on one thread
+//! it is parked: `slot` gives the parked call's own, so two calls suspended on one thread
 //! never share it.
 
 use std::any::Any;
