@@ -269,8 +269,10 @@ typedef struct redlock_lease redlock_lease;
 //
 // Thread-safe: any number of threads may call `redlock_acquire` and friends on one manager at
 // once. Created by `redlock_manager_new`, freed by `redlock_manager_free`; leases it made stay
-// usable after it is freed (each keeps what it needs alive). Not usable in a child process
-// after `fork()`.
+// usable after it is freed (each keeps what it needs alive). Once it and its leases are freed,
+// a connection that still owes replies (a slower node's) is read to the end by a background
+// thread before it closes, the stale limit at most: a release that returned at quorum still
+// reaches the slower nodes. Not usable in a child process after `fork()`.
 //
 // Methods: `redlock_manager_new`, `redlock_manager_free`, `redlock_manager_node_count`,
 // `redlock_manager_quorum`, `redlock_acquire`, `redlock_lock`, `redlock_try_lock`,

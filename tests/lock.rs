@@ -1151,3 +1151,50 @@ fn a_wait_of_duration_max_is_no_limit_and_never_panics() {
     held.unlock().unwrap();
     waiter.join().unwrap().unwrap().unlock().unwrap();
 }
+
+/// The program drops the manager as soon as an unlock returns at quorum, while the slower
+/// node still owes the unlock's reply; that node has lost its scripts (`SCRIPT FLUSH`) and
+/// pauses its clients' writes (`CLIENT PAUSE … WRITE`, as a failover does), so the reply,
+/// when it comes, is `NOSCRIPT`. The connection is read to the end after the manager is gone
+/// (the caretaker drains it), so the `EVAL` form still follows and the key goes; closed at
+/// once, the node would never get the `EVAL` and keep the key for its TTL.
+#[test]
+fn an_unlock_answered_late_is_completed_after_the_manager_is_dropped() {
+    let cluster = Cluster::start(3);
+    let k = key(b"late-unlock");
+    let mgr = Redlock::new(
+        support::config(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            // Longer than the pause, on a busy machine too.
+            .stale_limit(Duration::from_secs(10)),
+    )
+    .unwrap();
+    let lease = mgr
+        .try_lock("late-unlock", Duration::from_secs(60))
+        .unwrap();
+    assert!(eventually(SETTLE, || cluster
+        .holding(&k, lease.value().as_bytes())
+        == 3));
+    let mut slow = cluster.servers[2].client();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut slow).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(500)
+        .arg("WRITE")
+        .query(&mut slow)
+        .unwrap();
+    lease.unlock().unwrap();
+    drop(lease);
+    drop(mgr);
+    // Gone from the two nodes that confirmed, and from the paused one after its pause and the
+    // EVAL (bounded: far under the TTL).
+    assert!(
+        eventually(Duration::from_secs(20), || cluster.present(&k) == 0),
+        "the key is still held: PTTL {:?}",
+        cluster
+            .servers
+            .iter()
+            .map(|s| s.pttl(&k))
+            .collect::<Vec<_>>()
+    );
+}

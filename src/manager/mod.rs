@@ -71,6 +71,12 @@ pub struct NodeState {
 /// Cheap to clone (the clones share connections), `Send + Sync`: many threads may lock at
 /// once. The manager keeps one connection per node, shared by all of them: every command is
 /// written to all nodes at once, and concurrent callers' commands to a node travel together.
+///
+/// Once every clone and every lease it made are dropped, a connection that still owes replies
+/// (a slower node's, after steps that returned at quorum) is read to the end by a background
+/// thread before it is closed, for at most the [stale limit](crate::Config::stale_limit): an
+/// unlock that returned still reaches the slower nodes when the program drops the manager at
+/// once. (A process that exits at once does not wait for it.)
 #[derive(Clone)]
 pub struct Redlock {
     pub(crate) shared: Arc<Shared>,

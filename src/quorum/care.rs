@@ -12,10 +12,19 @@
 //! or for at most the stale limit; then it lets go. Callers that come meanwhile are served by
 //! it and take the link over when it leaves.
 //!
-//! It is started on first use, holds the links only weakly (a dropped manager's links are
-//! forgotten), and sleeps in `poll(2)` on its waker when it has nothing to do.
+//! When a manager's nodes are dropped (the manager and every lease it made are gone), each
+//! connection that still owes replies is handed over too, and read to the end before it is
+//! closed ([`Link::drain`]): programs drop the manager as soon as an unlock returns at quorum,
+//! and closing the slower node's connection then may lose the unlock (a node that finds the
+//! connection reset while it has replies to write frees the client, with the commands it had
+//! not read yet; a `NOSCRIPT` answered after the close never gets its `EVAL`), leaving that
+//! node's key for its TTL.
+//!
+//! It is started on first use and sleeps in `poll(2)` on its waker when it has nothing to do.
+//! It holds the links it was handed (strongly, for the drain above), until it lets go: the
+//! stale limit at most.
 
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::mux::{self, Interest, Readiness, Source, Waker};
@@ -23,9 +32,22 @@ use crate::node::call::{Wakes, wake_all};
 use crate::node::{Call, ConnSettings, Link};
 use crate::timing::{Clock, SystemClock};
 
+/// A manager's nodes are dropped (the manager and every lease it made are gone): every
+/// connection that still owes replies is read to the end by the caretaker before it is closed
+/// (see [`Link::drain`]), the stale limit at most.
+impl Drop for super::Cluster {
+    fn drop(&mut self) {
+        for link in self.all_links() {
+            if link.drain() {
+                care(&link, &self.settings);
+            }
+        }
+    }
+}
+
 /// One link handed over, and with which settings.
 struct Job {
-    link: Weak<Link>,
+    link: Arc<Link>,
     settings: ConnSettings,
 }
 
@@ -33,6 +55,8 @@ struct Caretaker {
     jobs: Mutex<Vec<Job>>,
     /// The caretaker thread's waker, once it runs.
     waker: OnceLock<Arc<Waker>>,
+    /// False when its thread could not be started: links are then not kept for it.
+    running: bool,
 }
 
 static CARETAKER: OnceLock<Caretaker> = OnceLock::new();
@@ -44,16 +68,20 @@ pub(super) fn care(link: &Arc<Link>, settings: &ConnSettings) {
         let started = std::thread::Builder::new()
             .name("redlock-caretaker".into())
             .spawn(run);
-        if let Err(e) = started {
+        if let Err(e) = &started {
             log::warn!("cannot start the caretaker thread: {e}");
         }
         Caretaker {
             jobs: Mutex::new(Vec::new()),
             waker: OnceLock::new(),
+            running: started.is_ok(),
         }
     });
+    if !c.running {
+        return;
+    }
     c.jobs.lock().unwrap_or_else(|p| p.into_inner()).push(Job {
-        link: Arc::downgrade(link),
+        link: Arc::clone(link),
         settings: settings.clone(),
     });
     if let Some(w) = c.waker.get() {
@@ -126,9 +154,7 @@ fn run() {
         let now = clock.now();
         let jobs = std::mem::take(&mut *c.jobs.lock().unwrap_or_else(|p| p.into_inner()));
         for job in jobs {
-            let Some(link) = job.link.upgrade() else {
-                continue;
-            };
+            let link = job.link;
             if link.adopt(&call) {
                 tended.push(Tended {
                     until: now + job.settings.stale_limit,

@@ -162,7 +162,7 @@ pub(crate) type Judge<'a> = &'a dyn Fn(usize, &Reply) -> NodeOutcome;
 
 /// The nodes of one manager and the rounds over them.
 pub(crate) struct Cluster {
-    /// One per node; the caretaker (care.rs) holds them weakly.
+    /// One per node; the caretaker (care.rs) holds those it was handed until it lets go.
     links: Arc<[Arc<Link>]>,
     settings: ConnSettings,
     clock: Arc<dyn Clock>,

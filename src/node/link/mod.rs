@@ -87,6 +87,9 @@ struct State {
     /// The `ASKING` replies read so far for the first entry, when it was asked (see
     /// `Purpose::Command`): one comes before each of its own replies.
     asked_oks: usize,
+    /// Its manager is gone: the connection is read until it owes nothing (see
+    /// [`Link::drain`]).
+    draining: bool,
 }
 
 /// What [`Link::submit`] did.
@@ -124,6 +127,7 @@ impl Link {
                 acked: None,
                 discovery: None,
                 asked_oks: 0,
+                draining: false,
             }),
             shards: None,
             redirected: None,
@@ -707,11 +711,21 @@ impl Link {
     /// True when the connection has work in progress that needs a reader even if no caller
     /// waits: a handshake whose commands are held behind it, or output the socket has not
     /// taken yet. Left alone, the held commands would be written only at the next round on
-    /// this node, however late (see the caretaker in quorum/).
+    /// this node, however late (see the caretaker in quorum/). While [draining](Self::drain),
+    /// also any reply still owed.
     fn needs_care(st: &State) -> bool {
-        st.conn
-            .as_ref()
-            .is_some_and(|c| c.has_output() || (c.is_starting() && !st.pending.is_empty()))
+        st.conn.as_ref().is_some_and(|c| {
+            c.has_output() || (!st.pending.is_empty() && (c.is_starting() || st.draining))
+        })
+    }
+
+    /// Its manager is gone: the link needs care until its connection owes no reply, so that
+    /// the caretaker reads it to the end before it is closed (why: quorum/care.rs). True when
+    /// nobody drives it and it needs care: the caller hands it to the caretaker.
+    pub(crate) fn drain(&self) -> bool {
+        let mut st = self.lock();
+        st.draining = true;
+        st.driver.is_none() && Self::needs_care(&st)
     }
 
     /// Makes `call` (the caretaker's) the driver of this link if nobody drives it and it needs
