@@ -292,4 +292,14 @@ def test_readme_block_runs(block: Block, make_cluster, tls_certs):
     CHECKS[block.id](out, env, c)
     # Everything the block locked it released: every key gone from every node (an unlock
     # returns once a quorum confirmed, so the last node's delete may land just after).
-    wait_until(lambda: not lock_keys(c), what=f"no lock key left by the {block.id!r} block")
+    try:
+        wait_until(lambda: not lock_keys(c), what=f"no lock key left by the {block.id!r} block")
+    except AssertionError as e:
+        # Which node kept which key, and for how long still (its TTL says when it was set).
+        left = [
+            (i, k, s.command("PTTL", k))
+            for i, s in enumerate(c.servers)
+            for k in s.command("KEYS", "*")
+            if k in lock_keys(c)
+        ]
+        raise AssertionError(f"{e}: (node, key, PTTL ms) {left}") from None
