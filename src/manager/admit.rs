@@ -17,8 +17,9 @@ impl Redlock {
     /// `nodes` are indexes in the configuration (as reports name them: "node 2"). Each one is
     /// contacted; one already trusted is left as it is; one quarantined for a reason a new
     /// server can have ([`NoMarker`](crate::QuarantineReason::NoMarker),
-    /// [`Young`](crate::QuarantineReason::Young), [`Undecided`](crate::QuarantineReason::Undecided)) is
-    /// trusted and its marker written; the call returns once every marker write is confirmed.
+    /// [`Young`](crate::QuarantineReason::Young),
+    /// [`Undecided`](crate::QuarantineReason::Undecided)) is trusted and its marker written;
+    /// the call returns once every marker write is confirmed.
     ///
     /// Errors: [`Error::InvalidInput`] for an index out of range, a cluster node
     /// (`redis+cluster://`: its shards follow the quarantine rules), restart quarantine turned
