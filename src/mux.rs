@@ -9,6 +9,7 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::park;
@@ -140,9 +141,16 @@ fn readiness(r: libc::c_short) -> Readiness {
 /// Interrupts another thread's [`drive`]: a connected pair of non-blocking Unix sockets whose
 /// reading end is one of the descriptors that thread polls. Waking writes a byte (a wake-up
 /// that is already pending is enough, so a full buffer is fine); the woken thread drains it.
+///
+/// A wake-up pending since the last [`drain`](Self::drain) writes nothing more: a driver that
+/// hands one caller its replies from five nodes wakes it with one system call, not five.
 pub(crate) struct Waker {
     rx: UnixStream,
     tx: UnixStream,
+    /// Set by the wake-up that wrote a byte not yet drained; cleared by `drain` after it has
+    /// read. A wake-up that finds it set relies on that byte (or on the drain's reader, who
+    /// looks again at what it waits for after clearing it).
+    pending: AtomicBool,
 }
 
 impl Waker {
@@ -150,7 +158,11 @@ impl Waker {
         let (rx, tx) = UnixStream::pair()?;
         rx.set_nonblocking(true)?;
         tx.set_nonblocking(true)?;
-        Ok(Waker { rx, tx })
+        Ok(Waker {
+            rx,
+            tx,
+            pending: AtomicBool::new(false),
+        })
     }
 
     /// The descriptor to poll for reading.
@@ -160,6 +172,11 @@ impl Waker {
 
     /// Wakes the thread polling [`fd`](Self::fd) (or makes its next poll return at once).
     pub(crate) fn wake(&self) {
+        // Whatever the woken thread is to find was written before this (under its own lock);
+        // the release pairs with the acquire in `drain`.
+        if self.pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
         loop {
             match (&self.tx).write(&[1]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -169,16 +186,20 @@ impl Waker {
         }
     }
 
-    /// Consumes pending wake-ups.
+    /// Consumes pending wake-ups. The caller then looks at what it waits for: a wake-up that
+    /// came before the flag was cleared wrote nothing, and what it announced is visible now.
     pub(crate) fn drain(&self) {
         let mut buf = [0u8; 64];
         loop {
             match (&self.rx).read(&mut buf) {
                 Ok(n) if n == buf.len() => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                _ => return,
+                _ => break,
             }
         }
+        // Cleared only after reading: cleared first, a byte written in between could be read
+        // here and leave the flag set with nothing to wake the next poll.
+        self.pending.swap(false, Ordering::AcqRel);
     }
 }
 
@@ -411,6 +432,52 @@ mod tests {
         let mut s = [Woken(w, false, soon)];
         drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
         assert!(before.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn wake_ups_pending_together_write_one_byte_and_none_is_lost_after_a_drain() {
+        let w = Waker::new().unwrap();
+        for _ in 0..5 {
+            w.wake();
+        }
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            (&w.rx).read(&mut buf).unwrap(),
+            1,
+            "one byte for five wake-ups"
+        );
+        // Read by hand, not drained: the flag still says a byte is on its way, so the next
+        // wake-up writes nothing. `drain` clears it; the next one writes again.
+        w.wake();
+        assert!(
+            (&w.rx).read(&mut buf).is_err(),
+            "nothing written while pending"
+        );
+        w.drain();
+        w.wake();
+        assert_eq!((&w.rx).read(&mut buf).unwrap(), 1);
+        w.drain();
+
+        // Two threads hand the turn back and forth through two wakers: a wake-up lost between
+        // a drain and the next wait leaves one of them asleep until its 10 s limit.
+        let a = std::sync::Arc::new(Waker::new().unwrap());
+        let b = std::sync::Arc::new(Waker::new().unwrap());
+        let (a2, b2) = (std::sync::Arc::clone(&a), std::sync::Arc::clone(&b));
+        let limit = Some(Duration::from_secs(10));
+        let t = thread::spawn(move || {
+            for i in 0..2000 {
+                assert!(
+                    sleep(&b2, limit).unwrap(),
+                    "turn {i} never reached the helper"
+                );
+                a2.wake();
+            }
+        });
+        for i in 0..2000 {
+            b.wake();
+            assert!(sleep(&a, limit).unwrap(), "turn {i} never came back");
+        }
+        t.join().unwrap();
     }
 
     #[test]
