@@ -1,8 +1,12 @@
-//! Settling Promises, from the event loop's coroutines or the binding's threads: one N-API thread-safe function per
-//! JavaScript thread (the main thread, each worker thread), made on first use and shared by
-//! every call, instead of one per call. It is referenced (keeps the event loop alive) only
-//! while calls are pending, so a process with nothing pending exits as it would without the
-//! binding. A call that finishes after its environment was torn down is dropped.
+//! Settling Promises, from the event loop's coroutines or the binding's threads.
+//!
+//! A call that finishes in one of the event loop's own callbacks is settled at that callback's
+//! end, directly, in a callback scope ([`collecting`]). Any other (from a binding thread, or
+//! inside a JavaScript call) goes through one N-API thread-safe function per JavaScript thread
+//! (the main thread, each worker thread), made on first use and shared by every call, instead
+//! of one per call. It is referenced (keeps the event loop alive) only while calls are
+//! pending, so a process with nothing pending exits as it would without the binding. A call
+//! that finishes after its environment was torn down is dropped.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -73,6 +77,15 @@ unsafe extern "C" fn call_js(
     if env.is_null() {
         return; // the environment is going away: nothing to settle
     }
+    // SAFETY: called by N-API on the JavaScript thread, inside its own scopes.
+    unsafe { finish(env, *done) };
+}
+
+/// Settles one Promise, and lets the event loop go once nothing is pending.
+///
+/// # Safety
+/// `env` is the Promise's environment, on its JavaScript thread, with a handle scope open.
+unsafe fn finish(env: sys::napi_env, done: Done) {
     let e = unsafe { Env::from_raw(env) };
     match (done.resolve)(e) {
         Ok(v) => unsafe {
@@ -96,6 +109,69 @@ unsafe extern "C" fn call_js(
             }
         }
     });
+}
+
+thread_local! {
+    /// While one of the event loop's callbacks of this thread runs (see [`collecting`]): the
+    /// settlements of this thread's Promises made meanwhile, settled when it ends.
+    static COLLECTED: RefCell<Option<Vec<Done>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, one of the event loop's own callbacks on this JavaScript thread (not inside
+/// JavaScript), then settles the Promises of the calls that finished in it, there: in one
+/// callback scope, whose end runs the microtasks (the callers' `await` continuations, which
+/// may make their next calls at once). Through the thread-safe function each settlement
+/// would wait for the loop's next turn, and wake it through its own descriptor.
+pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnce()) {
+    let outer = COLLECTED
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let outer = c.is_some();
+            if !outer {
+                *c = Some(Vec::new());
+            }
+            outer
+        })
+        .unwrap_or(true);
+    f();
+    if outer {
+        return;
+    }
+    let done = COLLECTED
+        .try_with(|c| c.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if done.is_empty() {
+        return;
+    }
+    // SAFETY: on the JavaScript thread of `env`, outside JavaScript (a libuv callback), as
+    // Node's own callbacks are: a handle scope for the values made, a callback scope for the
+    // microtasks. Its resource is a fresh object; `cx` was made for this environment.
+    unsafe {
+        let mut hs = ptr::null_mut();
+        if sys::napi_open_handle_scope(env, &mut hs) != sys::Status::napi_ok {
+            // Not settled here: through the thread-safe function, as from a thread.
+            done.into_iter().for_each(Pending::queue);
+            return;
+        }
+        let mut resource = ptr::null_mut();
+        let mut scope = ptr::null_mut();
+        if sys::napi_create_object(env, &mut resource) != sys::Status::napi_ok
+            || sys::napi_open_callback_scope(env, resource, cx, &mut scope) != sys::Status::napi_ok
+        {
+            // Settled outside a callback scope, the continuations would wait for whatever
+            // JavaScript runs next: through the thread-safe function instead.
+            sys::napi_close_handle_scope(env, hs);
+            done.into_iter().for_each(Pending::queue);
+            return;
+        }
+        for d in done {
+            finish(env, d);
+        }
+        sys::napi_close_callback_scope(env, scope);
+        sys::napi_close_handle_scope(env, hs);
+    }
 }
 
 fn tsfn(env: &Env) -> Result<Tsfn> {
@@ -144,7 +220,8 @@ pub struct Pending {
     deferred: sys::napi_deferred,
 }
 
-// SAFETY: the deferred is only used again on the JavaScript thread, in `call_js`.
+// SAFETY: the deferred is only used again on the JavaScript thread, in `call_js` or
+// `collecting`.
 unsafe impl Send for Pending {}
 
 impl Pending {
@@ -153,19 +230,53 @@ impl Pending {
         *self.tsfn.closed.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Settles the Promise on its JavaScript thread with what `resolve` makes there.
+    /// Settles the Promise on its JavaScript thread with what `resolve` makes there: at the
+    /// end of the loop's callback that runs now, when this is one of its thread's (see
+    /// [`collecting`]); else through the thread's thread-safe function.
     pub fn settle(self, resolve: Resolver) {
-        let done = Box::into_raw(Box::new(Done {
+        let mut done = Some(Done {
             deferred: self.deferred,
             resolve,
-        }));
-        let closed = self.tsfn.closed.read().unwrap_or_else(|e| e.into_inner());
+        });
+        let raw = self.tsfn.raw;
+        let _ = COLLECTED.try_with(|c| {
+            if let Some(list) = c.borrow_mut().as_mut() {
+                let here = LOCAL
+                    .try_with(|l| l.borrow().as_ref().is_some_and(|l| l.tsfn.raw == raw))
+                    .unwrap_or(false);
+                if here {
+                    list.extend(done.take());
+                }
+            }
+        });
+        if let Some(done) = done {
+            self.tsfn.queue_done(done);
+        }
+    }
+
+    /// Settles `done` through its thread's thread-safe function (the one current on this
+    /// thread: `collecting` only holds this thread's Promises).
+    fn queue(done: Done) {
+        let tsfn = LOCAL.with(|l| l.borrow().as_ref().map(|l| l.tsfn.clone()));
+        match tsfn {
+            Some(t) => t.queue_done(done),
+            None => drop(done),
+        }
+    }
+}
+
+impl Tsfn {
+    /// Hands `done` to the thread-safe function, unless it was finalized (its environment
+    /// torn down: the Promise is never settled).
+    fn queue_done(&self, done: Done) {
+        let done = Box::into_raw(Box::new(done));
+        let closed = self.closed.read().unwrap_or_else(|e| e.into_inner());
         let status = if *closed {
             sys::Status::napi_closing
         } else {
             unsafe {
                 sys::napi_call_threadsafe_function(
-                    self.tsfn.raw,
+                    self.raw,
                     done as *mut c_void,
                     sys::ThreadsafeFunctionCallMode::nonblocking,
                 )
