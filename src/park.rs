@@ -40,6 +40,16 @@ pub trait Park {
     fn defers_writes(&self) -> bool {
         false
     }
+
+    /// Whether the command of a call that *drives* its connection (reads its replies) may wait
+    /// for [`flush_deferred`] too, when [`defers_writes`](Self::defers_writes) holds. Worth it
+    /// when other calls of the same turn are about to write to the same nodes, which only the
+    /// park's owner knows: their commands and the driver's then go out in one write, where
+    /// the driver's own write would have gone ahead alone. Not worth it for a lone call,
+    /// whose command would only wait. The default: no, a driver writes at once.
+    fn defers_driver_writes(&self) -> bool {
+        false
+    }
 }
 
 /// A call's context while it runs under a [`Park`]: the park, and the call's own state that
@@ -117,6 +127,12 @@ pub fn parked<R>(ctx: &Rc<Parked>, f: impl FnOnce() -> R) -> R {
 /// Whether the current call's park defers writes (see [`Park::defers_writes`]).
 pub(crate) fn defers_writes() -> bool {
     current().is_some_and(|c| c.park.defers_writes())
+}
+
+/// Whether the current call's park defers the writes of a connection's driver too (see
+/// [`Park::defers_driver_writes`]).
+pub(crate) fn defers_driver_writes() -> bool {
+    current().is_some_and(|c| c.park.defers_writes() && c.park.defers_driver_writes())
 }
 
 /// Leaves `write` (which writes connection `key`'s buffer) for [`flush_deferred`] when the

@@ -7,8 +7,8 @@
 //! holder below could never run to release, so the waiter would time out); per-thread state
 //! shared by two suspended calls (their rounds would clobber each other's slots); a lock held
 //! across a wait (the thread would deadlock). The scheduler also writes what calls leave
-//! buffered before each wait, as the Node addon's loop does (a missing write would only be
-//! late: the connection's driver writes it at its next wake-up).
+//! buffered before each wait, as the Node addon's loop does (without that write the calls
+//! stall: a driver on the loop's thread leaves the buffer to the loop).
 
 mod support;
 
@@ -34,12 +34,18 @@ type Co = Coroutine<Vec<PollFd>, Waiting, ()>;
 struct Suspend {
     yielder: *const Yielder<Vec<PollFd>, Waiting>,
     parks: Rc<Cell<usize>>,
+    /// Whether the connections' drivers leave their commands for the scheduler too.
+    drivers_defer: bool,
 }
 
 impl Park for Suspend {
     /// As an event loop's: the scheduler writes what calls leave buffered before it polls.
     fn defers_writes(&self) -> bool {
         true
+    }
+
+    fn defers_driver_writes(&self) -> bool {
+        self.drivers_defer
     }
 
     fn park(&self, fds: &mut [PollFd], timeout: Option<Duration>) -> io::Result<usize> {
@@ -61,14 +67,16 @@ impl Park for Suspend {
     }
 }
 
-/// A call `f` as a coroutine whose waits are counted in `parks`.
-fn call(parks: &Rc<Cell<usize>>, f: impl FnOnce() + 'static) -> Co {
+/// A call `f` as a coroutine whose waits are counted in `parks`; `drivers_defer`: see
+/// `Suspend`.
+fn call(parks: &Rc<Cell<usize>>, drivers_defer: bool, f: impl FnOnce() + 'static) -> Co {
     let parks = Rc::clone(parks);
     Coroutine::new(move |y: &Yielder<Vec<PollFd>, Waiting>, _| {
         let ctx = Parked::new(
             Box::new(Suspend {
                 yielder: y as *const _,
                 parks,
+                drivers_defer,
             }),
             State::default(),
         );
@@ -135,6 +143,19 @@ fn manager(urls: Vec<String>) -> Redlock {
 
 #[test]
 fn calls_suspended_on_one_thread_lock_release_and_wake_each_other() {
+    suspended_calls_lock_release_and_wake_each_other(false);
+}
+
+/// The same with every command left for the scheduler's write before it polls, the drivers'
+/// too (what the Node addon's loop does when several calls write in one turn). A driver that
+/// then waited for output, or a write the scheduler never made, would stall the calls until
+/// their nodes time out.
+#[test]
+fn calls_whose_every_write_is_left_for_the_loop_still_lock_release_and_wake_each_other() {
+    suspended_calls_lock_release_and_wake_each_other(true);
+}
+
+fn suspended_calls_lock_release_and_wake_each_other(drivers_defer: bool) {
     let cluster = Cluster::start(3);
     let mgr = manager(cluster.urls());
     let parks = Rc::new(Cell::new(0));
@@ -144,7 +165,7 @@ fn calls_suspended_on_one_thread_lock_release_and_wake_each_other() {
     // Six calls that lock and unlock resources of their own, 10 times each.
     for i in 0..6 {
         let mgr = mgr.clone();
-        calls.push(call(&parks, move || {
+        calls.push(call(&parks, drivers_defer, move || {
             for _ in 0..10 {
                 let lease = mgr
                     .try_lock(format!("park:{i}"), Duration::from_secs(10))
@@ -159,7 +180,7 @@ fn calls_suspended_on_one_thread_lock_release_and_wake_each_other() {
     let held = m1
         .try_lock("park:shared", Duration::from_secs(20))
         .expect("the holder's lock");
-    calls.push(call(&parks, move || {
+    calls.push(call(&parks, drivers_defer, move || {
         for _ in 0..5 {
             held.extend(Duration::from_secs(20)).expect("an extension");
         }
@@ -167,7 +188,7 @@ fn calls_suspended_on_one_thread_lock_release_and_wake_each_other() {
         held.unlock().expect("the holder's release");
     }));
     let (m2, e2) = (mgr.clone(), Rc::clone(&events));
-    calls.push(call(&parks, move || {
+    calls.push(call(&parks, drivers_defer, move || {
         let opts = LockOptions::new().wait(Wait::For(Duration::from_secs(15)));
         let lease = m2
             .acquire("park:shared", Duration::from_secs(10), &opts)

@@ -91,6 +91,10 @@ struct State {
     /// Its manager is gone: the connection is read until it owes nothing (see
     /// [`Link::drain`]).
     draining: bool,
+    /// The thread whose event loop is to write this connection's buffer (`defer_flush`), until
+    /// it does. The call that drives the connection on that thread does not poll for output
+    /// meanwhile: its wake-up would write the commands of the turn before the rest of them.
+    deferred_on: Option<std::thread::ThreadId>,
 }
 
 /// What [`Link::submit`] did.
@@ -129,6 +133,7 @@ impl Link {
                 discovery: None,
                 asked_oks: 0,
                 draining: false,
+                deferred_on: None,
             }),
             shards: None,
             redirected: None,
@@ -239,9 +244,13 @@ impl Link {
         );
         // A call that does not drive the connection may leave its command in the buffer for
         // its event loop to write with the others of the same turn (park.rs); the driver
-        // writes at once (its next wait would anyway: it polls for output).
-        let drives = matches!(&r, Ok(Some(s)) if s.drive);
-        if drives || !park::defers_writes() || !self.defer_flush(now, settings) {
+        // writes at once, unless its loop expects others in the same turn.
+        let defer = if matches!(&r, Ok(Some(s)) if s.drive) {
+            park::defers_driver_writes()
+        } else {
+            park::defers_writes()
+        };
+        if !defer || !self.defer_flush(now, settings) {
             self.flush(now, settings, &mut wakes);
         }
         wake_all(&mut wakes, call.map_or(0, |c| c.round));
@@ -258,7 +267,11 @@ impl Link {
             link.flush(now, &settings, &mut wakes);
             wake_all(&mut wakes, 0);
         });
-        park::defer(Arc::as_ptr(self) as usize, write).is_ok()
+        if park::defer(Arc::as_ptr(self) as usize, write).is_err() {
+            return false;
+        }
+        self.lock().deferred_on = Some(std::thread::current().id());
+        true
     }
 
     #[allow(clippy::too_many_arguments)] // the arguments of submit, plus its wake-up list
@@ -502,7 +515,18 @@ impl Link {
         if st.driver.as_ref().is_none_or(|d| d.call != call.round) {
             return None;
         }
-        st.conn.as_ref().map(|c| (c.fd(), c.interest()))
+        st.conn.as_ref().map(|c| {
+            let mut interest = c.interest();
+            // This thread's loop writes the buffer before it polls (`defer_flush`).
+            if !c.is_starting()
+                && st
+                    .deferred_on
+                    .is_some_and(|t| t == std::thread::current().id())
+            {
+                interest.write = false;
+            }
+            (c.fd(), interest)
+        })
     }
 
     /// For the caller that drives this link: when its connection's probe is due, and the
@@ -604,6 +628,7 @@ impl Link {
         loop {
             let (sock, buf, generation) = {
                 let mut st = self.lock();
+                st.deferred_on = None;
                 let generation = st.generation;
                 let taken = match st.conn.as_mut().map(Conn::take_output) {
                     Some(Ok(Some(t))) => t,
