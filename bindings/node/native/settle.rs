@@ -112,6 +112,19 @@ unsafe fn finish(env: sys::napi_env, done: Done) {
 }
 
 thread_local! {
+    /// How many Promises the callback scope of [`collecting`] that is open now settles (0:
+    /// none is open).
+    static SETTLING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many Promises are being settled together now, on this thread: the continuations that
+/// run in the same callback scope (`looped` lets a call's driver defer its write when there are
+/// others).
+pub fn settling() -> usize {
+    SETTLING.try_with(|c| c.get()).unwrap_or(0)
+}
+
+thread_local! {
     /// While one of the event loop's callbacks of this thread runs (see [`collecting`]): the
     /// settlements of this thread's Promises made meanwhile, settled when it ends.
     static COLLECTED: RefCell<Option<Vec<Done>>> = const { RefCell::new(None) };
@@ -166,10 +179,12 @@ pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnc
             done.into_iter().for_each(Pending::queue);
             return;
         }
+        let _ = SETTLING.try_with(|c| c.set(done.len()));
         for d in done {
             finish(env, d);
         }
         sys::napi_close_callback_scope(env, scope);
+        let _ = SETTLING.try_with(|c| c.set(0));
         sys::napi_close_handle_scope(env, hs);
     }
 }
