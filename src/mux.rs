@@ -156,6 +156,7 @@ pub(crate) struct Waker {
 impl Waker {
     pub(crate) fn new() -> io::Result<Waker> {
         let (rx, tx) = UnixStream::pair()?;
+        park::opened();
         rx.set_nonblocking(true)?;
         tx.set_nonblocking(true)?;
         Ok(Waker {
@@ -432,6 +433,15 @@ mod tests {
         let mut s = [Woken(w, false, soon)];
         drive(&mut s, &|| SystemClock.now(), |s| s[0].1).unwrap();
         assert!(before.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_new_waker_is_counted_as_opened() {
+        // See `park::descriptors_opened`: other tests open descriptors too, the count only
+        // grows.
+        let before = park::descriptors_opened();
+        let _w = Waker::new().unwrap();
+        assert!(park::descriptors_opened() > before);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// One descriptor to wait on, as `poll(2)` takes it.
@@ -122,6 +123,25 @@ pub fn parked<R>(ctx: &Rc<Parked>, f: impl FnOnce() -> R) -> R {
     let prev = swap_current(Some(Rc::clone(ctx)));
     let _restore = Restore(prev);
     f()
+}
+
+/// Counts the descriptors the engine has opened for waiting on: see [`descriptors_opened`].
+static OPENED: AtomicU64 = AtomicU64::new(0);
+
+/// Notes that the engine has made a descriptor that a wait may name (a connection's socket, a
+/// probe's, a waker's). Called once it exists and before anything can wait on it, so a park
+/// that sees the descriptor in a wait sees the count this left.
+pub(crate) fn opened() {
+    OPENED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// A count that changes each time the engine opens a descriptor that a wait may name. A park
+/// that remembers descriptors by number between waits (an epoll set it adds each one to once)
+/// forgets them when the count has changed since it remembered them: a number it knows may
+/// name a new descriptor by now (the old one closed, the number reused), which is not in its
+/// set. While the count stands still, every number a wait names is one it has seen open.
+pub fn descriptors_opened() -> u64 {
+    OPENED.load(Ordering::SeqCst)
 }
 
 /// Whether the current call's park defers writes (see [`Park::defers_writes`]).

@@ -37,6 +37,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::error::NodeOutcome;
 use crate::mux::{Interest, Readiness};
+use crate::park;
 use crate::resp::{ReadError, Reply, ReplyReader};
 use crate::tls;
 
@@ -144,6 +145,7 @@ impl Conn {
     }
 
     fn new(sock: Socket, phase: Phase) -> Conn {
+        park::opened();
         Conn {
             sock: Arc::new(sock),
             phase,
@@ -514,6 +516,7 @@ struct Probe {
 impl Probe {
     fn start(addr: SocketAddr) -> io::Result<Probe> {
         let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        park::opened();
         sock.set_nonblocking(true)?;
         match sock.connect(&addr.into()) {
             Ok(()) => {}
@@ -672,6 +675,22 @@ mod tests {
             drop(peer);
             assert_eq!(verdict(&mut p), Some(resp), "{answer:?}");
         }
+    }
+
+    #[test]
+    fn every_descriptor_a_wait_may_name_is_counted_as_opened() {
+        // A park that remembers descriptors by number relies on this count to tell a number
+        // reused by a new connection. Other tests open descriptors too: the count only grows.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let before = park::descriptors_opened();
+        let _c = Conn::connect(l.local_addr().unwrap(), b"", None).unwrap();
+        let after_connect = park::descriptors_opened();
+        assert!(after_connect > before, "a connection's socket");
+        let _p = Probe::start(l.local_addr().unwrap()).unwrap();
+        assert!(
+            park::descriptors_opened() > after_connect,
+            "a probe's socket"
+        );
     }
 
     #[test]
