@@ -39,7 +39,7 @@
 //! their Promises are never settled, and a lock granted then is released at once.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_void};
 use std::io;
 use std::os::fd::RawFd;
@@ -130,6 +130,10 @@ struct Loop {
     next: u64,
     /// Which tasks wait on each descriptor of the set (what for: each task's `fds`).
     by_fd: HashMap<RawFd, Vec<u64>>,
+    /// The descriptors known to be in the set, as of `redlock::park::descriptors_opened`'s
+    /// count `known_at` (see `enlist`).
+    known: HashSet<RawFd>,
+    known_at: u64,
     stacks: Vec<DefaultStack>,
     /// Finished calls' engine state (a waker each), for the next calls.
     states: Vec<State>,
@@ -181,7 +185,7 @@ impl Park for Suspend {
         // see `Loop::enlist`); what is ready already is found by a `poll(2)` that does not
         // wait, and returned at once.
         if let Some(l) = LOOP.with(|l| l.borrow().clone()) {
-            l.borrow().enlist(fds);
+            l.borrow_mut().enlist(fds);
         }
         // SAFETY: `fds` is a live, exclusively borrowed array of `pollfd`s; timeout 0.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
@@ -272,6 +276,8 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
         tasks: HashMap::new(),
         next: 1,
         by_fd: HashMap::new(),
+        known: HashSet::new(),
+        known_at: park::descriptors_opened(),
         stacks: Vec::new(),
         states: Vec::new(),
         gone: false,
@@ -426,16 +432,31 @@ impl Loop {
     /// once added, watched for input and output, edge-triggered: an edge that comes while
     /// nobody waits on it is dropped (whoever waits next finds the level by `poll(2)` before
     /// suspending), so no call adds and removes its descriptors each time it waits. A
-    /// descriptor the engine closes leaves the set with it (the kernel removes it), so one
-    /// reopened under the same number is added again here (`EEXIST` otherwise).
-    fn enlist(&self, fds: &[PollFd]) {
+    /// descriptor the engine closes leaves the set with it (the kernel removes it), and its
+    /// number may come back as a new descriptor: the numbers known to be in the set are
+    /// forgotten whenever the engine has opened a descriptor since they were learnt
+    /// (`redlock::park::descriptors_opened`), and each is added again once (`EEXIST` for
+    /// those still there). Adding a known descriptor again each wait cost 12 system calls per
+    /// lock-and-release cycle.
+    fn enlist(&mut self, fds: &[PollFd]) {
+        let now = park::descriptors_opened();
+        if now != self.known_at {
+            self.known.clear();
+            self.known_at = now;
+        }
         for f in fds {
+            if self.known.contains(&f.fd) {
+                continue;
+            }
             let mut ev = libc::epoll_event {
                 events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
                 u64: f.fd as u64,
             };
             // SAFETY: a plain system call on the binding's own epoll set.
-            unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, f.fd, &mut ev) };
+            let r = unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, f.fd, &mut ev) };
+            if r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                self.known.insert(f.fd);
+            }
         }
     }
 
