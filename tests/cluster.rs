@@ -524,10 +524,13 @@ fn renewal_and_waiting_work_across_shards() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // A waiter on one of them is woken by its release (notifications cross the cluster).
+    // A waiter on one of them is woken by its release (notifications cross the cluster). It
+    // waits by deadline, not by retry count: however late the release comes, it is granted.
     let waiter = {
         let mgr = mgr.clone();
-        std::thread::spawn(move || mgr.lock("renewed-0", Duration::from_secs(5)))
+        std::thread::spawn(move || {
+            mgr.lock_timeout("renewed-0", Duration::from_secs(5), Duration::from_secs(60))
+        })
     };
     std::thread::sleep(Duration::from_millis(100));
     let mut leases = leases.into_iter();

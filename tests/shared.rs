@@ -225,27 +225,43 @@ fn a_writer_that_gives_up_takes_its_intent_away_and_readers_go_on() {
     let mgr = manager(cluster.urls());
     let ttl = Duration::from_secs(30);
     let reader = mgr.acquire("doc", ttl, &shared()).unwrap();
-    // A shared waiter, held back by the writer's intent once it stands.
+    // A writer whose deadline passes: refused, and its intent is gone with it.
+    let short = LockOptions::new().wait(Wait::For(Duration::from_millis(300)));
+    assert!(matches!(
+        mgr.acquire("doc", ttl, &short),
+        Err(Error::NotAcquired(_))
+    ));
+    assert!(eventually(Duration::from_secs(5), || present(
+        &cluster, INTENT
+    ) == 0));
+    mgr.acquire("doc", ttl, &shared())
+        .unwrap()
+        .unlock()
+        .unwrap();
+    // A writer that is cancelled, while a shared waiter stands behind its intent. It waits
+    // until cancelled, so nothing here depends on how fast this machine is.
+    let cancel = redlock::Cancel::new();
     let w = {
-        let m = mgr.clone();
+        let (m, cancel) = (mgr.clone(), cancel.clone());
         thread::spawn(move || {
-            m.acquire(
-                "doc",
-                ttl,
-                &LockOptions::new().wait(Wait::For(Duration::from_millis(800))),
-            )
+            let opts = LockOptions::new()
+                .wait(Wait::For(Duration::from_secs(60)))
+                .cancel(cancel);
+            m.acquire("doc", ttl, &opts)
         })
     };
-    assert!(eventually(Duration::from_secs(5), || present(
+    assert!(eventually(Duration::from_secs(20), || present(
         &cluster, INTENT
     ) >= 2));
     assert!(matches!(
         mgr.acquire("doc", ttl, &shared()),
         Err(Error::NotAcquired(_))
     ));
+    let (tx, rx) = mpsc::channel();
     let second = {
         let m = mgr.clone();
         thread::spawn(move || {
+            tx.send(()).unwrap();
             m.acquire(
                 "doc",
                 ttl,
@@ -253,7 +269,9 @@ fn a_writer_that_gives_up_takes_its_intent_away_and_readers_go_on() {
             )
         })
     };
-    assert!(matches!(w.join().unwrap(), Err(Error::NotAcquired(_))));
+    rx.recv().unwrap();
+    cancel.fire();
+    assert!(matches!(w.join().unwrap(), Err(Error::Cancelled)));
     let gave_up = Instant::now();
     // The writer's intent is gone, and the reader that waited behind it is in at once (its
     // 30 s TTLs are far from over: only the announcement can have woken it).
