@@ -1262,6 +1262,34 @@ fn signal(pid: Option<i32>, sig: i32) {
     }
 }
 
+/// Stops worker `id` (process `pid`) and keeps it stopped only if it stopped inside a section:
+/// its log, frozen now, ends in the section's `H` line (re-entries' `R` lines aside). Otherwise
+/// (a busy machine may let it release between the look-up and the signal) it goes on at once,
+/// and the harness tries again soon instead of pausing a worker outside its lease.
+fn stop_in_section(dir: &Path, id: usize, pid: i32) -> Option<i32> {
+    signal(Some(pid), libc::SIGSTOP);
+    let state = || fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // State `T` once it has stopped (the field after the parenthesised name).
+    let stopped = support::eventually(Duration::from_secs(5), || {
+        state()
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('T')
+    });
+    let in_section = stopped
+        && fs::read_to_string(dir.join(format!("worker{id}.log"))).is_ok_and(|s| {
+            let last = s.lines().rev().find(|l| !l.starts_with("R "));
+            last.is_some_and(|l| l.starts_with("H "))
+        });
+    if in_section {
+        return Some(pid);
+    }
+    signal(Some(pid), libc::SIGCONT);
+    Option::None
+}
+
 /// Runs schedule `s` for `secs` with `workers` lock workers (ids from 0), `permit_workers`
 /// permit workers (the ids after them) and `leader_workers` leader workers (the ids after
 /// those).
@@ -1503,8 +1531,8 @@ fn run_schedule(
                     }
                     h
                 });
-                let lock_pid = holder.map(|w| children[w].id() as i32);
-                signal(lock_pid, libc::SIGSTOP);
+                let lock_pid =
+                    holder.and_then(|w| stop_in_section(&run.dir, w, children[w].id() as i32));
                 // And, once the lock's holder is stopped, a permit holder, so that its slot is
                 // taken by another worker while it still believes it holds the permit. Every
                 // pause lasts longer than the TTL.
@@ -1516,8 +1544,8 @@ fn run_schedule(
                     }
                     h
                 });
-                let permit_pid = permit_holder.map(|w| children[w].id() as i32);
-                signal(permit_pid, libc::SIGSTOP);
+                let permit_pid = permit_holder
+                    .and_then(|w| stop_in_section(&run.dir, w, children[w].id() as i32));
                 if lock_pid.is_some() || permit_pid.is_some() {
                     thread::sleep(TTL + Duration::from_millis(500));
                 }

@@ -120,7 +120,11 @@ fn the_prometheus_text_parses_and_counts_what_happened() {
         support::config(cluster.urls())
             .retry_count(2)
             .retry_delay(Duration::from_millis(5))
-            .node_timeout(Duration::from_millis(300)),
+            // Generous, so that a busy machine never times a healthy node out nor declares
+            // its connection stale: the counts below (attempts, one connection per node)
+            // would change.
+            .node_timeout(Duration::from_secs(2))
+            .stale_limit(Duration::from_secs(30)),
     )
     .unwrap();
     // 5 grants, unlocked; 1 extension.

@@ -120,6 +120,11 @@ fn a_partial_failure_takes_everything_back() {
     foreign(0);
     let l = mgr.try_lock("x", ttl).unwrap(); // connects every node first
     l.unlock().unwrap();
+    // For the paused step below: a node timeout far above a healthy node's answer however
+    // loaded the machine is (the file's 300 ms is not), connected first too.
+    let patient =
+        Redlock::new(support::config(cluster.urls()).node_timeout(Duration::from_secs(2))).unwrap();
+    patient.try_lock("x", ttl).unwrap().unlock().unwrap();
     let l = mgr
         .acquire_many(&["a", "b", "c"], ttl, &LockOptions::new().wait(Wait::No))
         .unwrap();
@@ -129,23 +134,25 @@ fn a_partial_failure_takes_everything_back() {
     l.unlock().unwrap();
     // Two of three: no quorum. Node 2 granted all three, and must give them back. The two
     // refusals alone decide the outcome, so without a pause node 2's grant could arrive after
-    // it (0 successes reported, the same cleanup owed). Pausing nodes 0 and 1 for a while
-    // makes node 2 answer first however loaded the machine is; the paused nodes then count as
-    // refusals or, past the step's timeout, as timeouts (Unavailable).
+    // it (0 successes reported, the same cleanup owed). Pausing nodes 0 and 1 for longer than
+    // the step's 2 s node timeout makes node 2 answer first however loaded the machine is (a
+    // pause as short as a 300 ms timeout could end before the step began, or time node 2 out
+    // too); the paused nodes then count as timeouts (Unavailable), or as refusals.
     foreign(1);
     for i in [0, 1] {
         redis::cmd("CLIENT")
             .arg("PAUSE")
-            .arg(300)
+            .arg(3000)
             .arg("ALL")
             .exec(&mut cluster.servers[i].client())
             .unwrap();
     }
-    match mgr.acquire_many(&["a", "b", "c"], ttl, &LockOptions::new().wait(Wait::No)) {
+    match patient.acquire_many(&["a", "b", "c"], ttl, &LockOptions::new().wait(Wait::No)) {
         Err(Error::NotAcquired(r) | Error::Unavailable(r)) => assert_eq!(r.successes, 1, "{r}"),
         other => panic!("{other:?}"),
     }
-    assert!(eventually(Duration::from_secs(5), || {
+    // (Nodes 0 and 1 answer these checks once their pause is over.)
+    assert!(eventually(Duration::from_secs(10), || {
         present(&cluster, &key("a")) == 0 && present(&cluster, &key("c")) == 0
     }));
     assert_eq!(cluster.holding(&key("b"), b"someone-else"), 2);

@@ -17,7 +17,9 @@ fn manager(urls: Vec<String>) -> Redlock {
     Redlock::new(
         support::config(urls)
             .retry_delay(Duration::from_millis(5))
-            .node_timeout(Duration::from_millis(200))
+            // Most steps here take no retry (`Wait::No`) and must be granted: a healthy node's
+            // answer must come within this, however busy the machine.
+            .node_timeout(Duration::from_secs(1))
             .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100)),
     )
     .unwrap()
