@@ -228,8 +228,10 @@ func TestLockContextDeadline(t *testing.T) {
 		if errors.Is(err, redlock.ErrCancelled) || errors.Is(err, context.Canceled) {
 			t.Fatalf("%s: a deadline matches ErrCancelled or context.Canceled: %v", c.name, err)
 		}
-		if elapsed < timeout-100*time.Millisecond || elapsed > timeout+500*time.Millisecond {
-			t.Fatalf("%s: LockContext returned after %v, want the deadline (%v) + at most 500 ms", c.name, elapsed, timeout)
+		// Soon after the deadline, not at the holder's 30 s TTL nor the 1 m wait: the slack is
+		// for a busy machine's scheduling (and an attempt in flight, bounded by node timeouts).
+		if elapsed < timeout-100*time.Millisecond || elapsed > timeout+3*time.Second {
+			t.Fatalf("%s: LockContext returned after %v, want the deadline (%v) + at most 3 s", c.name, elapsed, timeout)
 		}
 	}
 
@@ -255,9 +257,10 @@ func TestLockContextDeadline(t *testing.T) {
 	}
 }
 
-// A waiter is woken by the release: with a 5 s retry delay (so no random pause could explain
-// it) and a holder's TTL of 30 s, LockContext, and Acquire with a Wait option, get the lock
-// well under a second after the holder unlocks.
+// A waiter is woken by the release: with a 30 s retry delay (a random pause would be under
+// 3 s a tenth of the time) and a holder's TTL of 30 s, LockContext, and Acquire with a Wait
+// option, get the lock within 3 s of the holder's unlock (well under a second on an idle
+// machine; the rest is room for a busy one's scheduling).
 func TestLockContextWokenByRelease(t *testing.T) {
 	t.Parallel()
 	nodes := urls(startCluster(t, 3))
@@ -280,7 +283,7 @@ func TestLockContextWokenByRelease(t *testing.T) {
 		}},
 	} {
 		// A manager of its own for each, so that its metrics count this waiter only.
-		waiter := newManager(t, nodes, redlock.WithRetry(3, 5*time.Second))
+		waiter := newManager(t, nodes, redlock.WithRetry(3, 30*time.Second))
 		held, err := holder.Acquire(res, 30*time.Second, redlock.NoWait())
 		wantNoErr(t, c.name+": Acquire by the holder", err)
 		ch := lockAsync(func() (*redlock.Lock, error) { return c.acquire(waiter) })
@@ -293,8 +296,8 @@ func TestLockContextWokenByRelease(t *testing.T) {
 		handoff := r.at.Sub(unlocked)
 		t.Logf("%s: got the lock %v after the holder's unlock", c.name, handoff)
 		wantNoErr(t, c.name, r.err)
-		if handoff > time.Second {
-			t.Fatalf("%s: got the lock %v after the unlock, want well under 1 s", c.name, handoff)
+		if handoff > 3*time.Second {
+			t.Fatalf("%s: got the lock %v after the unlock, want well under 3 s", c.name, handoff)
 		}
 		if n := holding(t, nodes, res, r.l.Value()); n < 2 {
 			t.Fatalf("%s: the waiter's token is on %d nodes", c.name, n)

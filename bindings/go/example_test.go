@@ -373,7 +373,7 @@ func ExampleLock_AutoRenew() {
 	}
 	defer m.Close()
 
-	l, err := m.Lock("example:renewed", 300*time.Millisecond)
+	l, err := m.Lock("example:renewed", time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -398,7 +398,8 @@ func ExampleLock_AutoRenew() {
 }
 
 // Lock options: AutoRenew keeps the lock alive from the moment it is acquired, OnLost hears
-// when it cannot, and LostReason says why. Here a hold bound of 400 ms ends it on purpose.
+// when it cannot, and LostReason says why. Here a hold bound of 400 ms ends it on purpose
+// (before the 1 s TTL runs out: a late renewal on a busy machine cannot lose it first).
 func ExampleAutoRenew() {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
 	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond))
@@ -409,7 +410,7 @@ func ExampleAutoRenew() {
 	defer m.Close()
 
 	lost := make(chan string, 1)
-	l, err := m.Lock("example:option-renewed", 300*time.Millisecond,
+	l, err := m.Lock("example:option-renewed", time.Second,
 		redlock.AutoRenew(400*time.Millisecond), // renewed for at most 400 ms
 		redlock.OnLost(func(l *redlock.Lock) { lost <- l.Resource() }))
 	if err != nil {
@@ -428,7 +429,7 @@ func ExampleAutoRenew() {
 	fmt.Println("OnLost for", <-lost)
 	fmt.Println("renewing:", l.Renewing(), "validity:", l.Validity())
 	// Output:
-	// renewing: true TTL: 300ms
+	// renewing: true TTL: 1s
 	// lost: true
 	// OnLost for example:option-renewed
 	// renewing: false validity: 0s

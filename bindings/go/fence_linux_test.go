@@ -390,7 +390,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 // its fenced write with its stale token and prints "wrote R valid V".
 func childPauseHolder() int {
 	nodes := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
-	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 100*time.Millisecond),
+	m, err := redlock.New(nodes, redlock.WithTimeouts(time.Second, 500*time.Millisecond),
 		redlock.WithRetry(10, 20*time.Millisecond))
 	if err != nil {
 		return childFail("New: %v", err)

@@ -38,13 +38,14 @@ for (const mode of ['exit', 'drain']) {
     assert.ok(took < 10000, `took ${took} ms to exit`);
     const keys = [`redlock:exit:${mode}:plain`, `redlock:exit:${mode}:renewing`];
     for (const k of keys) assert.ok((await nodes.existsOn(k)) >= 2, `${k} held after the exit`);
-    for (let i = 0; i < 100; i++) {
+    // TTLs of 5 s (support/exiter.mjs): long enough to outlast a slow exit on a busy machine.
+    for (let i = 0; i < 300; i++) {
       let n = 0;
       for (const k of keys) n += await nodes.existsOn(k);
       if (n === 0) return;
       await sleep(50);
     }
-    assert.fail('the keys outlived their TTL by 5 s');
+    assert.fail('the keys outlived their TTL by 10 s');
   });
 }
 

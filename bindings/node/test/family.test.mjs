@@ -45,26 +45,29 @@ test('shared: readers together, a writer excluded until the last reader leaves',
 });
 
 test('fair: waiters are granted in the order they queued', async () => {
-  const holder = await mgr.acquire('fair:1', 10000, { fair: true });
+  const holder = await mgr.acquire('fair:1', 30000, { fair: true });
   assert.equal(holder.fair, true);
   assert.equal(holder.ticket, null);
   const order = [];
   const waiters = [];
   for (let i = 0; i < 3; i++) {
     const m = new Redlock(nodes.urls); // a manager each: the engine's queue decides, not the process
-    waiters.push(m.acquire('fair:1', 10000, { fair: true, waitMs: 20000, dropOutMs: 10000 })
+    waiters.push(m.acquire('fair:1', 10000, { fair: true, waitMs: 60000, dropOutMs: 10000 })
       .then(async (l) => {
         order.push(i);
         assert.equal(typeof l.ticket, 'bigint');
         await sleep(20);
         await l.release();
       }));
-    // The next waiter queues once this one is in the queue on every node.
-    for (let t = 0; t < 200; t++) {
+    // The next waiter queues once this one is in the queue on every node (bounded generously:
+    // a busy machine may take seconds; starting the next one earlier could reorder them).
+    let queued = false;
+    for (const end = Date.now() + 30000; !queued && Date.now() < end;) {
       const lens = await Promise.all([0, 1, 2].map((n) => nodes.cmd(n, 'HLEN', 'redlock-fair:redlock:fair:1')));
-      if (lens.every((x) => x >= i + 1)) break;
-      await sleep(10);
+      queued = lens.every((x) => x >= i + 1);
+      if (!queued) await sleep(10);
     }
+    assert.ok(queued, `waiter ${i} never queued on every node`);
   }
   await holder.release();
   await Promise.all(waiters);

@@ -27,9 +27,9 @@ test('an AbortSignal cancels a wait at once, leaving nothing held', async () => 
     return true;
   });
   console.log(`# cancel latency ${took.toFixed(1)} ms (the wait had 29.7 s left)`);
-  // The issue asks for 50 ms; asserted with room for a loaded 2-core machine. A wait that
-  // ignored the signal would run 30 s.
-  assert.ok(took < 1000, `cancelled after ${took} ms`);
+  // The issue asks for 50 ms (the printed latency); asserted with room for a loaded 2-core
+  // machine, as the other bindings do. A wait that ignored the signal would run 30 s.
+  assert.ok(took < 5000, `cancelled after ${took} ms`);
   await holder.release();
   assert.equal(await nodes.existsOn('redlock:cancel:1'), 0);
   // An already aborted signal sends nothing.
@@ -70,10 +70,11 @@ test('64 waits do not stall the event loop, fs or timers', { timeout: 60000 }, a
   const max = lags[lags.length - 1];
   console.log(`# ${lags.length} ticks: lag p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms; ` +
     `readFile ${readMs.toFixed(1)} ms; binding threads started ${started}`);
-  // A loop blocked by the waits would show seconds; libuv's 4 threads taken by them would
-  // hold readFile until the waits end.
+  // A loop blocked by the waits would show seconds (the printed lags are a few ms on an
+  // idle machine; the bound leaves room for a loaded 2-core one); libuv's 4 threads taken by
+  // them would hold readFile until the waits end.
   assert.ok(lags.length > 60, `${lags.length} ticks in 1.5 s`);
-  assert.ok(p99 < 100, `p99 lag ${p99} ms`);
+  assert.ok(p99 < 500, `p99 lag ${p99} ms`);
   assert.ok(readMs < 1000, `readFile took ${readMs} ms`);
   // The waits are suspended on the event loop: none took a thread.
   assert.equal(started, 0, `${started} threads started for the waits`);

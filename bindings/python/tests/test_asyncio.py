@@ -173,13 +173,16 @@ def test_an_unlock_failure_at_the_end_of_the_block(cluster, new_manager, resourc
         async with m.alock(resource, 5_000) as lk:
             await lk.aunlock()
         # The lock expired while the block ran: NotHeld from the async with statement...
+        # (A 1 s TTL: a 200 ms one could run out during the acquisition on a busy machine.)
         with pytest.raises(redlock.NotHeld):
-            async with m.alock(resource, 200):
-                await asyncio.sleep(0.5)
+            async with m.alock(resource, 1_000) as lk:
+                while lk.valid:
+                    await asyncio.sleep(0.05)
         # ... unless an exception leaves the block, which wins.
         with pytest.raises(KeyError):
-            async with m.alock(resource, 200):
-                await asyncio.sleep(0.5)
+            async with m.alock(resource, 1_000) as lk:
+                while lk.valid:
+                    await asyncio.sleep(0.05)
                 raise KeyError("mine")
 
     asyncio.run(main())
@@ -287,8 +290,12 @@ def test_wait_for_timing_out_cancels_the_wait(cluster, new_manager, resource):
             raise AssertionError("entered a lock held elsewhere")
 
     async def main() -> None:
+        # Timed out once it waits (not before the helper thread has even called the library,
+        # which a busy machine may take longer than the timeout to do: nothing to cancel then).
+        task = asyncio.ensure_future(take())
+        await off_loop(wait_until_waiting, cluster, m, resource)
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(take(), 0.5)
+            await asyncio.wait_for(task, 0.5)
 
     asyncio.run(main())
     assert cancelled(m) == 1 and granted(m) == 0

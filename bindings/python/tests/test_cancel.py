@@ -575,7 +575,9 @@ def test_the_helper_thread_keeps_nothing_and_ends_when_idle(
 ):
     m = new_manager(cluster.urls)
     monkeypatch.setattr(_threads, "_idle_helpers", [])  # a helper thread of this test's own
-    monkeypatch.setattr(_threads, "_HELPER_IDLE_S", 0.3)
+    # Idle 2 s: long enough that a busy machine's pause between the two calls below does not
+    # end the helper before the second (which would then start another).
+    monkeypatch.setattr(_threads, "_HELPER_IDLE_S", 2.0)
     before = set(threading.enumerate())
     lk = m.lock(resource, 1_000, wait_ms=1_000)
     lk2 = m.lock(resource + ":2", 1_000, wait_ms=1_000)  # the same thread again

@@ -127,10 +127,12 @@ def test_fenced_tokens_grow_and_stay_with_the_lease(cluster, mgr, resource):
 
 
 def test_fenced_and_auto_renew_compose(cluster, mgr, new_manager, resource):
-    lk = mgr.lock(resource, ttl_ms=400, fenced=True)
+    # 1 s, renewed every third of it: a 400 ms TTL is lost to a renewal that a busy machine
+    # delays by a quarter of a second.
+    lk = mgr.lock(resource, ttl_ms=1_000, fenced=True)
     token = lk.fencing_token
     lk.auto_renew()
-    time.sleep(1.0)  # more than two TTLs: renewed several times
+    time.sleep(2.5)  # more than two TTLs: renewed several times
     assert lk.valid and lk.renewing and not lk.lost
     assert lk.fencing_token == token
     assert cluster.holding(key_of(resource), lk.value) >= 2

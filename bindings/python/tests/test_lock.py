@@ -194,17 +194,22 @@ def test_with_block_that_raises_still_unlocks(cluster, mgr, resource):
         pass
 
 
+# The locks below that are left to expire have a 1 s TTL: with a shorter one (150 ms), an
+# acquisition that a busy machine slows past its TTL is refused (no validity left).
+SHORT_TTL_MS = 1_000
+
+
 def test_with_block_outliving_its_lock_raises_not_held(cluster, mgr, resource):
     with pytest.raises(redlock.NotHeld):
-        with mgr.lock(resource, ttl_ms=150) as lk:
-            wait_expired(lk, cluster, 150)
+        with mgr.lock(resource, ttl_ms=SHORT_TTL_MS) as lk:
+            wait_expired(lk, cluster, SHORT_TTL_MS)
     assert lk.closed
 
 
 def test_with_block_exception_wins_over_failed_unlock(cluster, mgr, resource):
     with pytest.raises(Boom) as ei:
-        with mgr.lock(resource, ttl_ms=150) as lk:
-            wait_expired(lk, cluster, 150)
+        with mgr.lock(resource, ttl_ms=SHORT_TTL_MS) as lk:
+            wait_expired(lk, cluster, SHORT_TTL_MS)
             raise Boom("the body's own error")
     assert lk.closed
     if sys.version_info >= (3, 11):
@@ -220,8 +225,8 @@ def test_unlock_inside_with_block_is_not_repeated(cluster, mgr, resource):
 
 
 def test_unlock_and_extend_after_expiry_raise_not_held(cluster, mgr, resource):
-    lk = mgr.try_lock(resource, ttl_ms=150)
-    wait_expired(lk, cluster, 150)
+    lk = mgr.try_lock(resource, ttl_ms=SHORT_TTL_MS)
+    wait_expired(lk, cluster, SHORT_TTL_MS)
     assert lk.valid is False
     with pytest.raises(redlock.NotHeld) as ei:
         lk.extend(5_000)
@@ -235,8 +240,8 @@ def test_unlock_and_extend_after_expiry_raise_not_held(cluster, mgr, resource):
 def test_expired_lock_can_be_taken_over_and_old_unlock_does_not_release_it(
     cluster, mgr, new_manager, resource
 ):
-    old = mgr.try_lock(resource, ttl_ms=150)
-    wait_expired(old, cluster, 150)
+    old = mgr.try_lock(resource, ttl_ms=SHORT_TTL_MS)
+    wait_expired(old, cluster, SHORT_TTL_MS)
     other = new_manager(cluster.urls)
     new = other.try_lock(resource, ttl_ms=10_000)
     with pytest.raises(redlock.NotHeld):
@@ -269,10 +274,10 @@ def test_wait_ms_gives_up_after_the_wait(cluster, mgr, new_manager, resource):
 
 
 def test_wait_ms_acquires_once_the_holder_expires(cluster, mgr, new_manager, resource):
-    # From before the holder's acquisition: its keys are set after this, so they expire 300 ms
+    # From before the holder's acquisition: its keys are set after this, so they expire 1 s
     # after it at the earliest, however long a busy machine takes between the steps below.
     before_held = time.monotonic()
-    holder = mgr.try_lock(resource, ttl_ms=300)
+    holder = mgr.try_lock(resource, ttl_ms=SHORT_TTL_MS)
     other = new_manager(cluster.urls, retry_delay_ms=30)
     t0 = time.monotonic()
     with other.lock(resource, ttl_ms=5_000, wait_ms=5_000) as lk:
@@ -280,7 +285,7 @@ def test_wait_ms_acquires_once_the_holder_expires(cluster, mgr, new_manager, res
         assert cluster.holding(key_of(resource), lk.value) >= 2
         assert lk.token != holder.token
     waited = granted - t0
-    assert granted - before_held >= 0.29, granted - before_held  # not before the expiry
+    assert granted - before_held >= 0.99, granted - before_held  # not before the expiry
     assert waited < 5.0, waited
     holder.close()
 

@@ -39,8 +39,13 @@ def test_auto_renew_keeps_a_short_lock_alive(cluster, mgr, new_manager, resource
     lk.close()
 
 
+# The leases below that must still be held when auto_renew() (or stop_renewal()) is called
+# have a 1 s TTL: a shorter one can run out first on a busy machine (the call comes late, or
+# the renewal does), and auto_renew() then raises NotHeld or the lease is lost too soon.
+
+
 def test_bound_reached_marks_lost_and_calls_on_lost(cluster, mgr, resource):
-    lk = mgr.lock(resource, ttl_ms=300)
+    lk = mgr.lock(resource, ttl_ms=1_000)
     called = []
     fired = threading.Event()
 
@@ -80,13 +85,13 @@ def test_max_hold_bound(cluster, mgr, resource):
 
 def test_with_block_that_loses_its_renewed_lock_raises_not_held(cluster, mgr, resource):
     with pytest.raises(redlock.NotHeld):
-        with mgr.lock(resource, ttl_ms=200) as lk:
+        with mgr.lock(resource, ttl_ms=1_000) as lk:
             lk.auto_renew(max_extensions=1)
             assert lk.wait_lost(5_000)
 
 
 def test_stop_renewal_lets_the_lock_expire(cluster, mgr, resource):
-    lk = mgr.lock(resource, ttl_ms=300)
+    lk = mgr.lock(resource, ttl_ms=1_000)
     fired = threading.Event()
     lk.auto_renew(on_lost=lambda _: fired.set())
     lk.stop_renewal()
@@ -138,7 +143,7 @@ def test_auto_renew_arguments(cluster, mgr, resource):
 def test_renewal_fails_when_the_majority_goes_down(make_cluster, new_manager, resource):
     c = make_cluster(3)
     m = new_manager(c.urls)
-    lk = m.lock(resource, ttl_ms=400)
+    lk = m.lock(resource, ttl_ms=1_000)
     lost_in = []
     lk.auto_renew(on_lost=lambda lease: lost_in.append(lease.validity_ms))
     c.servers[0].kill()
@@ -164,7 +169,7 @@ def test_renewal_fails_when_the_majority_goes_down(make_cluster, new_manager, re
 
 
 def test_auto_renew_again_hands_the_callback_to_the_same_watcher(cluster, mgr, resource):
-    lk = mgr.lock(resource, ttl_ms=300)
+    lk = mgr.lock(resource, ttl_ms=1_000)
     calls = []
     fired = threading.Event()
     lk.auto_renew(on_lost=lambda _: calls.append("first"))
@@ -180,7 +185,7 @@ def test_auto_renew_again_hands_the_callback_to_the_same_watcher(cluster, mgr, r
 
 
 def test_auto_renew_without_callback_replaces_the_callback(cluster, mgr, resource):
-    lk = mgr.lock(resource, ttl_ms=300)
+    lk = mgr.lock(resource, ttl_ms=1_000)
     calls = []
     lk.auto_renew(on_lost=lambda _: calls.append("old"))
     lk.auto_renew(max_extensions=1)  # no callback from now on

@@ -20,8 +20,11 @@ import redlock
 
 from redis_nodes import key_of, wait_until
 
-TTL_MS = 300
-HOLD_MS = 600  # the lease is lost shortly before this, counted from the acquisition
+# The TTL outlasts the bound: the lease is lost to its bound, never to a renewal that a busy
+# machine delays (with a 300 ms TTL, renewed every 100 ms, a renewal 200 ms late loses it
+# first, for another reason).
+TTL_MS = 1_000
+HOLD_MS = 600  # the lease is lost at this, counted from the acquisition
 CALLBACK_WAIT_S = 20.0
 
 

@@ -6,10 +6,10 @@ import { Redlock } from '../../index.mjs';
 const urls = JSON.parse(process.argv[2]);
 const mode = process.argv[3];
 const mgr = new Redlock(urls);
-await mgr.acquire(`exit:${mode}:plain`, 1500);
-await mgr.acquire(`exit:${mode}:renewing`, 1500, { autoRenew: true });
+await mgr.acquire(`exit:${mode}:plain`, 5000);
+await mgr.acquire(`exit:${mode}:renewing`, 5000, { autoRenew: true });
 if (mode === 'exit') {
-  mgr.acquire(`exit:${mode}:plain`, 1500, { waitMs: 30000 }).catch(() => {});
+  mgr.acquire(`exit:${mode}:plain`, 5000, { waitMs: 30000 }).catch(() => {});
   setTimeout(() => process.exit(0), 100);
 }
 console.log('held');
