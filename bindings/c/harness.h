@@ -56,11 +56,28 @@ static inline void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+/* Now (CLOCK_MONOTONIC). */
+static inline struct timespec mono_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t;
+}
+
 /* Milliseconds since t0 (CLOCK_MONOTONIC). */
 static inline long ms_since(const struct timespec *t0) {
   struct timespec t1;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Whether `v`, a lease's validity read after a step (acquisition or extension) for `ttl` that
+ * began after `t0`, is what that step left: at most the TTL, and at least the TTL less the drift
+ * (1 % + 2 ms), less the time since `t0` (measured here, after `v` was read), less a few ms of
+ * rounding. A bound by measurement, not a guess of how slow a busy machine under valgrind is. */
+static inline int fresh_validity(uint32_t v, uint32_t ttl, const struct timespec *t0) {
+  long least = (long)ttl - (long)ttl / 100 - 2 - ms_since(t0) - 5;
+  if (v > ttl || (long)v < least) fprintf(stderr, "validity %u ms of a %u ms TTL, want >= %ld\n", v, ttl, least);
+  return v <= ttl && (long)v >= least;
 }
 
 static inline redlock_manager *make_manager(uint32_t retries, uint32_t delay_ms) {

@@ -292,6 +292,10 @@ static void test_auth_failure(void) {
     CHECK_STATUS(redlock_config_add_node(cfg, wrong[i], err, sizeof err), REDLOCK_STATUS_OK);
   }
   CHECK_STATUS(redlock_config_set_retry(cfg, 0, 0, err, sizeof err), REDLOCK_STATUS_OK);
+  /* Generous timeouts, as make_manager's: the refusals must come back as answers (under
+   * valgrind, the default 250 ms connect timeout could cut a handshake short, and a node
+   * that timed out is down, not refusing: UNAVAILABLE instead of AUTH). */
+  CHECK_STATUS(redlock_config_set_timeouts(cfg, 5000, 2000, err, sizeof err), REDLOCK_STATUS_OK);
   redlock_manager *mgr = NULL;
   CHECK_STATUS(redlock_manager_new(cfg, &mgr, err, sizeof err), REDLOCK_STATUS_OK);
   redlock_config_free(cfg);
