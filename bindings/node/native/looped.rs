@@ -128,13 +128,22 @@ struct Loop {
     prepare: *mut c_void,
     tasks: HashMap<u64, Task>,
     next: u64,
-    /// Which tasks wait on each descriptor of the set (what for: each task's `fds`).
+    /// Which tasks wait on each descriptor of the set (what for: each task's `fds`). A
+    /// descriptor's list stays when it empties, so that a wait allocates nothing here; the
+    /// empty ones go when the descriptors known to be in the set are forgotten (`enlist`).
     by_fd: HashMap<RawFd, Vec<u64>>,
+    /// How many (task, descriptor) entries `by_fd` lists: the set is watched while some are.
+    filed: usize,
+    /// The tasks found due by the epoll set's callback (kept to reuse its allocation).
+    due: Vec<u64>,
     /// The descriptors known to be in the set, as of `redlock::park::descriptors_opened`'s
     /// count `known_at` (see `enlist`).
     known: HashSet<RawFd>,
     known_at: u64,
     stacks: Vec<DefaultStack>,
+    /// Finished calls' libuv timers (stopped), for the next calls: a call that waits with a
+    /// time limit then allocates and closes none.
+    timers: Vec<*mut c_void>,
     /// Finished calls' engine state (a waker each), for the next calls.
     states: Vec<State>,
     /// Set when the environment is torn down: nothing more is started or resumed.
@@ -276,9 +285,12 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
         tasks: HashMap::new(),
         next: 1,
         by_fd: HashMap::new(),
+        filed: 0,
+        due: Vec::new(),
         known: HashSet::new(),
         known_at: park::descriptors_opened(),
         stacks: Vec::new(),
+        timers: Vec::new(),
         states: Vec::new(),
         gone: false,
     }));
@@ -370,8 +382,15 @@ fn resume(l: &Rc<RefCell<Loop>>, id: u64) {
         Ok(CoroutineResult::Return(state)) => {
             let t = lp.tasks.remove(&id).expect("a running task stays listed");
             if !t.timer.is_null() {
-                // SAFETY: the timer was initialised by libuv; freed in `freed` after closing.
-                unsafe { uv_close(t.timer, freed) };
+                if lp.timers.len() < KEEP_STACKS {
+                    // SAFETY: an initialised timer (`unfile` stopped it already).
+                    unsafe { uv_timer_stop(t.timer) };
+                    lp.timers.push(t.timer);
+                } else {
+                    // SAFETY: the timer was initialised by libuv; freed in `freed` after
+                    // closing.
+                    unsafe { uv_close(t.timer, freed) };
+                }
             }
             if lp.stacks.len() < KEEP_STACKS {
                 lp.stacks.push(co.into_stack());
@@ -396,7 +415,8 @@ impl Loop {
         for f in &wait.fds {
             self.by_fd.entry(f.fd).or_default().push(id);
         }
-        if !self.watching && !self.by_fd.is_empty() {
+        self.filed += wait.fds.len();
+        if !self.watching && self.filed > 0 {
             // SAFETY: the handle was initialised on this loop.
             unsafe { uv_poll_start(self.watch, UV_READABLE, ready) };
             self.watching = true;
@@ -406,6 +426,11 @@ impl Loop {
         t.fds = wait.fds;
         t.until = wait.timeout.map(|d| Instant::now() + d);
         if let Some(d) = wait.timeout {
+            if t.timer.is_null() {
+                if let Some(h) = self.timers.pop() {
+                    t.timer = h;
+                }
+            }
             if t.timer.is_null() {
                 // SAFETY: allocated at libuv's size for a timer, initialised by libuv.
                 unsafe {
@@ -443,6 +468,7 @@ impl Loop {
         if now != self.known_at {
             self.known.clear();
             self.known_at = now;
+            self.by_fd.retain(|_, ids| !ids.is_empty());
         }
         for f in fds {
             if self.known.contains(&f.fd) {
@@ -465,21 +491,19 @@ impl Loop {
         let Some(t) = self.tasks.get(&id) else {
             return;
         };
-        let fds: Vec<RawFd> = t.fds.iter().map(|f| f.fd).collect();
         if !t.timer.is_null() {
             // SAFETY: an initialised timer.
             unsafe { uv_timer_stop(t.timer) };
         }
-        for fd in fds {
-            let Some(list) = self.by_fd.get_mut(&fd) else {
+        for f in &t.fds {
+            let Some(list) = self.by_fd.get_mut(&f.fd) else {
                 continue;
             };
+            let before = list.len();
             list.retain(|&i| i != id);
-            if list.is_empty() {
-                self.by_fd.remove(&fd);
-            }
+            self.filed -= before - list.len();
         }
-        if self.watching && self.by_fd.is_empty() {
+        if self.watching && self.filed == 0 {
             // SAFETY: an initialised poll handle.
             unsafe { uv_poll_stop(self.watch) };
             self.watching = false;
@@ -515,17 +539,21 @@ fn on_ready() {
     let Some(l) = LOOP.with(|l| l.borrow().clone()) else {
         return;
     };
-    let mut due = Vec::new();
+    let mut due;
     {
-        let mut lp = l.borrow_mut();
+        let mut guard = l.borrow_mut();
+        let lp = &mut *guard;
+        due = std::mem::take(&mut lp.due);
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: `evs` is a live array of 64 events; timeout 0.
         let n = unsafe { libc::epoll_wait(lp.epfd, evs.as_mut_ptr(), 64, 0) };
         for ev in evs.iter().take(n.max(0) as usize) {
             let fd = ev.u64 as RawFd;
             let revents = poll_revents(ev.events);
-            let ids: Vec<u64> = lp.by_fd.get(&fd).cloned().unwrap_or_default();
-            for id in ids {
+            let Some(ids) = lp.by_fd.get(&fd) else {
+                continue;
+            };
+            for &id in ids {
                 if let Some(t) = lp.tasks.get_mut(&id) {
                     let mut any = false;
                     for f in t.fds.iter_mut().filter(|f| f.fd == fd) {
@@ -543,9 +571,11 @@ fn on_ready() {
             lp.unfile(id);
         }
     }
-    for id in due {
+    for &id in &due {
         resume(&l, id);
     }
+    due.clear();
+    l.borrow_mut().due = due;
 }
 
 /// libuv: a task's time has passed.
@@ -619,6 +649,9 @@ unsafe extern "C" fn torn_down(_arg: *mut c_void) {
         }
         uv_close(lp.watch, freed);
         uv_close(lp.prepare, freed);
+        for h in lp.timers.drain(..) {
+            uv_close(h, freed);
+        }
         libc::close(lp.epfd);
     }
     for mut t in tasks {
