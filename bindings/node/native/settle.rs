@@ -1,8 +1,9 @@
 //! Settling Promises, from the event loop's coroutines or the binding's threads.
 //!
 //! A call that finishes in one of the event loop's own callbacks is settled at that callback's
-//! end, directly, in a callback scope ([`collecting`]). Any other (from a binding thread, or
-//! inside a JavaScript call) goes through one N-API thread-safe function per JavaScript thread
+//! end, directly, in a callback scope ([`collecting`]); one that finishes inside the
+//! JavaScript call that made it, before it returns ([`inline`]). Any other (from a binding
+//! thread) goes through one N-API thread-safe function per JavaScript thread
 //! (the main thread, each worker thread), made on first use and shared by every call, instead
 //! of one per call. It is referenced (keeps the event loop alive) only while calls are
 //! pending, so a process with nothing pending exits as it would without the binding. A call
@@ -186,6 +187,39 @@ pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnc
         sys::napi_close_callback_scope(env, scope);
         let _ = SETTLING.try_with(|c| c.set(0));
         sys::napi_close_handle_scope(env, hs);
+    }
+}
+
+/// Runs `f` inside a JavaScript call on this thread (a call of the binding made by
+/// JavaScript), then settles the Promises of the calls that finished in it, at once: a call
+/// whose replies were all in before it had to wait resolves before the JavaScript call
+/// returns (its caller's continuation runs with the microtasks, as for any settled Promise)
+/// instead of waiting for the loop's next turn through the thread-safe function. Inside a
+/// [`collecting`] callback, those are left to it.
+pub fn inline(env: sys::napi_env, f: impl FnOnce()) {
+    let outer = COLLECTED
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let outer = c.is_some();
+            if !outer {
+                *c = Some(Vec::new());
+            }
+            outer
+        })
+        .unwrap_or(true);
+    f();
+    if outer {
+        return;
+    }
+    let done = COLLECTED
+        .try_with(|c| c.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    for d in done {
+        // SAFETY: on the JavaScript thread of `env`, inside a JavaScript call, whose handle
+        // scope holds the values made.
+        unsafe { finish(env, d) };
     }
 }
 

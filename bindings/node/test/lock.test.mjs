@@ -65,6 +65,19 @@ test('await using releases at the end of the scope', { skip: !Symbol.asyncDispos
   assert.equal(await nodes.existsOn('redlock:scoped:1'), 0);
 });
 
+test('a call that ends without waiting is settled before the event loop turns', async () => {
+  // The engine refuses this TTL (above maxTtlMs) before it sends anything: the call ends
+  // inside the JavaScript call, which settles its Promise there, so the rejection arrives
+  // through microtasks alone (through the loop, it would need a turn that never comes here).
+  let settled = null;
+  const p = mgr.acquire('r', 120000).catch((e) => {
+    settled = e;
+  });
+  for (let i = 0; i < 100 && settled === null; i++) await Promise.resolve();
+  assert.ok(settled instanceof RangeError, `settled: ${settled}`);
+  await p;
+});
+
 test('bad input is a TypeError or RangeError, before anything is sent', async () => {
   const before = mgr.metrics();
   await assert.rejects(mgr.acquire(42, 1000), TypeError);
