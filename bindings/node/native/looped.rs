@@ -41,7 +41,7 @@
 //! their Promises are never settled, and a lock granted then is released at once.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::io;
 use std::os::fd::RawFd;
@@ -140,7 +140,8 @@ struct Loop {
     due: Vec<u64>,
     /// The descriptors known to be in the set, as of `redlock::park::descriptors_opened`'s
     /// count `known_at` (see `enlist`).
-    known: HashSet<RawFd>,
+    /// Each with whether it is watched for output.
+    known: HashMap<RawFd, bool>,
     known_at: u64,
     stacks: Vec<DefaultStack>,
     /// Finished calls' libuv timers (stopped), for the next calls: a call that waits with a
@@ -289,7 +290,7 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
         by_fd: HashMap::new(),
         filed: 0,
         due: Vec::new(),
-        known: HashSet::new(),
+        known: HashMap::new(),
         known_at: park::descriptors_opened(),
         stacks: Vec::new(),
         timers: Vec::new(),
@@ -458,15 +459,19 @@ impl Loop {
     }
 
     /// Puts each of `fds` in the epoll set, unless it is there. A descriptor stays in the set
-    /// once added, watched for input and output, edge-triggered: an edge that comes while
-    /// nobody waits on it is dropped (whoever waits next finds the level by `poll(2)` before
-    /// suspending), so no call adds and removes its descriptors each time it waits. A
-    /// descriptor the engine closes leaves the set with it (the kernel removes it), and its
-    /// number may come back as a new descriptor: the numbers known to be in the set are
-    /// forgotten whenever the engine has opened a descriptor since they were learnt
-    /// (`redlock::park::descriptors_opened`), and each is added again once (`EEXIST` for
-    /// those still there). Adding a known descriptor again each wait cost 12 system calls per
-    /// lock-and-release cycle.
+    /// once added, edge-triggered: an edge that comes while nobody waits on it is dropped
+    /// (whoever waits next finds the level by `poll(2)` before suspending), so no call adds
+    /// and removes its descriptors each time it waits. A descriptor the engine closes leaves
+    /// the set with it (the kernel removes it), and its number may come back as a new
+    /// descriptor: the numbers known to be in the set are forgotten whenever the engine has
+    /// opened a descriptor since they were learnt (`redlock::park::descriptors_opened`), and
+    /// each is added again once (`EEXIST` for those still there). Adding a known descriptor
+    /// again each wait cost 12 system calls per lock-and-release cycle.
+    ///
+    /// A descriptor is watched for output only while some wait asks for it (a connect, a
+    /// write the socket could not take whole): a TCP socket signals that it can be written
+    /// whenever the peer acknowledges data, so output in the set woke the loop once after
+    /// every command sent, for nothing, and cost it three system calls more.
     fn enlist(&mut self, fds: &[PollFd]) {
         let now = park::descriptors_opened();
         if now != self.known_at {
@@ -475,18 +480,62 @@ impl Loop {
             self.by_fd.retain(|_, ids| !ids.is_empty());
         }
         for f in fds {
-            if self.known.contains(&f.fd) {
-                continue;
-            }
-            let mut ev = libc::epoll_event {
-                events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
-                u64: f.fd as u64,
+            let mut out = f.events & libc::POLLOUT != 0;
+            let op = match self.known.get(&f.fd) {
+                None => libc::EPOLL_CTL_ADD,
+                Some(&o) if o == out => continue,
+                Some(_) => {
+                    // Output stays watched while a suspended wait still asks for it.
+                    out |= self.wants_output(f.fd);
+                    if self.known.get(&f.fd) == Some(&out) {
+                        continue;
+                    }
+                    libc::EPOLL_CTL_MOD
+                }
             };
-            // SAFETY: a plain system call on the binding's own epoll set.
-            let r = unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, f.fd, &mut ev) };
-            if r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-                self.known.insert(f.fd);
+            if self.watch_fd(op, f.fd, out) {
+                self.known.insert(f.fd, out);
             }
+        }
+    }
+
+    /// Whether a suspended task waits for output on `fd`.
+    fn wants_output(&self, fd: RawFd) -> bool {
+        self.by_fd.get(&fd).is_some_and(|ids| {
+            ids.iter().any(|id| {
+                self.tasks.get(id).is_some_and(|t| {
+                    t.fds
+                        .iter()
+                        .any(|w| w.fd == fd && w.events & libc::POLLOUT != 0)
+                })
+            })
+        })
+    }
+
+    /// Adds `fd` to the epoll set (`op` `EPOLL_CTL_ADD`) or changes what it is watched for
+    /// (`EPOLL_CTL_MOD`): input, and output when `out`. Whether it is in the set so.
+    fn watch_fd(&self, op: c_int, fd: RawFd, out: bool) -> bool {
+        let mut events = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET;
+        if out {
+            events |= libc::EPOLLOUT;
+        }
+        let mut ev = libc::epoll_event {
+            events: events as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: plain system calls on the binding's own epoll set.
+        unsafe {
+            if libc::epoll_ctl(self.epfd, op, fd, &mut ev) == 0 {
+                return true;
+            }
+            // In the set already (a number learnt again), or no longer (closed and reused):
+            // the other operation.
+            let other = match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EEXIST) => libc::EPOLL_CTL_MOD,
+                Some(libc::ENOENT) => libc::EPOLL_CTL_ADD,
+                _ => return false,
+            };
+            libc::epoll_ctl(self.epfd, other, fd, &mut ev) == 0
         }
     }
 
