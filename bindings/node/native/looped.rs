@@ -10,8 +10,13 @@
 //! which libuv watches as one descriptor (an epoll set is pollable). libuv never sees the
 //! engine's sockets, so a socket the engine closes while a call waits on it (a connection
 //! dropped by another call) can confuse nothing of libuv's: the kernel drops it from the set.
-//! Each suspended call with a time limit has a libuv timer. The set is watched, and the timers
-//! run, only while calls are suspended, so an idle binding keeps no event loop alive.
+//! Each suspended call with a time limit has a libuv timer, which runs only while it is
+//! suspended. The set is watched from the thread's first call on, by a poll handle that is
+//! unreferenced: it never keeps the loop alive by itself (a pending call does, through its
+//! Promise: `settle` references its thread-safe function while calls are pending), so an idle
+//! binding keeps no event loop alive. Starting and stopping the watch around each wait cost
+//! libuv three `epoll_ctl` calls per wait, and with no call waiting the set is quiet: only
+//! input (a late reply, a closed connection) wakes it, once, since it is edge-triggered.
 //!
 //! **Writes.** A call that does not drive its connection leaves its command in the
 //! connection's buffer (`Park::defers_writes`), and so does the driver when other calls are
@@ -74,7 +79,6 @@ extern "C" {
     fn uv_handle_size(kind: c_int) -> usize;
     fn uv_poll_init(lp: *mut c_void, h: *mut c_void, fd: c_int) -> c_int;
     fn uv_poll_start(h: *mut c_void, events: c_int, cb: UvPollCb) -> c_int;
-    fn uv_poll_stop(h: *mut c_void) -> c_int;
     fn uv_timer_init(lp: *mut c_void, h: *mut c_void) -> c_int;
     fn uv_timer_start(h: *mut c_void, cb: UvTimerCb, timeout: u64, repeat: u64) -> c_int;
     fn uv_timer_stop(h: *mut c_void) -> c_int;
@@ -124,7 +128,6 @@ struct Loop {
     /// The binding's epoll set, and libuv's poll handle on it.
     epfd: RawFd,
     watch: *mut c_void,
-    watching: bool,
     /// Runs before each poll of the loop: writes the commands calls left in their connections'
     /// buffers during this turn (`redlock::park::flush_deferred`).
     prepare: *mut c_void,
@@ -134,8 +137,6 @@ struct Loop {
     /// descriptor's list stays when it empties, so that a wait allocates nothing here; the
     /// empty ones go when the descriptors known to be in the set are forgotten (`enlist`).
     by_fd: HashMap<RawFd, Vec<u64>>,
-    /// How many (task, descriptor) entries `by_fd` lists: the set is watched while some are.
-    filed: usize,
     /// The tasks found due by the epoll set's callback (kept to reuse its allocation).
     due: Vec<u64>,
     /// The descriptors known to be in the set, as of `redlock::park::descriptors_opened`'s
@@ -248,6 +249,9 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
             libc::close(epfd);
             return None;
         }
+        // Watched from now on, unreferenced: see the module's "How the loop watches".
+        uv_poll_start(watch, UV_READABLE, ready);
+        uv_unref(watch);
         (epfd, watch)
     };
     // SAFETY: allocated at libuv's size for a prepare handle and initialised by libuv;
@@ -283,12 +287,10 @@ fn the_loop(env: &Env) -> Option<Rc<RefCell<Loop>>> {
         cx,
         epfd,
         watch,
-        watching: false,
         prepare,
         tasks: HashMap::new(),
         next: 1,
         by_fd: HashMap::new(),
-        filed: 0,
         due: Vec::new(),
         known: HashMap::new(),
         known_at: park::descriptors_opened(),
@@ -420,12 +422,6 @@ impl Loop {
         for f in &wait.fds {
             self.by_fd.entry(f.fd).or_default().push(id);
         }
-        self.filed += wait.fds.len();
-        if !self.watching && self.filed > 0 {
-            // SAFETY: the handle was initialised on this loop.
-            unsafe { uv_poll_start(self.watch, UV_READABLE, ready) };
-            self.watching = true;
-        }
         let uv = self.uv;
         let t = self.tasks.get_mut(&id).expect("filed tasks are listed");
         t.fds = wait.fds;
@@ -552,14 +548,7 @@ impl Loop {
             let Some(list) = self.by_fd.get_mut(&f.fd) else {
                 continue;
             };
-            let before = list.len();
             list.retain(|&i| i != id);
-            self.filed -= before - list.len();
-        }
-        if self.watching && self.filed == 0 {
-            // SAFETY: an initialised poll handle.
-            unsafe { uv_poll_stop(self.watch) };
-            self.watching = false;
         }
     }
 }
