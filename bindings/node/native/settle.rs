@@ -131,12 +131,9 @@ thread_local! {
     static COLLECTED: RefCell<Option<Vec<Done>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f`, one of the event loop's own callbacks on this JavaScript thread (not inside
-/// JavaScript), then settles the Promises of the calls that finished in it, there: in one
-/// callback scope, whose end runs the microtasks (the callers' `await` continuations, which
-/// may make their next calls at once). Through the thread-safe function each settlement
-/// would wait for the loop's next turn, and wake it through its own descriptor.
-pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnce()) {
+/// Runs `f` collecting the settlements of this thread's Promises made meanwhile: what it
+/// settled, or `None` when a collection was open already (the outer one settles them).
+fn collected(f: impl FnOnce()) -> Option<Vec<Done>> {
     let outer = COLLECTED
         .try_with(|c| {
             let mut c = c.borrow_mut();
@@ -149,13 +146,20 @@ pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnc
         .unwrap_or(true);
     f();
     if outer {
-        return;
+        return None;
     }
-    let done = COLLECTED
-        .try_with(|c| c.borrow_mut().take())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    COLLECTED.try_with(|c| c.borrow_mut().take()).ok().flatten()
+}
+
+/// Runs `f`, one of the event loop's own callbacks on this JavaScript thread (not inside
+/// JavaScript), then settles the Promises of the calls that finished in it, there: in one
+/// callback scope, whose end runs the microtasks (the callers' `await` continuations, which
+/// may make their next calls at once). Through the thread-safe function each settlement
+/// would wait for the loop's next turn, and wake it through its own descriptor.
+pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnce()) {
+    let Some(done) = collected(f) else {
+        return;
+    };
     if done.is_empty() {
         return;
     }
@@ -197,25 +201,9 @@ pub fn collecting(env: sys::napi_env, cx: sys::napi_async_context, f: impl FnOnc
 /// instead of waiting for the loop's next turn through the thread-safe function. Inside a
 /// [`collecting`] callback, those are left to it.
 pub fn inline(env: sys::napi_env, f: impl FnOnce()) {
-    let outer = COLLECTED
-        .try_with(|c| {
-            let mut c = c.borrow_mut();
-            let outer = c.is_some();
-            if !outer {
-                *c = Some(Vec::new());
-            }
-            outer
-        })
-        .unwrap_or(true);
-    f();
-    if outer {
+    let Some(done) = collected(f) else {
         return;
-    }
-    let done = COLLECTED
-        .try_with(|c| c.borrow_mut().take())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    };
     for d in done {
         // SAFETY: on the JavaScript thread of `env`, inside a JavaScript call, whose handle
         // scope holds the values made.
