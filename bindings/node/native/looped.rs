@@ -13,7 +13,8 @@
 //! Each suspended call with a time limit has a libuv timer, which runs only while it is
 //! suspended. The set is watched from the thread's first call on, by a poll handle that is
 //! unreferenced: it never keeps the loop alive by itself (a pending call does, through its
-//! Promise: `settle` references its thread-safe function while calls are pending), so an idle
+//! Promise, since `settle` references its thread-safe function while calls are pending, and
+//! through its timer while it waits), so an idle
 //! binding keeps no event loop alive. Starting and stopping the watch around each wait cost
 //! libuv three `epoll_ctl` calls per wait, and with no call waiting the set is quiet: only
 //! input (a late reply, a closed connection) wakes it, once, since it is edge-triggered.

@@ -93,3 +93,37 @@ test('a worker thread terminated during a wait: no crash, and the wait leaves no
   const again = await mgr.acquire('exit:worker', 1000, { waitMs: 3000 });
   await again.release();
 });
+
+test('a call still waiting keeps the process alive: nothing else is left to run', async () => {
+  // The child's only pending work is an acquisition waiting for a lock held here; the
+  // binding's watch on its sockets never keeps a loop alive by itself, so this checks that
+  // the pending call does. An event loop left empty would end the child at once, with
+  // "unsettled top-level await" (exit code 13).
+  const { Redlock } = await import('../index.mjs');
+  const mgr = new Redlock(nodes.urls);
+  const holder = await mgr.acquire('exit:pending', 30000);
+  const index = new URL('../index.mjs', import.meta.url).href;
+  const src = `import { Redlock } from ${JSON.stringify(index)};
+const mgr = new Redlock(${JSON.stringify(nodes.urls)});
+console.log('waiting');
+const l = await mgr.acquire('exit:pending', 5000, { waitMs: 60000 });
+console.log('granted');
+await l.release();`;
+  const c = spawn(process.execPath, ['--input-type=module', '-e', src], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  c.stdout.on('data', (d) => (out += d));
+  c.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((resolve) => c.once('exit', (code, signal) => resolve({ code, signal })));
+  for (let i = 0; i < 600 && !out.includes('waiting'); i++) await sleep(50);
+  assert.match(out, /waiting/, err);
+  // Long enough for an empty loop to have ended the child; the lock is then released.
+  await sleep(1000);
+  await holder.release();
+  const killer = setTimeout(() => c.kill('SIGKILL'), 60000);
+  const r = await exited;
+  clearTimeout(killer);
+  assert.equal(r.signal, null, err);
+  assert.equal(r.code, 0, err);
+  assert.match(out, /granted/);
+});
